@@ -1,0 +1,120 @@
+//! # fast-cache
+//!
+//! An embedded-first, thread-per-core in-memory cache. Add this one crate and use
+//! [`storage::EmbeddedStore`] (shared by `&`), [`storage::SharedEmbeddedStore`] (cheap clones) or
+//! [`storage::LocalEmbeddedStore`] (one per pinned worker, `&mut`, no locks).
+//!
+//! **Owns:** nothing of its own: it is the facade that re-exports the workspace crates by feature
+//! (`storage` now; `config`, `protocol`, `persistence`, `cuda` and `server` as those crates land).
+//! **Must not depend on:** anything a feature did not ask for.
+//!
+//! Keys and values are bytes. TTL arguments are milliseconds relative to now; `None` means the
+//! value never expires.
+//!
+//! ## Embedded use
+//! ```
+//! use fast_cache::storage::EmbeddedStore;
+//!
+//! let cache = EmbeddedStore::new(16);
+//!
+//! cache.set(b"user:42".to_vec(), b"ready".to_vec(), None);
+//! assert_eq!(cache.get(b"user:42"), Some(b"ready".to_vec()));
+//!
+//! cache.delete(b"user:42");
+//! assert!(!cache.exists(b"user:42"));
+//! ```
+//!
+//! ## Batches return results in key order
+//! ```
+//! use fast_cache::storage::EmbeddedStore;
+//!
+//! let cache = EmbeddedStore::new(4);
+//! cache.batch_set(
+//!     vec![
+//!         (b"alpha".to_vec(), b"one".to_vec()),
+//!         (b"beta".to_vec(), b"two".to_vec()),
+//!     ],
+//!     None,
+//! );
+//!
+//! let values = cache.batch_get(vec![b"alpha".to_vec(), b"missing".to_vec()]);
+//! assert_eq!(values[0], Some(b"one".to_vec()));
+//! assert_eq!(values[1], None);
+//! ```
+//!
+//! ## Owner-local stores for pinned workers
+//! Build and route with an [`storage::EmbeddedStore`], then split it: each worker gets exclusive
+//! `&mut` access to its shards. Shard counts are powers of two so routing is a shift.
+//! ```
+//! use fast_cache::storage::{
+//!     EmbeddedRouteMode, EmbeddedStore, LocalEmbeddedStoreBootstrap,
+//! };
+//!
+//! let shared = EmbeddedStore::with_route_mode(4, EmbeddedRouteMode::FullKey);
+//! let mut stores = LocalEmbeddedStoreBootstrap::from_embedded(shared, 1).into_stores();
+//! let mut local = stores.pop().expect("one worker store");
+//!
+//! local.set(b"local-key".to_vec(), b"value".to_vec(), None);
+//! assert_eq!(local.get(b"local-key"), Some(b"value".to_vec()));
+//! ```
+//!
+//! With several workers, send each request to [`storage::LocalEmbeddedStore::owner_of_key`]'s
+//! worker; asking the wrong worker is an explicit `NotOwner` error from the `try_*` methods:
+//! ```
+//! use fast_cache::storage::{EmbeddedStore, StoreError};
+//!
+//! let mut workers = EmbeddedStore::new(8).into_local_stores(2);
+//! let owner = workers[0].owner_of_key(b"k");
+//! let other = 1 - owner;
+//! workers[owner].set(b"k", b"v", None);
+//! assert!(matches!(workers[other].try_get(b"k"), Err(StoreError::NotOwner { .. })));
+//! ```
+//!
+//! ## Sessions: KV-cache chunks on one route, read back as one contiguous buffer
+//! ```
+//! use fast_cache::storage::{EmbeddedStore, PackedSessionWrite};
+//!
+//! let cache = EmbeddedStore::new(4);
+//! let mut write = PackedSessionWrite::with_capacity(b"session:1".to_vec(), 2, 16);
+//!
+//! write.push_owned_record(b"session:1:layer:0".to_vec(), b"kv0".to_vec());
+//! write.push_owned_record(b"session:1:layer:1".to_vec(), b"kv1".to_vec());
+//! cache.batch_set_session_packed_no_ttl(write);
+//!
+//! let keys = vec![
+//!     b"session:1:layer:0".to_vec(),
+//!     b"session:1:layer:1".to_vec(),
+//! ];
+//! let batch = cache.batch_get_session_packed(b"session:1", &keys);
+//!
+//! assert!(batch.all_hit());
+//! assert_eq!(batch.total_bytes(), 6);
+//! assert_eq!(batch.get(1), Some(&b"kv1"[..]));
+//! ```
+//! With [`storage::EmbeddedRouteMode::session_prefix`], every key of a session lands on one shard
+//! and a session read takes one lock.
+//!
+//! ## Features
+//! - `embedded` (default): [`storage::EmbeddedStore`] and [`storage::SharedEmbeddedStore`].
+//! - `sharded` (default): [`storage::LocalEmbeddedStore`] for thread-per-core workers.
+
+/// The embedded storage API: stores, routing, sessions, statistics, mutation events.
+pub mod storage {
+    pub use fc_route::{
+        EmbeddedKeyRoute, EmbeddedRouteMode, EmbeddedSessionRoute, MAX_SHARDS, PreparedPointKey,
+        RouteError, SessionPrefixRule, ShardRouter, hash_bytes, hash_tag,
+    };
+    pub use fc_shard::{
+        Clock, DEFAULT_MAINTENANCE_BUDGET, EmbeddedStore, EmbeddedStoreBuilder, KeyTtl,
+        MAX_KEY_LEN, MaintenanceReport, ManualClock, Mutation, MutationSink, PackedBatch,
+        PackedSessionWrite, ShardStatsSnapshot, SharedEmbeddedStore, StoreError, TierStatsSnapshot,
+        ValueRef,
+    };
+    #[cfg(feature = "sharded")]
+    pub use fc_shard::{LocalEmbeddedStore, LocalEmbeddedStoreBootstrap};
+}
+
+pub use fc_shard::StoreError as Error;
+
+/// `Result` with the engine's error.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

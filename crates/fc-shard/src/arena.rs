@@ -1,0 +1,493 @@
+//! The entry arena: every entry of a shard lives in one chunk of a size-class page.
+//!
+//! Why: one heap allocation per entry costs 16–32 bytes of allocator overhead and a `malloc` per
+//! write; a slab of fixed-size chunks costs neither, lets an overwrite of the same size class write
+//! in place, and gives every entry a stable 32-bit location that the index, the expiry sweep and
+//! (later) eviction share.
+//!
+//! ## Location (`u32`)
+//! `class << 26 | index`: 6 bits of size class, 26 bits of chunk index inside the class (so at most
+//! 2^26 entries per class per shard). Class [`LARGE_CLASS`] holds entries bigger than
+//! [`MAX_SMALL_ENTRY`] bytes, each in its own exact-size allocation.
+//!
+//! ## Chunk layout (little-endian)
+//! ```text
+//! 0..4    word0: key length (bits 0..28) | kind (bits 28..31) | has-expiry (bit 31)
+//! 4..8    value length (u32)
+//! 8..16   absolute expiry, Unix ms (u64; meaningful only when has-expiry is set)
+//! 16..    key bytes, then value bytes, then unused slack up to the class size
+//! ```
+//! A freed chunk has kind [`KIND_FREE`], so a sweep over a class can skip it.
+
+/// Header bytes in front of every entry.
+pub(crate) const HEADER: usize = 16;
+/// Largest entry (header + key + value) stored in a shared page; larger ones get their own
+/// allocation.
+pub(crate) const MAX_SMALL_ENTRY: usize = 16 * 1024;
+/// Keys are limited to 2^28 - 1 bytes (256 MiB) by the header format.
+pub(crate) const MAX_KEY_LEN: usize = (1 << 28) - 1;
+/// Values are limited to 2^32 - 1 bytes by the header format.
+pub(crate) const MAX_VALUE_LEN: usize = u32::MAX as usize;
+
+const INDEX_BITS: u32 = 26;
+const INDEX_MASK: u32 = (1 << INDEX_BITS) - 1;
+pub(crate) const MAX_CHUNKS_PER_CLASS: u32 = 1 << INDEX_BITS;
+/// The class of individually allocated large entries.
+pub(crate) const LARGE_CLASS: u32 = 63;
+/// Target bytes of one page of small chunks.
+const PAGE_TARGET: usize = 64 * 1024;
+
+/// Entry kind: a string value.
+pub(crate) const KIND_STRING: u32 = 0;
+/// Kind of a freed chunk.
+const KIND_FREE: u32 = 7;
+const KEY_LEN_MASK: u32 = (1 << 28) - 1;
+const HAS_EXPIRY: u32 = 1 << 31;
+
+/// Size classes: multiples of 16, growing by at most 12.5% (so slack is at most ~11%).
+const fn build_classes() -> ([u32; 64], usize) {
+    let mut sizes = [0u32; 64];
+    let mut n = 0;
+    let mut s: u32 = 16;
+    while s as usize <= MAX_SMALL_ENTRY {
+        sizes[n] = s;
+        n += 1;
+        let grown = (s + s / 8 + 15) & !15;
+        s = if grown < s + 16 { s + 16 } else { grown };
+    }
+    if sizes[n - 1] as usize != MAX_SMALL_ENTRY {
+        sizes[n] = MAX_SMALL_ENTRY as u32;
+        n += 1;
+    }
+    (sizes, n)
+}
+
+const CLASSES: ([u32; 64], usize) = build_classes();
+const CLASS_COUNT: usize = CLASSES.1;
+const _: () = assert!(CLASS_COUNT < LARGE_CLASS as usize);
+
+/// `SIZE_TO_CLASS[(len + 15) / 16]` is the smallest class holding `len` bytes.
+const SIZE_TO_CLASS: [u8; MAX_SMALL_ENTRY / 16 + 1] = {
+    let mut table = [0u8; MAX_SMALL_ENTRY / 16 + 1];
+    let mut slot = 0;
+    let mut class = 0;
+    while slot < table.len() {
+        while (CLASSES.0[class] as usize) < slot * 16 {
+            class += 1;
+        }
+        table[slot] = class as u8;
+        slot += 1;
+    }
+    table
+};
+
+/// The size class for an entry of `len` bytes (header included).
+#[inline]
+pub(crate) fn class_for(len: usize) -> u32 {
+    if len <= MAX_SMALL_ENTRY {
+        u32::from(SIZE_TO_CLASS[len.div_ceil(16)])
+    } else {
+        LARGE_CLASS
+    }
+}
+
+#[inline]
+pub(crate) const fn class_of(loc: u32) -> u32 {
+    loc >> INDEX_BITS
+}
+
+#[inline]
+const fn index_of(loc: u32) -> u32 {
+    loc & INDEX_MASK
+}
+
+#[inline]
+const fn make_loc(class: u32, index: u32) -> u32 {
+    (class << INDEX_BITS) | index
+}
+
+/// Decoded chunk header.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Header {
+    pub(crate) key_len: usize,
+    pub(crate) value_len: usize,
+    pub(crate) kind: u32,
+    pub(crate) expire_at_ms: Option<u64>,
+}
+
+#[inline]
+fn read_u32(chunk: &[u8], at: usize) -> u32 {
+    let mut word = [0u8; 4];
+    word.copy_from_slice(&chunk[at..at + 4]);
+    u32::from_le_bytes(word)
+}
+
+#[inline]
+pub(crate) fn header(chunk: &[u8]) -> Header {
+    let word0 = read_u32(chunk, 0);
+    let value_len = read_u32(chunk, 4) as usize;
+    let expire_at_ms = if word0 & HAS_EXPIRY != 0 {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&chunk[8..16]);
+        Some(u64::from_le_bytes(word))
+    } else {
+        None
+    };
+    Header {
+        key_len: (word0 & KEY_LEN_MASK) as usize,
+        value_len,
+        kind: (word0 >> 28) & 7,
+        expire_at_ms,
+    }
+}
+
+#[inline]
+pub(crate) fn key_of(chunk: &[u8]) -> &[u8] {
+    let key_len = (read_u32(chunk, 0) & KEY_LEN_MASK) as usize;
+    &chunk[HEADER..HEADER + key_len]
+}
+
+#[inline]
+pub(crate) fn value_of(chunk: &[u8]) -> &[u8] {
+    let key_len = (read_u32(chunk, 0) & KEY_LEN_MASK) as usize;
+    let value_len = read_u32(chunk, 4) as usize;
+    &chunk[HEADER + key_len..HEADER + key_len + value_len]
+}
+
+/// Expiry of the entry, if any, without decoding the rest.
+#[inline]
+pub(crate) fn expiry_of(chunk: &[u8]) -> Option<u64> {
+    if read_u32(chunk, 0) & HAS_EXPIRY == 0 {
+        return None;
+    }
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&chunk[8..16]);
+    Some(u64::from_le_bytes(word))
+}
+
+#[inline]
+fn write_word0(chunk: &mut [u8], key_len: usize, kind: u32, expire_at_ms: Option<u64>) {
+    let mut word0 = key_len as u32 | (kind << 28);
+    if let Some(at) = expire_at_ms {
+        word0 |= HAS_EXPIRY;
+        chunk[8..16].copy_from_slice(&at.to_le_bytes());
+    }
+    chunk[0..4].copy_from_slice(&word0.to_le_bytes());
+}
+
+/// Writes a whole entry at the start of `chunk`.
+#[inline]
+fn write_entry(chunk: &mut [u8], key: &[u8], value: &[u8], expire_at_ms: Option<u64>) {
+    write_word0(chunk, key.len(), KIND_STRING, expire_at_ms);
+    chunk[4..8].copy_from_slice(&(value.len() as u32).to_le_bytes());
+    chunk[HEADER..HEADER + key.len()].copy_from_slice(key);
+    chunk[HEADER + key.len()..HEADER + key.len() + value.len()].copy_from_slice(value);
+}
+
+/// Rewrites the value (and expiry) of an entry whose key stays in place.
+#[inline]
+fn write_value(chunk: &mut [u8], key_len: usize, value: &[u8], expire_at_ms: Option<u64>) {
+    write_word0(chunk, key_len, KIND_STRING, expire_at_ms);
+    chunk[4..8].copy_from_slice(&(value.len() as u32).to_le_bytes());
+    chunk[HEADER + key_len..HEADER + key_len + value.len()].copy_from_slice(value);
+}
+
+/// One size class: pages of equal chunks, a free list and a bump index.
+#[derive(Debug)]
+struct SizeClass {
+    chunk_bytes: u32,
+    per_page_shift: u32,
+    pages: Vec<Box<[u8]>>,
+    free: Vec<u32>,
+    bump: u32,
+}
+
+impl SizeClass {
+    fn new(chunk_bytes: u32) -> Self {
+        let per_page = (PAGE_TARGET / chunk_bytes as usize).max(1);
+        Self {
+            chunk_bytes,
+            per_page_shift: usize::BITS - 1 - per_page.leading_zeros(),
+            pages: Vec::new(),
+            free: Vec::new(),
+            bump: 0,
+        }
+    }
+
+    #[inline]
+    fn range(&self, index: u32) -> (usize, usize) {
+        let page = (index >> self.per_page_shift) as usize;
+        let offset =
+            (index & ((1 << self.per_page_shift) - 1)) as usize * self.chunk_bytes as usize;
+        (page, offset)
+    }
+
+    #[inline]
+    fn chunk(&self, index: u32) -> &[u8] {
+        let (page, offset) = self.range(index);
+        &self.pages[page][offset..offset + self.chunk_bytes as usize]
+    }
+
+    #[inline]
+    fn chunk_mut(&mut self, index: u32) -> &mut [u8] {
+        let (page, offset) = self.range(index);
+        let bytes = self.chunk_bytes as usize;
+        &mut self.pages[page][offset..offset + bytes]
+    }
+
+    /// Returns a free chunk index, growing by one page when needed; `None` when the class is full.
+    fn alloc(&mut self) -> Option<(u32, usize)> {
+        if let Some(index) = self.free.pop() {
+            return Some((index, 0));
+        }
+        if self.bump >= MAX_CHUNKS_PER_CLASS {
+            return None;
+        }
+        let index = self.bump;
+        let mut grown = 0;
+        if (index >> self.per_page_shift) as usize == self.pages.len() {
+            let bytes = (self.chunk_bytes as usize) << self.per_page_shift;
+            self.pages.push(vec![0u8; bytes].into_boxed_slice());
+            grown = bytes;
+        }
+        self.bump += 1;
+        Some((index, grown))
+    }
+
+    fn free(&mut self, index: u32) {
+        write_word0(self.chunk_mut(index), 0, KIND_FREE, None);
+        self.free.push(index);
+    }
+}
+
+/// Error: a size class of one shard has no chunk index left.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ArenaFull;
+
+/// All entries of one shard.
+#[derive(Debug)]
+pub(crate) struct Arena {
+    classes: Vec<SizeClass>,
+    large: Vec<Box<[u8]>>,
+    large_free: Vec<u32>,
+    allocated_bytes: usize,
+}
+
+impl Arena {
+    pub(crate) fn new() -> Self {
+        let classes = CLASSES.0[..CLASS_COUNT]
+            .iter()
+            .map(|&bytes| SizeClass::new(bytes))
+            .collect();
+        Self {
+            classes,
+            large: Vec::new(),
+            large_free: Vec::new(),
+            allocated_bytes: 0,
+        }
+    }
+
+    /// Bytes held in pages and large allocations (slack and free chunks included).
+    pub(crate) fn allocated_bytes(&self) -> usize {
+        self.allocated_bytes
+    }
+
+    /// The whole chunk (or large allocation) of `loc`.
+    #[inline]
+    pub(crate) fn chunk(&self, loc: u32) -> &[u8] {
+        let class = class_of(loc);
+        if class == LARGE_CLASS {
+            &self.large[index_of(loc) as usize]
+        } else {
+            self.classes[class as usize].chunk(index_of(loc))
+        }
+    }
+
+    #[inline]
+    fn chunk_mut(&mut self, loc: u32) -> &mut [u8] {
+        let class = class_of(loc);
+        if class == LARGE_CLASS {
+            &mut self.large[index_of(loc) as usize]
+        } else {
+            self.classes[class as usize].chunk_mut(index_of(loc))
+        }
+    }
+
+    #[inline]
+    pub(crate) fn key(&self, loc: u32) -> &[u8] {
+        key_of(self.chunk(loc))
+    }
+
+    #[inline]
+    pub(crate) fn value(&self, loc: u32) -> &[u8] {
+        value_of(self.chunk(loc))
+    }
+
+    /// Stores a new entry and returns its location.
+    pub(crate) fn insert(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        expire_at_ms: Option<u64>,
+    ) -> Result<u32, ArenaFull> {
+        let len = HEADER + key.len() + value.len();
+        let class = class_for(len);
+        let loc = if class == LARGE_CLASS {
+            let mut data = vec![0u8; len].into_boxed_slice();
+            write_entry(&mut data, key, value, expire_at_ms);
+            self.allocated_bytes += len;
+            if let Some(index) = self.large_free.pop() {
+                self.large[index as usize] = data;
+                make_loc(LARGE_CLASS, index)
+            } else {
+                let index = u32::try_from(self.large.len()).map_err(|_| ArenaFull)?;
+                if index >= MAX_CHUNKS_PER_CLASS {
+                    return Err(ArenaFull);
+                }
+                self.large.push(data);
+                make_loc(LARGE_CLASS, index)
+            }
+        } else {
+            let size_class = &mut self.classes[class as usize];
+            let (index, grown) = size_class.alloc().ok_or(ArenaFull)?;
+            self.allocated_bytes += grown;
+            write_entry(size_class.chunk_mut(index), key, value, expire_at_ms);
+            make_loc(class, index)
+        };
+        Ok(loc)
+    }
+
+    /// Replaces the value of the entry at `loc` (its key is `key`). Writes in place when the new
+    /// entry needs the same size class (or the same large size); otherwise moves it and returns the
+    /// new location.
+    pub(crate) fn replace(
+        &mut self,
+        loc: u32,
+        key: &[u8],
+        value: &[u8],
+        expire_at_ms: Option<u64>,
+    ) -> Result<u32, ArenaFull> {
+        let len = HEADER + key.len() + value.len();
+        let class = class_of(loc);
+        let fits = if class == LARGE_CLASS {
+            self.large[index_of(loc) as usize].len() == len
+        } else {
+            class_for(len) == class
+        };
+        if fits {
+            write_value(self.chunk_mut(loc), key.len(), value, expire_at_ms);
+            return Ok(loc);
+        }
+        if class == LARGE_CLASS && class_for(len) == LARGE_CLASS {
+            // Same large slot, new exact-size allocation.
+            let mut data = vec![0u8; len].into_boxed_slice();
+            write_entry(&mut data, key, value, expire_at_ms);
+            let old = std::mem::replace(&mut self.large[index_of(loc) as usize], data);
+            self.allocated_bytes = self.allocated_bytes + len - old.len();
+            return Ok(loc);
+        }
+        let new_loc = self.insert(key, value, expire_at_ms)?;
+        self.remove(loc);
+        Ok(new_loc)
+    }
+
+    /// Sets or clears the expiry of the entry at `loc`.
+    pub(crate) fn set_expiry(&mut self, loc: u32, expire_at_ms: Option<u64>) {
+        let chunk = self.chunk_mut(loc);
+        let head = header(chunk);
+        write_word0(chunk, head.key_len, head.kind, expire_at_ms);
+    }
+
+    /// Frees the chunk at `loc`.
+    pub(crate) fn remove(&mut self, loc: u32) {
+        let class = class_of(loc);
+        let index = index_of(loc);
+        if class == LARGE_CLASS {
+            let old = std::mem::take(&mut self.large[index as usize]);
+            self.allocated_bytes -= old.len();
+            self.large_free.push(index);
+        } else {
+            self.classes[class as usize].free(index);
+        }
+    }
+
+    /// Drops every page and large allocation.
+    pub(crate) fn clear(&mut self) {
+        *self = Self::new();
+    }
+
+    /// The next chunk location at or after `cursor` in sweep order (classes in order, then large
+    /// entries), live or not, or `None` when the sweep is past the end.
+    pub(crate) fn sweep_next(&self, cursor: u32) -> Option<u32> {
+        let mut class = class_of(cursor);
+        let mut index = index_of(cursor);
+        loop {
+            if class == LARGE_CLASS {
+                return ((index as usize) < self.large.len()).then(|| make_loc(class, index));
+            }
+            if let Some(size_class) = self.classes.get(class as usize) {
+                if index < size_class.bump {
+                    return Some(make_loc(class, index));
+                }
+                class += 1;
+            } else {
+                class = LARGE_CLASS;
+            }
+            index = 0;
+        }
+    }
+
+    /// Whether the chunk at `loc` holds an entry (not a freed chunk).
+    #[inline]
+    pub(crate) fn is_live(&self, loc: u32) -> bool {
+        let chunk = self.chunk(loc);
+        !chunk.is_empty() && (read_u32(chunk, 0) >> 28) & 7 != KIND_FREE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_are_ordered_with_bounded_slack() {
+        let sizes = &CLASSES.0[..CLASS_COUNT];
+        assert_eq!(sizes[0], 16);
+        assert_eq!(*sizes.last().unwrap() as usize, MAX_SMALL_ENTRY);
+        for pair in sizes.windows(2) {
+            assert!(pair[0] < pair[1]);
+            assert_eq!(pair[1] % 16, 0);
+            // Slack for the smallest entry of the next class is under 12.5% (or 16 bytes).
+            assert!(pair[1] - pair[0] <= (pair[0] / 8 + 16).max(16));
+        }
+        for len in 0..=MAX_SMALL_ENTRY {
+            let class = class_for(len) as usize;
+            assert!(CLASSES.0[class] as usize >= len, "len {len}");
+            assert!(
+                class == 0 || (CLASSES.0[class - 1] as usize) < len,
+                "len {len}"
+            );
+        }
+        assert_eq!(class_for(MAX_SMALL_ENTRY + 1), LARGE_CLASS);
+    }
+
+    #[test]
+    fn insert_replace_remove_round_trip() {
+        let mut arena = Arena::new();
+        let a = arena.insert(b"key", b"value", None).unwrap();
+        assert_eq!(arena.key(a), b"key");
+        assert_eq!(arena.value(a), b"value");
+        let same = arena.replace(a, b"key", b"VALUE", Some(42)).unwrap();
+        assert_eq!(same, a, "same class rewrites in place");
+        assert_eq!(header(arena.chunk(a)).expire_at_ms, Some(42));
+        let big = vec![7u8; 100_000];
+        let moved = arena.replace(a, b"key", &big, None).unwrap();
+        assert_eq!(class_of(moved), LARGE_CLASS);
+        assert!(!arena.is_live(a));
+        assert_eq!(arena.value(moved), &big[..]);
+        let again = arena.replace(moved, b"key", &big[..50_000], None).unwrap();
+        assert_eq!(again, moved, "large entries keep their slot");
+        arena.remove(again);
+        assert_eq!(arena.sweep_next(0), Some(a));
+    }
+}

@@ -1,0 +1,65 @@
+//! # fc-shard — the fast-cache storage engine
+//!
+//! **Owns:** the shard (an exclusively owned hash index over a slab arena of entries), expiry
+//! (lazy on access plus bounded [`EmbeddedStore::process_maintenance`] sweeps), statistics,
+//! [`Mutation`] events, packed batches, and the three embedded store kinds:
+//!
+//! | store | handle | synchronisation |
+//! | --- | --- | --- |
+//! | [`EmbeddedStore`] | `&self`, `Send + Sync` | one cache-padded reader-writer lock per shard |
+//! | [`SharedEmbeddedStore`] | cheap `Clone` | the same store behind an `Arc` |
+//! | [`LocalEmbeddedStore`] | `&mut self`, one per worker | none: the worker owns its shards |
+//!
+//! **Must not depend on:** tokio or any runtime, the network, files, or any workspace crate but
+//! `fc-route`. Persistence and replication consume [`Mutation`]s through a [`MutationSink`]; they
+//! never reach into a shard.
+//!
+//! ## Limits
+//! Keys up to 256 MiB − 1, values up to 4 GiB − 1 (minus the key and a 16-byte header), at most
+//! 2^26 entries of one size class per shard (use more shards for more), 1 to 65536 shards (a
+//! power of two). Expiry instants are absolute Unix milliseconds; a key is expired once the clock
+//! is past its instant (as Redis).
+//!
+//! ## Memory layout (see `arena.rs` and `shard.rs`)
+//! Each entry is one chunk of a size-class page: a 16-byte header, the key, the value. The index
+//! stores 8 bytes per entry (32 hash bits and the chunk location). An overwrite that needs the
+//! same size class writes in place; nothing is allocated per entry below 16 KiB.
+//!
+//! ## Example
+//! ```
+//! use fc_shard::{EmbeddedStore, KeyTtl, ManualClock};
+//!
+//! let clock = ManualClock::new(10_000);
+//! let store = EmbeddedStore::builder(4).clock(clock.clone()).build();
+//! store.set(b"greeting", b"hello", Some(1_500));
+//! assert_eq!(store.get_view(b"greeting").as_deref(), Some(&b"hello"[..]));
+//! assert_eq!(store.ttl_seconds(b"greeting"), KeyTtl::ExpiresIn(2)); // rounded as Redis
+//! clock.advance_ms(1_501);
+//! assert!(!store.exists(b"greeting"));
+//! ```
+
+mod arena;
+mod clock;
+mod error;
+mod mutation;
+mod packed;
+mod shard;
+mod stats;
+mod store;
+
+pub use clock::{Clock, ManualClock};
+pub use error::StoreError;
+pub use fc_route::{
+    EmbeddedKeyRoute, EmbeddedRouteMode, EmbeddedSessionRoute, PreparedPointKey, SessionPrefixRule,
+    ShardRouter,
+};
+pub use mutation::{Mutation, MutationSink};
+pub use packed::{PackedBatch, PackedSessionWrite};
+pub use stats::{KeyTtl, MaintenanceReport, ShardStatsSnapshot, TierStatsSnapshot};
+pub use store::{
+    DEFAULT_MAINTENANCE_BUDGET, EmbeddedStore, EmbeddedStoreBuilder, LocalEmbeddedStore,
+    LocalEmbeddedStoreBootstrap, SharedEmbeddedStore, ValueRef,
+};
+
+/// Largest key length in bytes.
+pub const MAX_KEY_LEN: usize = arena::MAX_KEY_LEN;

@@ -1,0 +1,75 @@
+//! Storage-level mutation events: what persistence and replication consume.
+//!
+//! A store built with a [`MutationSink`] calls it for every change, inside the owning shard's
+//! critical section, in the order the changes happen, each with the shard's next sequence number
+//! (per shard, starting at 1, no gaps). A store without a sink pays one branch per write.
+
+/// One change to a shard's contents. Borrowed: a sink that keeps it must copy what it needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Mutation<'a> {
+    /// `key` now holds `value`, expiring at `expire_at_ms` (absolute Unix ms) or never.
+    Set {
+        /// The key.
+        key: &'a [u8],
+        /// The new value.
+        value: &'a [u8],
+        /// Absolute expiry, Unix milliseconds.
+        expire_at_ms: Option<u64>,
+    },
+    /// `key` was deleted by a caller.
+    Delete {
+        /// The key.
+        key: &'a [u8],
+    },
+    /// `key` now expires at `expire_at_ms` (absolute Unix ms).
+    Expire {
+        /// The key.
+        key: &'a [u8],
+        /// Absolute expiry, Unix milliseconds.
+        expire_at_ms: u64,
+    },
+    /// `key` no longer expires.
+    Persist {
+        /// The key.
+        key: &'a [u8],
+    },
+    /// `key` reached its expiry and was removed (lazily on access or by maintenance).
+    Expired {
+        /// The key.
+        key: &'a [u8],
+    },
+    /// Every key of the shard was removed.
+    Flush,
+}
+
+impl Mutation<'_> {
+    /// The key this mutation changes, if it concerns one key.
+    #[must_use]
+    pub fn key(&self) -> Option<&[u8]> {
+        match self {
+            Self::Set { key, .. }
+            | Self::Delete { key }
+            | Self::Expire { key, .. }
+            | Self::Persist { key }
+            | Self::Expired { key } => Some(key),
+            Self::Flush => None,
+        }
+    }
+}
+
+/// Receives a store's mutations. Called with the shard's lock held (or on the owning thread for
+/// a local store), so it must be quick: copy into a buffer or a queue, never block on I/O.
+pub trait MutationSink: Send + Sync {
+    /// One mutation of shard `shard` with that shard's sequence number `seq`.
+    fn on_mutation(&self, shard: usize, seq: u64, mutation: &Mutation<'_>);
+}
+
+impl<F> MutationSink for F
+where
+    F: Fn(usize, u64, &Mutation<'_>) + Send + Sync,
+{
+    fn on_mutation(&self, shard: usize, seq: u64, mutation: &Mutation<'_>) {
+        self(shard, seq, mutation);
+    }
+}

@@ -1,0 +1,463 @@
+//! One shard: an exclusively owned index (hashbrown) over an [`Arena`] of entries.
+//!
+//! The index holds 8 bytes per entry: 32 bits of the key hash and the entry's arena location.
+//! Lookups compare the hash bits, then the key bytes in the arena (one cache miss for the index
+//! group, one for the slot, one for the entry). Nothing here locks or allocates on a read.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use hashbrown::HashTable;
+
+use crate::arena::{self, Arena, ArenaFull, MAX_KEY_LEN, MAX_VALUE_LEN};
+use crate::clock::Clock;
+use crate::error::StoreError;
+use crate::mutation::{Mutation, MutationSink};
+use crate::stats::{KeyTtl, MaintenanceReport, ShardStatsSnapshot};
+
+/// Index slot: low 32 bits of the key hash and the arena location.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    tag: u32,
+    loc: u32,
+}
+
+/// Spreads the 32 stored hash bits over 64 for hashbrown (which takes its control byte from the
+/// top 7 bits and its bucket from the low bits). The shard was chosen from the *top* bits of the
+/// route hash, so the index uses the low 32 bits of the key hash, independent of the shard.
+#[inline]
+fn table_hash(tag: u32) -> u64 {
+    u64::from(tag).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// The index tag of a key hash.
+#[inline]
+pub(crate) fn tag_of(key_hash: u64) -> u32 {
+    key_hash as u32
+}
+
+/// Whether an entry with this expiry is expired at `now_ms` (Redis: expired when now > at).
+#[inline]
+fn is_expired(expire_at_ms: Option<u64>, clock: &Clock) -> bool {
+    expire_at_ms.is_some_and(|at| clock.now_ms() > at)
+}
+
+/// What a read-only lookup found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lookup {
+    Hit(u32),
+    Miss,
+    /// Present but expired: a caller with write access should remove it.
+    Expired,
+}
+
+pub(crate) type Sink = Option<Arc<dyn MutationSink>>;
+
+/// One shard of a store.
+pub(crate) struct Shard {
+    id: usize,
+    table: HashTable<Slot>,
+    arena: Arena,
+    sink: Sink,
+    seq: u64,
+    expires: u64,
+    stored_bytes: u64,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    sets: u64,
+    deletes: u64,
+    expired: u64,
+    sweep_cursor: u32,
+}
+
+impl std::fmt::Debug for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shard")
+            .field("id", &self.id)
+            .field("keys", &self.table.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Rejects keys and values the entry format cannot hold.
+#[inline]
+pub(crate) fn check_sizes(key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+    if key.len() > MAX_KEY_LEN {
+        return Err(StoreError::KeyTooLarge {
+            len: key.len(),
+            max: MAX_KEY_LEN,
+        });
+    }
+    if value.len() > MAX_VALUE_LEN - arena::HEADER - key.len() {
+        return Err(StoreError::ValueTooLarge {
+            len: value.len(),
+            max: MAX_VALUE_LEN - arena::HEADER - key.len(),
+        });
+    }
+    Ok(())
+}
+
+impl Shard {
+    pub(crate) fn new(id: usize, sink: Sink) -> Self {
+        Self {
+            id,
+            table: HashTable::new(),
+            arena: Arena::new(),
+            sink,
+            seq: 0,
+            expires: 0,
+            stored_bytes: 0,
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            sets: 0,
+            deletes: 0,
+            expired: 0,
+            sweep_cursor: 0,
+        }
+    }
+
+    pub(crate) fn id(&self) -> usize {
+        self.id
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    pub(crate) fn stored_bytes(&self) -> u64 {
+        self.stored_bytes
+    }
+
+    #[inline]
+    fn emit(&mut self, mutation: impl FnOnce() -> Mutation<'static>) {
+        self.seq += 1;
+        if let Some(sink) = &self.sink {
+            sink.on_mutation(self.id, self.seq, &mutation());
+        }
+    }
+
+    #[inline]
+    fn emit_borrowed(sink: &Sink, id: usize, seq: &mut u64, mutation: Mutation<'_>) {
+        *seq += 1;
+        if let Some(sink) = sink {
+            sink.on_mutation(id, *seq, &mutation);
+        }
+    }
+
+    /// Finds the entry of `key` without judging its expiry.
+    #[inline]
+    fn find(&self, tag: u32, key: &[u8]) -> Option<u32> {
+        let arena = &self.arena;
+        self.table
+            .find(table_hash(tag), |slot| {
+                slot.tag == tag && arena.key(slot.loc) == key
+            })
+            .map(|slot| slot.loc)
+    }
+
+    /// Read-only lookup (usable under a shared lock): counts a hit or a miss.
+    #[inline]
+    pub(crate) fn lookup(&self, tag: u32, key: &[u8], clock: &Clock) -> Lookup {
+        let found = match self.find(tag, key) {
+            Some(loc) if is_expired(arena::expiry_of(self.arena.chunk(loc)), clock) => {
+                Lookup::Expired
+            }
+            Some(loc) => Lookup::Hit(loc),
+            None => Lookup::Miss,
+        };
+        let counter = if matches!(found, Lookup::Hit(_)) {
+            &self.hits
+        } else {
+            &self.misses
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        found
+    }
+
+    /// Exclusive lookup: removes an expired entry on the way; counts without atomics.
+    #[inline]
+    pub(crate) fn lookup_mut(&mut self, tag: u32, key: &[u8], clock: &Clock) -> Option<u32> {
+        let found = self.find_live_mut(tag, key, clock);
+        let counter = if found.is_some() {
+            self.hits.get_mut()
+        } else {
+            self.misses.get_mut()
+        };
+        *counter += 1;
+        found
+    }
+
+    /// Exclusive lookup without counting a hit or miss (EXISTS, TTL, writes).
+    #[inline]
+    fn find_live_mut(&mut self, tag: u32, key: &[u8], clock: &Clock) -> Option<u32> {
+        let loc = self.find(tag, key)?;
+        if is_expired(arena::expiry_of(self.arena.chunk(loc)), clock) {
+            self.remove_expired(tag, loc);
+            return None;
+        }
+        Some(loc)
+    }
+
+    /// Value bytes of the entry at `loc`.
+    #[inline]
+    pub(crate) fn value(&self, loc: u32) -> &[u8] {
+        self.arena.value(loc)
+    }
+
+    /// Removes the entry at `loc` (found through `tag`) because it expired.
+    pub(crate) fn remove_expired(&mut self, tag: u32, loc: u32) {
+        let Ok(entry) = self
+            .table
+            .find_entry(table_hash(tag), |slot| slot.loc == loc)
+        else {
+            return;
+        };
+        entry.remove();
+        let chunk = self.arena.chunk(loc);
+        let head = arena::header(chunk);
+        self.stored_bytes -= (head.key_len + head.value_len) as u64;
+        if head.expire_at_ms.is_some() {
+            self.expires -= 1;
+        }
+        self.expired += 1;
+        Self::emit_borrowed(
+            &self.sink,
+            self.id,
+            &mut self.seq,
+            Mutation::Expired {
+                key: arena::key_of(chunk),
+            },
+        );
+        self.arena.remove(loc);
+    }
+
+    /// Re-checks under exclusive access and removes `key` if it is still expired.
+    pub(crate) fn reap_if_expired(&mut self, tag: u32, key: &[u8], clock: &Clock) {
+        if let Some(loc) = self.find(tag, key)
+            && is_expired(arena::expiry_of(self.arena.chunk(loc)), clock)
+        {
+            self.remove_expired(tag, loc);
+        }
+    }
+
+    /// Stores `value` under `key`, replacing any previous value and expiry.
+    pub(crate) fn set(
+        &mut self,
+        tag: u32,
+        key: &[u8],
+        value: &[u8],
+        expire_at_ms: Option<u64>,
+    ) -> Result<(), StoreError> {
+        check_sizes(key, value)?;
+        let hash = table_hash(tag);
+        let arena = &mut self.arena;
+        let entry = self.table.entry(
+            hash,
+            |slot| slot.tag == tag && arena.key(slot.loc) == key,
+            |slot| table_hash(slot.tag),
+        );
+        let full = |_: ArenaFull| StoreError::ShardFull { shard: self.id };
+        match entry {
+            hashbrown::hash_table::Entry::Occupied(mut occupied) => {
+                let slot = occupied.get_mut();
+                let old = arena::header(arena.chunk(slot.loc));
+                slot.loc = arena
+                    .replace(slot.loc, key, value, expire_at_ms)
+                    .map_err(full)?;
+                self.stored_bytes = self.stored_bytes + value.len() as u64 - old.value_len as u64;
+                if old.expire_at_ms.is_some() {
+                    self.expires -= 1;
+                }
+            }
+            hashbrown::hash_table::Entry::Vacant(vacant) => {
+                let loc = arena.insert(key, value, expire_at_ms).map_err(full)?;
+                vacant.insert(Slot { tag, loc });
+                self.stored_bytes += (key.len() + value.len()) as u64;
+            }
+        }
+        if expire_at_ms.is_some() {
+            self.expires += 1;
+        }
+        self.sets += 1;
+        Self::emit_borrowed(
+            &self.sink,
+            self.id,
+            &mut self.seq,
+            Mutation::Set {
+                key,
+                value,
+                expire_at_ms,
+            },
+        );
+        Ok(())
+    }
+
+    /// Deletes `key`; true when a live entry was removed.
+    pub(crate) fn delete(&mut self, tag: u32, key: &[u8], clock: &Clock) -> bool {
+        let Some(loc) = self.find_live_mut(tag, key, clock) else {
+            return false;
+        };
+        if let Ok(entry) = self
+            .table
+            .find_entry(table_hash(tag), |slot| slot.loc == loc)
+        {
+            entry.remove();
+        }
+        let head = arena::header(self.arena.chunk(loc));
+        self.stored_bytes -= (head.key_len + head.value_len) as u64;
+        if head.expire_at_ms.is_some() {
+            self.expires -= 1;
+        }
+        self.deletes += 1;
+        Self::emit_borrowed(&self.sink, self.id, &mut self.seq, Mutation::Delete { key });
+        self.arena.remove(loc);
+        true
+    }
+
+    /// Whether a live entry exists (counts no hit or miss).
+    pub(crate) fn exists(&mut self, tag: u32, key: &[u8], clock: &Clock) -> bool {
+        self.find_live_mut(tag, key, clock).is_some()
+    }
+
+    /// Read-only existence check (under a shared lock); `None` when the entry is expired.
+    pub(crate) fn exists_shared(&self, tag: u32, key: &[u8], clock: &Clock) -> Lookup {
+        match self.find(tag, key) {
+            Some(loc) if is_expired(arena::expiry_of(self.arena.chunk(loc)), clock) => {
+                Lookup::Expired
+            }
+            Some(loc) => Lookup::Hit(loc),
+            None => Lookup::Miss,
+        }
+    }
+
+    /// Sets (`Some`) or clears (`None`) the expiry of a live key; true when the key exists and,
+    /// for `None`, had an expiry to clear.
+    pub(crate) fn set_expiry(
+        &mut self,
+        tag: u32,
+        key: &[u8],
+        expire_at_ms: Option<u64>,
+        clock: &Clock,
+    ) -> bool {
+        let Some(loc) = self.find_live_mut(tag, key, clock) else {
+            return false;
+        };
+        let had = arena::expiry_of(self.arena.chunk(loc)).is_some();
+        match expire_at_ms {
+            None if !had => return false,
+            None => {
+                self.expires -= 1;
+                self.arena.set_expiry(loc, None);
+                self.emit_key(loc, |key| Mutation::Persist { key });
+            }
+            Some(at) => {
+                if !had {
+                    self.expires += 1;
+                }
+                self.arena.set_expiry(loc, Some(at));
+                self.emit_key(loc, |key| Mutation::Expire {
+                    key,
+                    expire_at_ms: at,
+                });
+            }
+        }
+        true
+    }
+
+    fn emit_key(&mut self, loc: u32, make: impl for<'k> FnOnce(&'k [u8]) -> Mutation<'k>) {
+        self.seq += 1;
+        if let Some(sink) = &self.sink {
+            sink.on_mutation(self.id, self.seq, &make(self.arena.key(loc)));
+        }
+    }
+
+    /// Remaining time to live in milliseconds.
+    pub(crate) fn ttl_ms(&mut self, tag: u32, key: &[u8], clock: &Clock) -> KeyTtl {
+        let Some(loc) = self.find_live_mut(tag, key, clock) else {
+            return KeyTtl::Missing;
+        };
+        match arena::expiry_of(self.arena.chunk(loc)) {
+            None => KeyTtl::Persistent,
+            Some(at) => KeyTtl::ExpiresIn(at.saturating_sub(clock.now_ms())),
+        }
+    }
+
+    /// Removes expired entries, examining at most `budget` entry slots from where the last call
+    /// stopped.
+    pub(crate) fn process_maintenance(
+        &mut self,
+        budget: usize,
+        clock: &Clock,
+    ) -> MaintenanceReport {
+        let mut report = MaintenanceReport::default();
+        if self.expires == 0 {
+            report.completed_pass = true;
+            self.sweep_cursor = 0;
+            return report;
+        }
+        let now = clock.now_ms();
+        while (report.scanned as usize) < budget {
+            let Some(loc) = self.arena.sweep_next(self.sweep_cursor) else {
+                self.sweep_cursor = 0;
+                report.completed_pass = true;
+                break;
+            };
+            self.sweep_cursor = loc + 1;
+            report.scanned += 1;
+            if !self.arena.is_live(loc) {
+                continue;
+            }
+            let chunk = self.arena.chunk(loc);
+            if arena::expiry_of(chunk).is_some_and(|at| now > at) {
+                let tag = tag_of(fc_route::hash_bytes(arena::key_of(chunk)));
+                self.remove_expired(tag, loc);
+                report.expired += 1;
+            }
+        }
+        report
+    }
+
+    /// Removes every entry.
+    pub(crate) fn clear(&mut self) {
+        if self.table.is_empty() {
+            return;
+        }
+        self.table = HashTable::new();
+        self.arena.clear();
+        self.stored_bytes = 0;
+        self.expires = 0;
+        self.sweep_cursor = 0;
+        self.emit(|| Mutation::Flush);
+    }
+
+    /// Appends every live key to `out`.
+    pub(crate) fn collect_keys(&self, clock: &Clock, out: &mut Vec<Vec<u8>>) {
+        let now = if self.expires > 0 { clock.now_ms() } else { 0 };
+        out.extend(self.table.iter().filter_map(|slot| {
+            let chunk = self.arena.chunk(slot.loc);
+            let live = arena::expiry_of(chunk).is_none_or(|at| now <= at);
+            live.then(|| arena::key_of(chunk).to_vec())
+        }));
+    }
+
+    /// Counters and sizes.
+    pub(crate) fn stats(&self) -> ShardStatsSnapshot {
+        ShardStatsSnapshot {
+            shard: self.id,
+            keys: self.table.len() as u64,
+            expires: self.expires,
+            stored_bytes: self.stored_bytes,
+            allocated_bytes: (self.arena.allocated_bytes()
+                + self.table.capacity() * (std::mem::size_of::<Slot>() + 1))
+                as u64,
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            sets: self.sets,
+            deletes: self.deletes,
+            expired: self.expired,
+            evicted: 0,
+            evicted_bytes: 0,
+            mutation_seq: self.seq,
+        }
+    }
+}

@@ -1,0 +1,828 @@
+//! [`EmbeddedStore`] (shared by `&`) and [`SharedEmbeddedStore`] (cheap clones of one store).
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+use crossbeam_utils::CachePadded;
+use fc_route::{
+    EmbeddedKeyRoute, EmbeddedRouteMode, EmbeddedSessionRoute, PreparedPointKey, ShardRouter,
+};
+use parking_lot::{MappedRwLockReadGuard, RwLock, RwLockReadGuard};
+
+use super::{
+    DEFAULT_MAINTENANCE_BUDGET, EmbeddedStoreBuilder, expiry_for, order_by_shard, shard_runs,
+    ttl_ms_to_seconds,
+};
+use crate::clock::Clock;
+use crate::error::StoreError;
+use crate::packed::{PackedBatch, PackedSessionWrite};
+use crate::shard::{Lookup, Shard, tag_of};
+use crate::stats::{KeyTtl, MaintenanceReport, TierStatsSnapshot};
+use crate::store::LocalEmbeddedStore;
+
+/// A sharded in-memory store shared between threads by reference (`Send + Sync`).
+///
+/// Each shard sits behind its own cache-padded reader-writer lock, so threads working on
+/// different shards never touch the same cache line. Reads take the shard's read lock; writes its
+/// write lock. Split it into owner-local stores with [`EmbeddedStore::into_local_stores`] when
+/// workers are pinned to cores.
+///
+/// ```
+/// use fast_cache::storage::EmbeddedStore;
+///
+/// let cache = EmbeddedStore::new(16);
+/// cache.set(b"user:42".to_vec(), b"ready".to_vec(), None);
+/// assert_eq!(cache.get(b"user:42"), Some(b"ready".to_vec()));
+/// cache.delete(b"user:42");
+/// assert!(!cache.exists(b"user:42"));
+/// ```
+pub struct EmbeddedStore {
+    shards: Box<[CachePadded<RwLock<Shard>>]>,
+    router: ShardRouter,
+    clock: Clock,
+}
+
+impl std::fmt::Debug for EmbeddedStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedStore")
+            .field("router", &self.router)
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A borrowed value: holds its shard's read lock until dropped.
+///
+/// Do not write to the same store from the thread holding a `ValueRef` of the same shard: the
+/// write would wait for this read lock forever (as with `DashMap`'s `Ref`).
+pub struct ValueRef<'a>(MappedRwLockReadGuard<'a, [u8]>);
+
+impl Deref for ValueRef<'_> {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl AsRef<[u8]> for ValueRef<'_> {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for ValueRef<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ValueRef").field(&&*self.0).finish()
+    }
+}
+
+impl EmbeddedStore {
+    /// A store with `shards` shards (a power of two) routing on full keys.
+    ///
+    /// # Panics
+    /// When `shards` is not a power of two in `1..=65536`, naming the count.
+    #[must_use]
+    pub fn new(shards: usize) -> Self {
+        EmbeddedStoreBuilder::new(shards).build()
+    }
+
+    /// A store with `shards` shards.
+    ///
+    /// # Errors
+    /// [`StoreError::Route`] naming the count when it is not a power of two in `1..=65536`.
+    pub fn try_new(shards: usize) -> Result<Self, StoreError> {
+        EmbeddedStoreBuilder::new(shards).try_build()
+    }
+
+    /// A store with `shards` shards and the given route mode.
+    ///
+    /// # Panics
+    /// When `shards` is not a power of two in `1..=65536`, naming the count.
+    #[must_use]
+    pub fn with_route_mode(shards: usize, mode: EmbeddedRouteMode) -> Self {
+        EmbeddedStoreBuilder::new(shards).route_mode(mode).build()
+    }
+
+    /// Starts configuring a store of `shards` shards.
+    pub fn builder(shards: usize) -> EmbeddedStoreBuilder {
+        EmbeddedStoreBuilder::new(shards)
+    }
+
+    pub(crate) fn from_parts(router: ShardRouter, clock: Clock, shards: Vec<Shard>) -> Self {
+        Self {
+            shards: shards
+                .into_iter()
+                .map(|s| CachePadded::new(RwLock::new(s)))
+                .collect(),
+            router,
+            clock,
+        }
+    }
+
+    pub(crate) fn into_parts(self) -> (ShardRouter, Clock, Vec<Shard>) {
+        let shards = self
+            .shards
+            .into_vec()
+            .into_iter()
+            .map(|cell| CachePadded::into_inner(cell).into_inner())
+            .collect();
+        (self.router, self.clock, shards)
+    }
+
+    /// Number of shards.
+    #[must_use]
+    pub fn shard_count(&self) -> usize {
+        self.router.shard_count()
+    }
+
+    /// The route mode.
+    #[must_use]
+    pub fn route_mode(&self) -> EmbeddedRouteMode {
+        self.router.mode()
+    }
+
+    /// The router (shard count and route mode).
+    #[must_use]
+    pub fn router(&self) -> &ShardRouter {
+        &self.router
+    }
+
+    /// The store's clock.
+    #[must_use]
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// The route of `key` (hash it once, reuse with the `*_routed` methods).
+    #[must_use]
+    pub fn route_key(&self, key: &[u8]) -> EmbeddedKeyRoute {
+        self.router.route_key(key)
+    }
+
+    /// The route of a session prefix.
+    #[must_use]
+    pub fn route_session(&self, prefix: &[u8]) -> EmbeddedSessionRoute {
+        self.router.route_session(prefix)
+    }
+
+    /// The shard that holds `key`.
+    #[must_use]
+    pub fn shard_for_key(&self, key: &[u8]) -> usize {
+        self.router.shard_of(&self.router.route_key(key))
+    }
+
+    /// Hashes `key` once so that later operations on it hash nothing.
+    #[must_use]
+    pub fn prepare_point_key(&self, key: impl Into<Vec<u8>>) -> PreparedPointKey {
+        self.router.prepare_point_key(key)
+    }
+
+    #[inline]
+    fn shard(&self, route: &EmbeddedKeyRoute) -> &RwLock<Shard> {
+        &self.shards[self.router.shard_of(route)]
+    }
+
+    /// Removes `key` from shard `shard` if it is (still) expired: the write half of lazy expiry.
+    #[cold]
+    fn reap(&self, shard: usize, tag: u32, key: &[u8]) {
+        self.shards[shard]
+            .write()
+            .reap_if_expired(tag, key, &self.clock);
+    }
+
+    // ----- writes -------------------------------------------------------------------------------
+
+    /// Stores `value` under `key`, replacing any previous value. `ttl_ms` is relative to now;
+    /// `None` stores a value that never expires.
+    ///
+    /// # Panics
+    /// When [`EmbeddedStore::try_set`] would fail (a key over 256 MiB, a value over 4 GiB, or a
+    /// full size class).
+    pub fn set(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>, ttl_ms: Option<u64>) {
+        self.set_value_bytes(key.as_ref(), value.as_ref(), ttl_ms);
+    }
+
+    /// [`EmbeddedStore::set`] for borrowed slices, without generic arguments.
+    ///
+    /// # Panics
+    /// As [`EmbeddedStore::set`].
+    pub fn set_value_bytes(&self, key: &[u8], value: &[u8], ttl_ms: Option<u64>) {
+        if let Err(err) = self.try_set(key, value, ttl_ms) {
+            panic!("fast-cache set failed: {err}");
+        }
+    }
+
+    /// Stores `value` under `key`, or says why it cannot.
+    ///
+    /// # Errors
+    /// [`StoreError::KeyTooLarge`], [`StoreError::ValueTooLarge`], [`StoreError::ShardFull`].
+    pub fn try_set(&self, key: &[u8], value: &[u8], ttl_ms: Option<u64>) -> Result<(), StoreError> {
+        self.try_set_routed(&self.router.route_key(key), key, value, ttl_ms)
+    }
+
+    /// [`EmbeddedStore::try_set`] with a precomputed route of `key`.
+    ///
+    /// # Errors
+    /// As [`EmbeddedStore::try_set`].
+    pub fn try_set_routed(
+        &self,
+        route: &EmbeddedKeyRoute,
+        key: &[u8],
+        value: &[u8],
+        ttl_ms: Option<u64>,
+    ) -> Result<(), StoreError> {
+        debug_assert_eq!(*route, self.router.route_key(key), "route of another key");
+        let expire_at = expiry_for(&self.clock, ttl_ms);
+        self.shard(route)
+            .write()
+            .set(tag_of(route.key_hash()), key, value, expire_at)
+    }
+
+    /// [`EmbeddedStore::set`] with a precomputed route of `key`.
+    ///
+    /// # Panics
+    /// As [`EmbeddedStore::set`].
+    pub fn set_routed(
+        &self,
+        route: &EmbeddedKeyRoute,
+        key: &[u8],
+        value: &[u8],
+        ttl_ms: Option<u64>,
+    ) {
+        if let Err(err) = self.try_set_routed(route, key, value, ttl_ms) {
+            panic!("fast-cache set failed: {err}");
+        }
+    }
+
+    /// [`EmbeddedStore::set`] for a prepared key (no hashing).
+    ///
+    /// # Panics
+    /// As [`EmbeddedStore::set`].
+    pub fn set_prepared(&self, key: &PreparedPointKey, value: &[u8], ttl_ms: Option<u64>) {
+        self.set_routed(&key.route(), key.key(), value, ttl_ms);
+    }
+
+    /// Deletes `key`; true when it existed.
+    pub fn delete(&self, key: &[u8]) -> bool {
+        self.delete_routed(&self.router.route_key(key), key)
+    }
+
+    /// [`EmbeddedStore::delete`] with a precomputed route.
+    pub fn delete_routed(&self, route: &EmbeddedKeyRoute, key: &[u8]) -> bool {
+        self.shard(route)
+            .write()
+            .delete(tag_of(route.key_hash()), key, &self.clock)
+    }
+
+    /// [`EmbeddedStore::delete`] for a prepared key.
+    pub fn delete_prepared(&self, key: &PreparedPointKey) -> bool {
+        self.delete_routed(&key.route(), key.key())
+    }
+
+    /// Makes `key` expire `ttl_ms` from now; false when the key does not exist.
+    pub fn expire(&self, key: &[u8], ttl_ms: u64) -> bool {
+        let at = self.clock.now_ms().saturating_add(ttl_ms);
+        self.expire_at_ms(key, at)
+    }
+
+    /// Makes `key` expire at the absolute Unix time `at_ms`; false when the key does not exist.
+    pub fn expire_at_ms(&self, key: &[u8], at_ms: u64) -> bool {
+        let route = self.router.route_key(key);
+        self.shard(&route).write().set_expiry(
+            tag_of(route.key_hash()),
+            key,
+            Some(at_ms),
+            &self.clock,
+        )
+    }
+
+    /// Removes the expiry of `key`; true when it had one.
+    pub fn persist(&self, key: &[u8]) -> bool {
+        let route = self.router.route_key(key);
+        self.shard(&route)
+            .write()
+            .set_expiry(tag_of(route.key_hash()), key, None, &self.clock)
+    }
+
+    /// Removes every key.
+    pub fn clear(&self) {
+        for shard in &*self.shards {
+            shard.write().clear();
+        }
+    }
+
+    // ----- reads --------------------------------------------------------------------------------
+
+    /// A copy of the value of `key`.
+    #[must_use]
+    pub fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.get_routed(&self.router.route_key(key), key)
+    }
+
+    /// [`EmbeddedStore::get`] with a precomputed route.
+    #[must_use]
+    pub fn get_routed(&self, route: &EmbeddedKeyRoute, key: &[u8]) -> Option<Vec<u8>> {
+        let tag = tag_of(route.key_hash());
+        let shard = self.shard(route).read();
+        match shard.lookup(tag, key, &self.clock) {
+            Lookup::Hit(loc) => Some(shard.value(loc).to_vec()),
+            Lookup::Miss => None,
+            Lookup::Expired => {
+                drop(shard);
+                self.reap(self.router.shard_of(route), tag, key);
+                None
+            }
+        }
+    }
+
+    /// [`EmbeddedStore::get`] for a prepared key.
+    #[must_use]
+    pub fn get_prepared(&self, key: &PreparedPointKey) -> Option<Vec<u8>> {
+        self.get_routed(&key.route(), key.key())
+    }
+
+    /// The value of `key`, borrowed from the store (no copy, no allocation). The shard's read
+    /// lock is held until the [`ValueRef`] is dropped.
+    #[must_use]
+    pub fn get_view(&self, key: &[u8]) -> Option<ValueRef<'_>> {
+        self.get_view_routed(&self.router.route_key(key), key)
+    }
+
+    /// [`EmbeddedStore::get_view`] with a precomputed route.
+    #[must_use]
+    pub fn get_view_routed(&self, route: &EmbeddedKeyRoute, key: &[u8]) -> Option<ValueRef<'_>> {
+        let tag = tag_of(route.key_hash());
+        let shard = self.shard(route).read();
+        match shard.lookup(tag, key, &self.clock) {
+            Lookup::Hit(loc) => Some(ValueRef(RwLockReadGuard::map(shard, |s| s.value(loc)))),
+            Lookup::Miss => None,
+            Lookup::Expired => {
+                drop(shard);
+                self.reap(self.router.shard_of(route), tag, key);
+                None
+            }
+        }
+    }
+
+    /// [`EmbeddedStore::get_view`] for a prepared key.
+    #[must_use]
+    pub fn get_view_prepared(&self, key: &PreparedPointKey) -> Option<ValueRef<'_>> {
+        self.get_view_routed(&key.route(), key.key())
+    }
+
+    /// Whether `key` exists (and has not expired).
+    #[must_use]
+    pub fn exists(&self, key: &[u8]) -> bool {
+        let route = self.router.route_key(key);
+        let tag = tag_of(route.key_hash());
+        let found = self
+            .shard(&route)
+            .read()
+            .exists_shared(tag, key, &self.clock);
+        match found {
+            Lookup::Hit(_) => true,
+            Lookup::Miss => false,
+            Lookup::Expired => {
+                self.reap(self.router.shard_of(&route), tag, key);
+                false
+            }
+        }
+    }
+
+    /// [`EmbeddedStore::exists`] for a prepared key.
+    #[must_use]
+    pub fn exists_prepared(&self, key: &PreparedPointKey) -> bool {
+        let tag = tag_of(key.route().key_hash());
+        let found = self
+            .shard(&key.route())
+            .read()
+            .exists_shared(tag, key.key(), &self.clock);
+        match found {
+            Lookup::Hit(_) => true,
+            Lookup::Miss => false,
+            Lookup::Expired => {
+                self.reap(self.router.shard_of(&key.route()), tag, key.key());
+                false
+            }
+        }
+    }
+
+    /// Remaining time to live of `key` in milliseconds (Redis's `PTTL`).
+    #[must_use]
+    pub fn pttl_millis(&self, key: &[u8]) -> KeyTtl {
+        let route = self.router.route_key(key);
+        self.shard(&route)
+            .write()
+            .ttl_ms(tag_of(route.key_hash()), key, &self.clock)
+    }
+
+    /// Remaining time to live of `key` in seconds, rounded as Redis's `TTL` does.
+    #[must_use]
+    pub fn ttl_seconds(&self, key: &[u8]) -> KeyTtl {
+        ttl_ms_to_seconds(self.pttl_millis(key))
+    }
+
+    // ----- batches ------------------------------------------------------------------------------
+
+    /// Stores every `(key, value)` pair with the same TTL, taking each shard's lock once.
+    /// Later pairs win over earlier pairs with the same key.
+    ///
+    /// # Panics
+    /// As [`EmbeddedStore::set`]; pairs before the failing one are stored.
+    pub fn batch_set<K, V>(&self, items: impl IntoIterator<Item = (K, V)>, ttl_ms: Option<u64>)
+    where
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+    {
+        if let Err(err) = self.try_batch_set(items, ttl_ms) {
+            panic!("fast-cache batch_set failed: {err}");
+        }
+    }
+
+    /// [`EmbeddedStore::batch_set`] that reports the first failure instead of panicking.
+    ///
+    /// # Errors
+    /// As [`EmbeddedStore::try_set`].
+    pub fn try_batch_set<K, V>(
+        &self,
+        items: impl IntoIterator<Item = (K, V)>,
+        ttl_ms: Option<u64>,
+    ) -> Result<(), StoreError>
+    where
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+    {
+        let items: Vec<(K, V)> = items.into_iter().collect();
+        let routes: Vec<EmbeddedKeyRoute> = items
+            .iter()
+            .map(|(k, _)| self.router.route_key(k.as_ref()))
+            .collect();
+        self.write_routed(
+            &routes,
+            |i| (items[i].0.as_ref(), items[i].1.as_ref()),
+            ttl_ms,
+        )
+    }
+
+    fn write_routed<'a>(
+        &self,
+        routes: &[EmbeddedKeyRoute],
+        item: impl Fn(usize) -> (&'a [u8], &'a [u8]),
+        ttl_ms: Option<u64>,
+    ) -> Result<(), StoreError> {
+        let expire_at = expiry_for(&self.clock, ttl_ms);
+        let order = order_by_shard(&self.router, routes);
+        for run in shard_runs(&order) {
+            let mut shard = self.shards[run[0].0].write();
+            for &(_, i) in run {
+                let (key, value) = item(i);
+                shard.set(tag_of(routes[i].key_hash()), key, value, expire_at)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Calls `visit(index, value)` once per key, shard by shard, with each shard's read lock held
+    /// once; expired entries found on the way are reaped afterwards.
+    fn read_routed<K: AsRef<[u8]>>(
+        &self,
+        routes: &[EmbeddedKeyRoute],
+        keys: &[K],
+        mut visit: impl FnMut(usize, Option<&[u8]>),
+    ) {
+        let order = order_by_shard(&self.router, routes);
+        let mut expired = Vec::new();
+        for run in shard_runs(&order) {
+            let shard = self.shards[run[0].0].read();
+            for &(_, i) in run {
+                let key = keys[i].as_ref();
+                match shard.lookup(tag_of(routes[i].key_hash()), key, &self.clock) {
+                    Lookup::Hit(loc) => visit(i, Some(shard.value(loc))),
+                    Lookup::Miss => visit(i, None),
+                    Lookup::Expired => {
+                        visit(i, None);
+                        expired.push(i);
+                    }
+                }
+            }
+        }
+        for i in expired {
+            self.reap(
+                self.router.shard_of(&routes[i]),
+                tag_of(routes[i].key_hash()),
+                keys[i].as_ref(),
+            );
+        }
+    }
+
+    fn routes_of<K: AsRef<[u8]>>(&self, keys: &[K]) -> Vec<EmbeddedKeyRoute> {
+        keys.iter()
+            .map(|k| self.router.route_key(k.as_ref()))
+            .collect()
+    }
+
+    /// Copies of the values of `keys`, in key order.
+    #[must_use]
+    pub fn batch_get<K: AsRef<[u8]>>(
+        &self,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Vec<Option<Vec<u8>>> {
+        let keys: Vec<K> = keys.into_iter().collect();
+        let routes = self.routes_of(&keys);
+        let mut out = vec![None; keys.len()];
+        self.read_routed(&routes, &keys, |i, v| out[i] = v.map(<[u8]>::to_vec));
+        out
+    }
+
+    /// Borrows the value of each key in turn: `visit(index, value)` is called once per key, in
+    /// shard order (not key order), while that shard's read lock is held. Nothing is copied.
+    pub fn batch_get_view<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        visit: impl FnMut(usize, Option<&[u8]>),
+    ) {
+        let routes = self.routes_of(keys);
+        self.read_routed(&routes, keys, visit);
+    }
+
+    /// The values of `keys` packed into one buffer.
+    #[must_use]
+    pub fn batch_get_packed<K: AsRef<[u8]>>(&self, keys: &[K]) -> PackedBatch {
+        let routes = self.routes_of(keys);
+        let mut batch = PackedBatch::with_misses(keys.len());
+        self.read_routed(&routes, keys, |i, v| {
+            if let Some(v) = v {
+                batch.fill(i, v);
+            }
+        });
+        batch
+    }
+
+    /// Deletes every key; returns how many existed.
+    pub fn batch_delete<K: AsRef<[u8]>>(&self, keys: &[K]) -> usize {
+        let routes = self.routes_of(keys);
+        let order = order_by_shard(&self.router, &routes);
+        let mut deleted = 0;
+        for run in shard_runs(&order) {
+            let mut shard = self.shards[run[0].0].write();
+            for &(_, i) in run {
+                deleted += usize::from(shard.delete(
+                    tag_of(routes[i].key_hash()),
+                    keys[i].as_ref(),
+                    &self.clock,
+                ));
+            }
+        }
+        deleted
+    }
+
+    // ----- sessions -----------------------------------------------------------------------------
+
+    fn session_routes<K: AsRef<[u8]>>(&self, prefix: &[u8], keys: &[K]) -> Vec<EmbeddedKeyRoute> {
+        let session = self.router.route_session(prefix);
+        keys.iter()
+            .map(|k| self.router.route_session_key(&session, prefix, k.as_ref()))
+            .collect()
+    }
+
+    /// Stores the records of one session (no expiry). In session-prefix route mode they all land
+    /// on the session's shard and are written under one lock.
+    ///
+    /// # Panics
+    /// As [`EmbeddedStore::set`].
+    pub fn batch_set_session_owned_no_ttl(
+        &self,
+        prefix: impl AsRef<[u8]>,
+        records: Vec<(Vec<u8>, Vec<u8>)>,
+    ) {
+        let prefix = prefix.as_ref();
+        let routes: Vec<EmbeddedKeyRoute> = {
+            let session = self.router.route_session(prefix);
+            records
+                .iter()
+                .map(|(k, _)| self.router.route_session_key(&session, prefix, k))
+                .collect()
+        };
+        if let Err(err) = self.write_routed(
+            &routes,
+            |i| (records[i].0.as_slice(), records[i].1.as_slice()),
+            None,
+        ) {
+            panic!("fast-cache session write failed: {err}");
+        }
+    }
+
+    /// Stores a packed session write (no expiry).
+    ///
+    /// # Panics
+    /// As [`EmbeddedStore::set`].
+    pub fn batch_set_session_packed_no_ttl(&self, write: PackedSessionWrite) {
+        let records: Vec<(&[u8], &[u8])> = write.records().collect();
+        let keys: Vec<&[u8]> = records.iter().map(|r| r.0).collect();
+        let routes = self.session_routes(write.prefix(), &keys);
+        if let Err(err) = self.write_routed(&routes, |i| records[i], None) {
+            panic!("fast-cache session write failed: {err}");
+        }
+    }
+
+    /// Copies of the values of a session's `keys`, in key order.
+    #[must_use]
+    pub fn batch_get_session<K: AsRef<[u8]>>(
+        &self,
+        prefix: &[u8],
+        keys: &[K],
+    ) -> Vec<Option<Vec<u8>>> {
+        let routes = self.session_routes(prefix, keys);
+        let mut out = vec![None; keys.len()];
+        self.read_routed(&routes, keys, |i, v| out[i] = v.map(<[u8]>::to_vec));
+        out
+    }
+
+    /// Borrows the values of a session's `keys`: `visit(index, value)` once per key, under the
+    /// shard's read lock (see [`EmbeddedStore::batch_get_view`]).
+    pub fn batch_get_session_view<K: AsRef<[u8]>>(
+        &self,
+        prefix: &[u8],
+        keys: &[K],
+        visit: impl FnMut(usize, Option<&[u8]>),
+    ) {
+        let routes = self.session_routes(prefix, keys);
+        self.read_routed(&routes, keys, visit);
+    }
+
+    /// The values of a session's `keys` packed into one contiguous buffer.
+    #[must_use]
+    pub fn batch_get_session_packed<K: AsRef<[u8]>>(
+        &self,
+        prefix: &[u8],
+        keys: &[K],
+    ) -> PackedBatch {
+        let routes = self.session_routes(prefix, keys);
+        let mut batch = PackedBatch::with_misses(keys.len());
+        self.read_routed(&routes, keys, |i, v| {
+            if let Some(v) = v {
+                batch.fill(i, v);
+            }
+        });
+        batch
+    }
+
+    // ----- whole store --------------------------------------------------------------------------
+
+    /// Number of entries (may include expired entries not yet reclaimed, as Redis's `DBSIZE`).
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.read().len()).sum()
+    }
+
+    /// Whether the store holds no entries.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Key plus value bytes of every entry.
+    #[must_use]
+    pub fn stored_bytes(&self) -> u64 {
+        self.shards.iter().map(|s| s.read().stored_bytes()).sum()
+    }
+
+    /// Every live key (a copy; shards are visited one at a time, so concurrent writes to other
+    /// shards may or may not be seen).
+    #[must_use]
+    pub fn key_snapshot(&self) -> Vec<Vec<u8>> {
+        let mut keys = Vec::new();
+        for shard in &*self.shards {
+            shard.read().collect_keys(&self.clock, &mut keys);
+        }
+        keys
+    }
+
+    /// Counters and sizes of every shard.
+    #[must_use]
+    pub fn stats_snapshot(&self) -> TierStatsSnapshot {
+        TierStatsSnapshot {
+            shards: self.shards.iter().map(|s| s.read().stats()).collect(),
+        }
+    }
+
+    /// Reclaims expired entries, examining at most [`DEFAULT_MAINTENANCE_BUDGET`] entry slots per
+    /// shard. Call it periodically (a server calls it from each worker's idle loop).
+    pub fn process_maintenance(&self) -> MaintenanceReport {
+        self.process_maintenance_with_budget(DEFAULT_MAINTENANCE_BUDGET)
+    }
+
+    /// [`EmbeddedStore::process_maintenance`] with an explicit per-shard budget.
+    pub fn process_maintenance_with_budget(&self, budget_per_shard: usize) -> MaintenanceReport {
+        let mut report = MaintenanceReport {
+            completed_pass: true,
+            ..MaintenanceReport::default()
+        };
+        for shard in &*self.shards {
+            report.merge(
+                shard
+                    .write()
+                    .process_maintenance(budget_per_shard, &self.clock),
+            );
+        }
+        report
+    }
+
+    // ----- splitting ----------------------------------------------------------------------------
+
+    /// Splits the store into `workers` owner-local stores (shard `s` goes to worker
+    /// `s % workers`).
+    ///
+    /// # Panics
+    /// When `workers` is zero or larger than the shard count.
+    #[must_use]
+    pub fn into_local_stores(self, workers: usize) -> Vec<LocalEmbeddedStore> {
+        self.try_into_local_stores(workers)
+            .unwrap_or_else(|err| panic!("{err}"))
+    }
+
+    /// Splits the store into `workers` owner-local stores.
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidWorkerCount`] when `workers` is zero or larger than the shard count.
+    pub fn try_into_local_stores(
+        self,
+        workers: usize,
+    ) -> Result<Vec<LocalEmbeddedStore>, StoreError> {
+        LocalEmbeddedStore::split(self, workers)
+    }
+
+    /// Joins owner-local stores (all of one split) back into one store.
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidWorkerCount`] when the stores are not exactly one complete split.
+    pub fn from_local_stores(stores: Vec<LocalEmbeddedStore>) -> Result<Self, StoreError> {
+        LocalEmbeddedStore::join(stores)
+    }
+}
+
+/// A cheaply cloneable handle to one [`EmbeddedStore`]: lock-striped like `DashMap`, every clone
+/// reaches every key. Every method of [`EmbeddedStore`] is available through `Deref`.
+///
+/// ```
+/// use fast_cache::storage::SharedEmbeddedStore;
+///
+/// let cache = SharedEmbeddedStore::new(8);
+/// let worker = cache.clone();
+/// std::thread::spawn(move || worker.set(b"k", b"v", None)).join().unwrap();
+/// assert_eq!(cache.get(b"k"), Some(b"v".to_vec()));
+/// ```
+#[derive(Debug, Clone)]
+pub struct SharedEmbeddedStore {
+    inner: Arc<EmbeddedStore>,
+}
+
+impl SharedEmbeddedStore {
+    /// A shared store with `shards` shards (a power of two).
+    ///
+    /// # Panics
+    /// As [`EmbeddedStore::new`].
+    #[must_use]
+    pub fn new(shards: usize) -> Self {
+        Self::from(EmbeddedStore::new(shards))
+    }
+
+    /// A shared store with `shards` shards and the given route mode.
+    ///
+    /// # Panics
+    /// As [`EmbeddedStore::new`].
+    #[must_use]
+    pub fn with_route_mode(shards: usize, mode: EmbeddedRouteMode) -> Self {
+        Self::from(EmbeddedStore::with_route_mode(shards, mode))
+    }
+
+    /// The store behind this handle, if this is the last handle.
+    ///
+    /// # Errors
+    /// Gives the handle back when other clones exist.
+    pub fn try_into_inner(self) -> Result<EmbeddedStore, Self> {
+        Arc::try_unwrap(self.inner).map_err(|inner| Self { inner })
+    }
+}
+
+impl From<EmbeddedStore> for SharedEmbeddedStore {
+    fn from(store: EmbeddedStore) -> Self {
+        Self {
+            inner: Arc::new(store),
+        }
+    }
+}
+
+impl Deref for SharedEmbeddedStore {
+    type Target = EmbeddedStore;
+    fn deref(&self) -> &EmbeddedStore {
+        &self.inner
+    }
+}
+
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<EmbeddedStore>();
+    assert_send_sync::<SharedEmbeddedStore>();
+};

@@ -1,0 +1,835 @@
+//! [`LocalEmbeddedStore`]: a worker's exclusive share of a store's shards. No lock, no atomic.
+
+use fc_route::{EmbeddedKeyRoute, EmbeddedRouteMode, PreparedPointKey, ShardRouter};
+
+use super::{
+    DEFAULT_MAINTENANCE_BUDGET, EmbeddedStore, expiry_for, order_by_shard, shard_runs,
+    ttl_ms_to_seconds,
+};
+use crate::clock::Clock;
+use crate::error::StoreError;
+use crate::packed::{PackedBatch, PackedSessionWrite};
+use crate::shard::{Shard, tag_of};
+use crate::stats::{KeyTtl, MaintenanceReport, TierStatsSnapshot};
+
+/// The shards one worker owns, used through `&mut self`: the fastest path, with no lock and no
+/// atomic operation. Shard `s` of the original store belongs to worker `s % workers`.
+///
+/// Every key operation checks that the key's shard is owned here. The `try_*` methods return
+/// [`StoreError::NotOwner`] otherwise; the plain methods panic with that message, because asking a
+/// worker for a key it does not own is a routing bug in the caller (route with
+/// [`LocalEmbeddedStore::owner_of`] first). A key is never stored in a shard that does not own it.
+///
+/// ```
+/// use fast_cache::storage::{EmbeddedRouteMode, EmbeddedStore, LocalEmbeddedStoreBootstrap};
+///
+/// let shared = EmbeddedStore::with_route_mode(4, EmbeddedRouteMode::FullKey);
+/// let mut stores = LocalEmbeddedStoreBootstrap::from_embedded(shared, 1).into_stores();
+/// let mut local = stores.pop().expect("one worker store");
+///
+/// local.set(b"local-key".to_vec(), b"value".to_vec(), None);
+/// assert_eq!(local.get(b"local-key"), Some(b"value".to_vec()));
+/// ```
+#[derive(Debug)]
+pub struct LocalEmbeddedStore {
+    worker: usize,
+    workers: usize,
+    /// Owned shards in shard order: shard `worker + i * workers` is `shards[i]`.
+    shards: Vec<Shard>,
+    router: ShardRouter,
+    clock: Clock,
+}
+
+/// Splits an [`EmbeddedStore`] into one [`LocalEmbeddedStore`] per worker.
+#[derive(Debug)]
+pub struct LocalEmbeddedStoreBootstrap {
+    router: ShardRouter,
+    workers: usize,
+    stores: Vec<LocalEmbeddedStore>,
+}
+
+impl LocalEmbeddedStoreBootstrap {
+    /// Splits `store` among `workers` workers.
+    ///
+    /// # Panics
+    /// When `workers` is zero or larger than the shard count.
+    #[must_use]
+    pub fn from_embedded(store: EmbeddedStore, workers: usize) -> Self {
+        Self::try_from_embedded(store, workers).unwrap_or_else(|err| panic!("{err}"))
+    }
+
+    /// Splits `store` among `workers` workers.
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidWorkerCount`] when `workers` is zero or larger than the shard count.
+    pub fn try_from_embedded(store: EmbeddedStore, workers: usize) -> Result<Self, StoreError> {
+        let router = *store.router();
+        let stores = LocalEmbeddedStore::split(store, workers)?;
+        Ok(Self {
+            router,
+            workers,
+            stores,
+        })
+    }
+
+    /// The worker that owns `route`'s shard.
+    #[must_use]
+    pub fn owner_of(&self, route: &EmbeddedKeyRoute) -> usize {
+        self.router.shard_of(route) % self.workers
+    }
+
+    /// The worker that owns `key`.
+    #[must_use]
+    pub fn owner_of_key(&self, key: &[u8]) -> usize {
+        self.owner_of(&self.router.route_key(key))
+    }
+
+    /// The router shared by every worker store.
+    #[must_use]
+    pub fn router(&self) -> &ShardRouter {
+        &self.router
+    }
+
+    /// The worker stores, worker 0 first.
+    #[must_use]
+    pub fn into_stores(self) -> Vec<LocalEmbeddedStore> {
+        self.stores
+    }
+}
+
+impl LocalEmbeddedStore {
+    pub(crate) fn split(store: EmbeddedStore, workers: usize) -> Result<Vec<Self>, StoreError> {
+        let shard_count = store.shard_count();
+        if workers == 0 || workers > shard_count {
+            return Err(StoreError::InvalidWorkerCount {
+                workers,
+                shards: shard_count,
+            });
+        }
+        let (router, clock, shards) = store.into_parts();
+        let mut stores: Vec<Self> = (0..workers)
+            .map(|worker| Self {
+                worker,
+                workers,
+                shards: Vec::with_capacity(shard_count.div_ceil(workers)),
+                router,
+                clock: clock.clone(),
+            })
+            .collect();
+        for shard in shards {
+            stores[shard.id() % workers].shards.push(shard);
+        }
+        Ok(stores)
+    }
+
+    pub(crate) fn join(stores: Vec<Self>) -> Result<EmbeddedStore, StoreError> {
+        let Some(first) = stores.first() else {
+            return Err(StoreError::InvalidWorkerCount {
+                workers: 0,
+                shards: 0,
+            });
+        };
+        let (router, clock, workers) = (first.router, first.clock.clone(), first.workers);
+        let complete = stores.len() == workers
+            && stores
+                .iter()
+                .enumerate()
+                .all(|(i, s)| s.worker == i && s.workers == workers && s.router == router);
+        if !complete {
+            return Err(StoreError::InvalidWorkerCount {
+                workers: stores.len(),
+                shards: router.shard_count(),
+            });
+        }
+        let mut shards: Vec<Shard> = stores.into_iter().flat_map(|s| s.shards).collect();
+        shards.sort_by_key(Shard::id);
+        Ok(EmbeddedStore::from_parts(router, clock, shards))
+    }
+
+    /// This worker's index.
+    #[must_use]
+    pub fn worker_index(&self) -> usize {
+        self.worker
+    }
+
+    /// Number of workers the store was split into.
+    #[must_use]
+    pub fn worker_count(&self) -> usize {
+        self.workers
+    }
+
+    /// Shards this worker owns, in order.
+    pub fn owned_shards(&self) -> impl ExactSizeIterator<Item = usize> + '_ {
+        self.shards.iter().map(Shard::id)
+    }
+
+    /// The router shared by every worker.
+    #[must_use]
+    pub fn router(&self) -> &ShardRouter {
+        &self.router
+    }
+
+    /// The route mode.
+    #[must_use]
+    pub fn route_mode(&self) -> EmbeddedRouteMode {
+        self.router.mode()
+    }
+
+    /// The route of `key`.
+    #[must_use]
+    pub fn route_key(&self, key: &[u8]) -> EmbeddedKeyRoute {
+        self.router.route_key(key)
+    }
+
+    /// The worker that owns `route`'s shard.
+    #[must_use]
+    pub fn owner_of(&self, route: &EmbeddedKeyRoute) -> usize {
+        self.router.shard_of(route) % self.workers
+    }
+
+    /// The worker that owns `key`.
+    #[must_use]
+    pub fn owner_of_key(&self, key: &[u8]) -> usize {
+        self.owner_of(&self.router.route_key(key))
+    }
+
+    /// Whether this worker owns `key`.
+    #[must_use]
+    pub fn owns(&self, key: &[u8]) -> bool {
+        self.owner_of_key(key) == self.worker
+    }
+
+    /// Hashes `key` once for later `*_prepared` calls.
+    #[must_use]
+    pub fn prepare_point_key(&self, key: impl Into<Vec<u8>>) -> PreparedPointKey {
+        self.router.prepare_point_key(key)
+    }
+
+    /// Index into `self.shards` of `route`'s shard, or who owns it.
+    #[inline]
+    fn local_index(&self, route: &EmbeddedKeyRoute) -> Result<usize, StoreError> {
+        let shard = self.router.shard_of(route);
+        let owner = shard % self.workers;
+        if owner == self.worker {
+            Ok(shard / self.workers)
+        } else {
+            Err(StoreError::NotOwner {
+                shard,
+                owner,
+                worker: self.worker,
+            })
+        }
+    }
+
+    #[inline]
+    fn owned_shard(&mut self, route: &EmbeddedKeyRoute) -> &mut Shard {
+        match self.local_index(route) {
+            Ok(i) => &mut self.shards[i],
+            Err(err) => not_owner(&err),
+        }
+    }
+
+    // ----- writes -------------------------------------------------------------------------------
+
+    /// Stores `value` under `key`; `ttl_ms` relative to now, `None` for no expiry.
+    ///
+    /// # Panics
+    /// When the key is not owned by this worker, or as [`EmbeddedStore::set`].
+    pub fn set(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>, ttl_ms: Option<u64>) {
+        self.set_value_bytes(key.as_ref(), value.as_ref(), ttl_ms);
+    }
+
+    /// [`LocalEmbeddedStore::set`] for borrowed slices.
+    ///
+    /// # Panics
+    /// As [`LocalEmbeddedStore::set`].
+    pub fn set_value_bytes(&mut self, key: &[u8], value: &[u8], ttl_ms: Option<u64>) {
+        if let Err(err) = self.try_set(key, value, ttl_ms) {
+            panic!("fast-cache set failed: {err}");
+        }
+    }
+
+    /// Stores `value` under `key`, or says why it cannot.
+    ///
+    /// # Errors
+    /// [`StoreError::NotOwner`], or as [`EmbeddedStore::try_set`].
+    pub fn try_set(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        ttl_ms: Option<u64>,
+    ) -> Result<(), StoreError> {
+        let route = self.router.route_key(key);
+        self.try_set_routed(&route, key, value, ttl_ms)
+    }
+
+    /// [`LocalEmbeddedStore::try_set`] with a precomputed route of `key`.
+    ///
+    /// # Errors
+    /// As [`LocalEmbeddedStore::try_set`].
+    pub fn try_set_routed(
+        &mut self,
+        route: &EmbeddedKeyRoute,
+        key: &[u8],
+        value: &[u8],
+        ttl_ms: Option<u64>,
+    ) -> Result<(), StoreError> {
+        debug_assert_eq!(*route, self.router.route_key(key), "route of another key");
+        let i = self.local_index(route)?;
+        let expire_at = expiry_for(&self.clock, ttl_ms);
+        self.shards[i].set(tag_of(route.key_hash()), key, value, expire_at)
+    }
+
+    /// [`LocalEmbeddedStore::set`] with a precomputed route.
+    ///
+    /// # Panics
+    /// As [`LocalEmbeddedStore::set`].
+    pub fn set_routed(
+        &mut self,
+        route: &EmbeddedKeyRoute,
+        key: &[u8],
+        value: &[u8],
+        ttl_ms: Option<u64>,
+    ) {
+        if let Err(err) = self.try_set_routed(route, key, value, ttl_ms) {
+            panic!("fast-cache set failed: {err}");
+        }
+    }
+
+    /// [`LocalEmbeddedStore::set`] for a prepared key (no hashing).
+    ///
+    /// # Panics
+    /// As [`LocalEmbeddedStore::set`].
+    pub fn set_prepared(&mut self, key: &PreparedPointKey, value: &[u8], ttl_ms: Option<u64>) {
+        self.set_routed(&key.route(), key.key(), value, ttl_ms);
+    }
+
+    /// Deletes `key`; true when it existed.
+    ///
+    /// # Panics
+    /// When the key is not owned by this worker.
+    pub fn delete(&mut self, key: &[u8]) -> bool {
+        let route = self.router.route_key(key);
+        self.delete_routed(&route, key)
+    }
+
+    /// [`LocalEmbeddedStore::delete`] that reports a key owned elsewhere.
+    ///
+    /// # Errors
+    /// [`StoreError::NotOwner`].
+    pub fn try_delete(&mut self, key: &[u8]) -> Result<bool, StoreError> {
+        let route = self.router.route_key(key);
+        let i = self.local_index(&route)?;
+        Ok(self.shards[i].delete(tag_of(route.key_hash()), key, &self.clock))
+    }
+
+    /// [`LocalEmbeddedStore::delete`] with a precomputed route.
+    ///
+    /// # Panics
+    /// When the key is not owned by this worker.
+    pub fn delete_routed(&mut self, route: &EmbeddedKeyRoute, key: &[u8]) -> bool {
+        let clock = self.clock.clone();
+        self.owned_shard(route)
+            .delete(tag_of(route.key_hash()), key, &clock)
+    }
+
+    /// [`LocalEmbeddedStore::delete`] for a prepared key.
+    ///
+    /// # Panics
+    /// When the key is not owned by this worker.
+    pub fn delete_prepared(&mut self, key: &PreparedPointKey) -> bool {
+        self.delete_routed(&key.route(), key.key())
+    }
+
+    /// Makes `key` expire `ttl_ms` from now; false when it does not exist.
+    ///
+    /// # Panics
+    /// When the key is not owned by this worker.
+    pub fn expire(&mut self, key: &[u8], ttl_ms: u64) -> bool {
+        let at = self.clock.now_ms().saturating_add(ttl_ms);
+        self.expire_at_ms(key, at)
+    }
+
+    /// Makes `key` expire at the absolute Unix time `at_ms`; false when it does not exist.
+    ///
+    /// # Panics
+    /// When the key is not owned by this worker.
+    pub fn expire_at_ms(&mut self, key: &[u8], at_ms: u64) -> bool {
+        let route = self.router.route_key(key);
+        let clock = self.clock.clone();
+        self.owned_shard(&route)
+            .set_expiry(tag_of(route.key_hash()), key, Some(at_ms), &clock)
+    }
+
+    /// Removes the expiry of `key`; true when it had one.
+    ///
+    /// # Panics
+    /// When the key is not owned by this worker.
+    pub fn persist(&mut self, key: &[u8]) -> bool {
+        let route = self.router.route_key(key);
+        let clock = self.clock.clone();
+        self.owned_shard(&route)
+            .set_expiry(tag_of(route.key_hash()), key, None, &clock)
+    }
+
+    /// Removes every key of this worker's shards.
+    pub fn clear(&mut self) {
+        for shard in &mut self.shards {
+            shard.clear();
+        }
+    }
+
+    // ----- reads --------------------------------------------------------------------------------
+
+    /// A copy of the value of `key`.
+    ///
+    /// # Panics
+    /// When the key is not owned by this worker.
+    #[must_use]
+    pub fn get(&mut self, key: &[u8]) -> Option<Vec<u8>> {
+        self.get_view(key).map(<[u8]>::to_vec)
+    }
+
+    /// [`LocalEmbeddedStore::get`] that reports a key owned elsewhere.
+    ///
+    /// # Errors
+    /// [`StoreError::NotOwner`].
+    pub fn try_get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        let route = self.router.route_key(key);
+        let i = self.local_index(&route)?;
+        let shard = &mut self.shards[i];
+        Ok(shard
+            .lookup_mut(tag_of(route.key_hash()), key, &self.clock)
+            .map(|loc| shard.value(loc).to_vec()))
+    }
+
+    /// The value of `key`, borrowed (no copy, no allocation).
+    ///
+    /// # Panics
+    /// When the key is not owned by this worker.
+    #[must_use]
+    pub fn get_view(&mut self, key: &[u8]) -> Option<&[u8]> {
+        let route = self.router.route_key(key);
+        self.get_view_routed(&route, key)
+    }
+
+    /// [`LocalEmbeddedStore::get_view`] with a precomputed route.
+    ///
+    /// # Panics
+    /// When the key is not owned by this worker.
+    #[must_use]
+    pub fn get_view_routed(&mut self, route: &EmbeddedKeyRoute, key: &[u8]) -> Option<&[u8]> {
+        let i = match self.local_index(route) {
+            Ok(i) => i,
+            Err(err) => not_owner(&err),
+        };
+        let shard = &mut self.shards[i];
+        let loc = shard.lookup_mut(tag_of(route.key_hash()), key, &self.clock)?;
+        Some(shard.value(loc))
+    }
+
+    /// [`LocalEmbeddedStore::get_view`] for a prepared key (no hashing).
+    ///
+    /// # Panics
+    /// When the key is not owned by this worker.
+    #[must_use]
+    pub fn get_view_prepared(&mut self, key: &PreparedPointKey) -> Option<&[u8]> {
+        self.get_view_routed(&key.route(), key.key())
+    }
+
+    /// [`LocalEmbeddedStore::get`] with a precomputed route.
+    ///
+    /// # Panics
+    /// When the key is not owned by this worker.
+    #[must_use]
+    pub fn get_routed(&mut self, route: &EmbeddedKeyRoute, key: &[u8]) -> Option<Vec<u8>> {
+        self.get_view_routed(route, key).map(<[u8]>::to_vec)
+    }
+
+    /// [`LocalEmbeddedStore::get`] for a prepared key.
+    ///
+    /// # Panics
+    /// When the key is not owned by this worker.
+    #[must_use]
+    pub fn get_prepared(&mut self, key: &PreparedPointKey) -> Option<Vec<u8>> {
+        self.get_view_prepared(key).map(<[u8]>::to_vec)
+    }
+
+    /// Whether `key` exists (and has not expired).
+    ///
+    /// # Panics
+    /// When the key is not owned by this worker.
+    #[must_use]
+    pub fn exists(&mut self, key: &[u8]) -> bool {
+        let route = self.router.route_key(key);
+        let clock = self.clock.clone();
+        self.owned_shard(&route)
+            .exists(tag_of(route.key_hash()), key, &clock)
+    }
+
+    /// [`LocalEmbeddedStore::exists`] for a prepared key.
+    ///
+    /// # Panics
+    /// When the key is not owned by this worker.
+    #[must_use]
+    pub fn exists_prepared(&mut self, key: &PreparedPointKey) -> bool {
+        let clock = self.clock.clone();
+        self.owned_shard(&key.route())
+            .exists(tag_of(key.route().key_hash()), key.key(), &clock)
+    }
+
+    /// Remaining time to live in milliseconds (Redis's `PTTL`).
+    ///
+    /// # Panics
+    /// When the key is not owned by this worker.
+    #[must_use]
+    pub fn pttl_millis(&mut self, key: &[u8]) -> KeyTtl {
+        let route = self.router.route_key(key);
+        let clock = self.clock.clone();
+        self.owned_shard(&route)
+            .ttl_ms(tag_of(route.key_hash()), key, &clock)
+    }
+
+    /// Remaining time to live in seconds, rounded as Redis's `TTL` does.
+    ///
+    /// # Panics
+    /// When the key is not owned by this worker.
+    #[must_use]
+    pub fn ttl_seconds(&mut self, key: &[u8]) -> KeyTtl {
+        ttl_ms_to_seconds(self.pttl_millis(key))
+    }
+
+    // ----- batches ------------------------------------------------------------------------------
+
+    /// Routes `keys` and checks that every one is owned here.
+    fn owned_routes<K: AsRef<[u8]>>(
+        &self,
+        keys: impl Iterator<Item = K>,
+        route: impl Fn(&[u8]) -> EmbeddedKeyRoute,
+    ) -> Result<Vec<EmbeddedKeyRoute>, StoreError> {
+        keys.map(|k| {
+            let r = route(k.as_ref());
+            self.local_index(&r).map(|_| r)
+        })
+        .collect()
+    }
+
+    fn write_routed<'a>(
+        &mut self,
+        routes: &[EmbeddedKeyRoute],
+        item: impl Fn(usize) -> (&'a [u8], &'a [u8]),
+        ttl_ms: Option<u64>,
+    ) -> Result<(), StoreError> {
+        let expire_at = expiry_for(&self.clock, ttl_ms);
+        let order = order_by_shard(&self.router, routes);
+        for run in shard_runs(&order) {
+            let shard = &mut self.shards[run[0].0 / self.workers];
+            for &(_, i) in run {
+                let (key, value) = item(i);
+                shard.set(tag_of(routes[i].key_hash()), key, value, expire_at)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stores every pair with the same TTL. Every key must be owned here; nothing is stored when
+    /// one is not.
+    ///
+    /// # Errors
+    /// [`StoreError::NotOwner`] before anything is stored, or as [`EmbeddedStore::try_set`].
+    pub fn try_batch_set<K, V>(
+        &mut self,
+        items: impl IntoIterator<Item = (K, V)>,
+        ttl_ms: Option<u64>,
+    ) -> Result<(), StoreError>
+    where
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+    {
+        let items: Vec<(K, V)> = items.into_iter().collect();
+        let router = self.router;
+        let routes = self.owned_routes(items.iter().map(|(k, _)| k), |k| router.route_key(k))?;
+        self.write_routed(
+            &routes,
+            |i| (items[i].0.as_ref(), items[i].1.as_ref()),
+            ttl_ms,
+        )
+    }
+
+    /// Stores every pair with the same TTL.
+    ///
+    /// # Panics
+    /// When a key is not owned here (before anything is stored), or as [`EmbeddedStore::set`].
+    pub fn batch_set<K, V>(&mut self, items: impl IntoIterator<Item = (K, V)>, ttl_ms: Option<u64>)
+    where
+        K: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+    {
+        if let Err(err) = self.try_batch_set(items, ttl_ms) {
+            panic!("fast-cache batch_set failed: {err}");
+        }
+    }
+
+    /// Locations of every key's live entry, in key order (expired entries reaped on the way).
+    fn locate(&mut self, routes: &[EmbeddedKeyRoute], keys: &[&[u8]]) -> Vec<Option<(usize, u32)>> {
+        let mut found = vec![None; keys.len()];
+        let order = order_by_shard(&self.router, routes);
+        for run in shard_runs(&order) {
+            let local = run[0].0 / self.workers;
+            let shard = &mut self.shards[local];
+            for &(_, i) in run {
+                found[i] = shard
+                    .lookup_mut(tag_of(routes[i].key_hash()), keys[i], &self.clock)
+                    .map(|loc| (local, loc));
+            }
+        }
+        found
+    }
+
+    fn read_routed<K: AsRef<[u8]>>(
+        &mut self,
+        routes: &[EmbeddedKeyRoute],
+        keys: &[K],
+    ) -> Vec<Option<&[u8]>> {
+        let key_refs: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
+        let found = self.locate(routes, &key_refs);
+        found
+            .into_iter()
+            .map(|f| f.map(|(local, loc)| self.shards[local].value(loc)))
+            .collect()
+    }
+
+    /// Borrowed values of `keys`, in key order.
+    ///
+    /// # Errors
+    /// [`StoreError::NotOwner`] when a key is owned by another worker.
+    pub fn try_batch_get_view<K: AsRef<[u8]>>(
+        &mut self,
+        keys: &[K],
+    ) -> Result<Vec<Option<&[u8]>>, StoreError> {
+        let router = self.router;
+        let routes = self.owned_routes(keys.iter(), |k| router.route_key(k))?;
+        Ok(self.read_routed(&routes, keys))
+    }
+
+    /// Borrowed values of `keys`, in key order.
+    ///
+    /// # Panics
+    /// When a key is owned by another worker.
+    #[must_use]
+    pub fn batch_get_view<K: AsRef<[u8]>>(&mut self, keys: &[K]) -> Vec<Option<&[u8]>> {
+        match self.try_batch_get_view(keys) {
+            Ok(values) => values,
+            Err(err) => not_owner(&err),
+        }
+    }
+
+    /// Copies of the values of `keys`, in key order.
+    ///
+    /// # Panics
+    /// When a key is owned by another worker.
+    #[must_use]
+    pub fn batch_get<K: AsRef<[u8]>>(
+        &mut self,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Vec<Option<Vec<u8>>> {
+        let keys: Vec<K> = keys.into_iter().collect();
+        self.batch_get_view(&keys)
+            .into_iter()
+            .map(|v| v.map(<[u8]>::to_vec))
+            .collect()
+    }
+
+    /// The values of `keys` packed into one buffer, in key order.
+    ///
+    /// # Panics
+    /// When a key is owned by another worker.
+    #[must_use]
+    pub fn batch_get_packed<K: AsRef<[u8]>>(&mut self, keys: &[K]) -> PackedBatch {
+        pack(self.batch_get_view(keys))
+    }
+
+    /// Deletes every key; returns how many existed.
+    ///
+    /// # Panics
+    /// When a key is owned by another worker (before anything is deleted).
+    pub fn batch_delete<K: AsRef<[u8]>>(&mut self, keys: &[K]) -> usize {
+        let router = self.router;
+        let routes = match self.owned_routes(keys.iter(), |k| router.route_key(k)) {
+            Ok(routes) => routes,
+            Err(err) => not_owner(&err),
+        };
+        let clock = self.clock.clone();
+        let mut deleted = 0;
+        for (route, key) in routes.iter().zip(keys) {
+            let shard = &mut self.shards[self.router.shard_of(route) / self.workers];
+            deleted += usize::from(shard.delete(tag_of(route.key_hash()), key.as_ref(), &clock));
+        }
+        deleted
+    }
+
+    // ----- sessions -----------------------------------------------------------------------------
+
+    fn session_routes<K: AsRef<[u8]>>(
+        &self,
+        prefix: &[u8],
+        keys: impl Iterator<Item = K>,
+    ) -> Result<Vec<EmbeddedKeyRoute>, StoreError> {
+        let session = self.router.route_session(prefix);
+        let router = self.router;
+        self.owned_routes(keys, |k| router.route_session_key(&session, prefix, k))
+    }
+
+    /// Stores a session's records (no expiry).
+    ///
+    /// # Panics
+    /// When a record's key is owned by another worker (before anything is stored).
+    pub fn batch_set_session_owned_no_ttl(
+        &mut self,
+        prefix: impl AsRef<[u8]>,
+        records: Vec<(Vec<u8>, Vec<u8>)>,
+    ) {
+        let routes = self
+            .session_routes(prefix.as_ref(), records.iter().map(|r| &r.0))
+            .unwrap_or_else(|err| not_owner(&err));
+        if let Err(err) = self.write_routed(
+            &routes,
+            |i| (records[i].0.as_slice(), records[i].1.as_slice()),
+            None,
+        ) {
+            panic!("fast-cache session write failed: {err}");
+        }
+    }
+
+    /// Stores a packed session write (no expiry).
+    ///
+    /// # Panics
+    /// When a record's key is owned by another worker (before anything is stored).
+    pub fn batch_set_session_packed_no_ttl(&mut self, write: PackedSessionWrite) {
+        let records: Vec<(&[u8], &[u8])> = write.records().collect();
+        let routes = self
+            .session_routes(write.prefix(), records.iter().map(|r| r.0))
+            .unwrap_or_else(|err| not_owner(&err));
+        if let Err(err) = self.write_routed(&routes, |i| records[i], None) {
+            panic!("fast-cache session write failed: {err}");
+        }
+    }
+
+    /// Borrowed values of a session's `keys`, in key order.
+    ///
+    /// # Panics
+    /// When a key is owned by another worker.
+    #[must_use]
+    pub fn batch_get_session_view<K: AsRef<[u8]>>(
+        &mut self,
+        prefix: &[u8],
+        keys: &[K],
+    ) -> Vec<Option<&[u8]>> {
+        let routes = self
+            .session_routes(prefix, keys.iter())
+            .unwrap_or_else(|err| not_owner(&err));
+        self.read_routed(&routes, keys)
+    }
+
+    /// Copies of a session's values, in key order.
+    ///
+    /// # Panics
+    /// When a key is owned by another worker.
+    #[must_use]
+    pub fn batch_get_session<K: AsRef<[u8]>>(
+        &mut self,
+        prefix: &[u8],
+        keys: &[K],
+    ) -> Vec<Option<Vec<u8>>> {
+        self.batch_get_session_view(prefix, keys)
+            .into_iter()
+            .map(|v| v.map(<[u8]>::to_vec))
+            .collect()
+    }
+
+    /// A session's values packed into one contiguous buffer, in key order.
+    ///
+    /// # Panics
+    /// When a key is owned by another worker.
+    #[must_use]
+    pub fn batch_get_session_packed<K: AsRef<[u8]>>(
+        &mut self,
+        prefix: &[u8],
+        keys: &[K],
+    ) -> PackedBatch {
+        pack(self.batch_get_session_view(prefix, keys))
+    }
+
+    // ----- whole store --------------------------------------------------------------------------
+
+    /// Entries in this worker's shards (may include expired entries not yet reclaimed).
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(Shard::len).sum()
+    }
+
+    /// Whether this worker's shards hold no entries.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Key plus value bytes in this worker's shards.
+    #[must_use]
+    pub fn stored_bytes(&self) -> u64 {
+        self.shards.iter().map(Shard::stored_bytes).sum()
+    }
+
+    /// Every live key of this worker's shards.
+    #[must_use]
+    pub fn key_snapshot(&self) -> Vec<Vec<u8>> {
+        let mut keys = Vec::new();
+        for shard in &self.shards {
+            shard.collect_keys(&self.clock, &mut keys);
+        }
+        keys
+    }
+
+    /// Counters and sizes of this worker's shards.
+    #[must_use]
+    pub fn stats_snapshot(&self) -> TierStatsSnapshot {
+        TierStatsSnapshot {
+            shards: self.shards.iter().map(Shard::stats).collect(),
+        }
+    }
+
+    /// Reclaims expired entries in this worker's shards (bounded work, see
+    /// [`EmbeddedStore::process_maintenance`]).
+    pub fn process_maintenance(&mut self) -> MaintenanceReport {
+        self.process_maintenance_with_budget(DEFAULT_MAINTENANCE_BUDGET)
+    }
+
+    /// [`LocalEmbeddedStore::process_maintenance`] with an explicit per-shard budget.
+    pub fn process_maintenance_with_budget(
+        &mut self,
+        budget_per_shard: usize,
+    ) -> MaintenanceReport {
+        let mut report = MaintenanceReport {
+            completed_pass: true,
+            ..MaintenanceReport::default()
+        };
+        for shard in &mut self.shards {
+            report.merge(shard.process_maintenance(budget_per_shard, &self.clock));
+        }
+        report
+    }
+}
+
+fn pack(values: Vec<Option<&[u8]>>) -> PackedBatch {
+    let mut batch = PackedBatch::with_capacity(values.len());
+    for value in values {
+        batch.push(value);
+    }
+    batch
+}
+
+#[cold]
+#[track_caller]
+fn not_owner(err: &StoreError) -> ! {
+    panic!("{err}")
+}

@@ -1,0 +1,149 @@
+//! The three store kinds — thin routers over [`Shard`]s — and what they share.
+
+mod embedded;
+mod local;
+
+use std::sync::Arc;
+
+use fc_route::{EmbeddedKeyRoute, EmbeddedRouteMode, ShardRouter};
+
+pub use embedded::{EmbeddedStore, SharedEmbeddedStore, ValueRef};
+pub use local::{LocalEmbeddedStore, LocalEmbeddedStoreBootstrap};
+
+use crate::clock::Clock;
+use crate::error::StoreError;
+use crate::mutation::MutationSink;
+use crate::shard::{Shard, Sink};
+
+/// Entry slots examined per shard by one `process_maintenance` call when the caller passes no
+/// budget of its own.
+pub const DEFAULT_MAINTENANCE_BUDGET: usize = 1024;
+
+/// Configures and builds any of the three store kinds.
+///
+/// ```
+/// use fast_cache::storage::{EmbeddedRouteMode, EmbeddedStore, ManualClock};
+///
+/// let clock = ManualClock::new(1_000);
+/// let store = EmbeddedStore::builder(8)
+///     .route_mode(EmbeddedRouteMode::session_prefix())
+///     .clock(clock.clone())
+///     .build();
+/// store.set(b"k", b"v", Some(500));
+/// clock.advance_ms(501);
+/// assert_eq!(store.get(b"k"), None);
+/// ```
+#[derive(Clone)]
+#[must_use]
+pub struct EmbeddedStoreBuilder {
+    shards: usize,
+    route_mode: EmbeddedRouteMode,
+    clock: Clock,
+    sink: Sink,
+}
+
+impl std::fmt::Debug for EmbeddedStoreBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedStoreBuilder")
+            .field("shards", &self.shards)
+            .field("route_mode", &self.route_mode)
+            .field("clock", &self.clock)
+            .field("mutation_sink", &self.sink.is_some())
+            .finish()
+    }
+}
+
+impl EmbeddedStoreBuilder {
+    pub(crate) fn new(shards: usize) -> Self {
+        Self {
+            shards,
+            route_mode: EmbeddedRouteMode::FullKey,
+            clock: Clock::System,
+            sink: None,
+        }
+    }
+
+    /// How keys choose their shard (default [`EmbeddedRouteMode::FullKey`]).
+    pub fn route_mode(mut self, mode: EmbeddedRouteMode) -> Self {
+        self.route_mode = mode;
+        self
+    }
+
+    /// Where "now" comes from (default the system clock).
+    pub fn clock(mut self, clock: impl Into<Clock>) -> Self {
+        self.clock = clock.into();
+        self
+    }
+
+    /// Receives every mutation (see [`crate::Mutation`]).
+    pub fn mutation_sink(mut self, sink: Arc<dyn MutationSink>) -> Self {
+        self.sink = Some(sink);
+        self
+    }
+
+    /// Builds an [`EmbeddedStore`].
+    ///
+    /// # Errors
+    /// [`StoreError::Route`] when the shard count is not a power of two in `1..=65536`.
+    pub fn try_build(self) -> Result<EmbeddedStore, StoreError> {
+        let router = ShardRouter::try_new(self.shards, self.route_mode)?;
+        let shards = (0..router.shard_count())
+            .map(|id| Shard::new(id, self.sink.clone()))
+            .collect();
+        Ok(EmbeddedStore::from_parts(router, self.clock, shards))
+    }
+
+    /// Builds an [`EmbeddedStore`].
+    ///
+    /// # Panics
+    /// When [`EmbeddedStoreBuilder::try_build`] would fail, with its message.
+    #[must_use]
+    pub fn build(self) -> EmbeddedStore {
+        self.try_build().unwrap_or_else(|err| panic!("{err}"))
+    }
+
+    /// Builds a [`SharedEmbeddedStore`].
+    ///
+    /// # Panics
+    /// When [`EmbeddedStoreBuilder::try_build`] would fail, with its message.
+    #[must_use]
+    pub fn build_shared(self) -> SharedEmbeddedStore {
+        SharedEmbeddedStore::from(self.build())
+    }
+}
+
+/// `(shard, index)` pairs for `routes`, ordered by shard and, within a shard, by index: one lock
+/// (or one shard borrow) per run of equal shards.
+pub(crate) fn order_by_shard(
+    router: &ShardRouter,
+    routes: &[EmbeddedKeyRoute],
+) -> Vec<(usize, usize)> {
+    let mut order: Vec<(usize, usize)> = routes
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (router.shard_of(r), i))
+        .collect();
+    if !order.is_sorted() {
+        order.sort_unstable();
+    }
+    order
+}
+
+/// Splits `order` into runs of one shard.
+pub(crate) fn shard_runs(order: &[(usize, usize)]) -> impl Iterator<Item = &[(usize, usize)]> {
+    order.chunk_by(|a, b| a.0 == b.0)
+}
+
+/// Absolute expiry for a relative TTL.
+#[inline]
+pub(crate) fn expiry_for(clock: &Clock, ttl_ms: Option<u64>) -> Option<u64> {
+    ttl_ms.map(|ttl| clock.now_ms().saturating_add(ttl))
+}
+
+/// TTL in milliseconds → TTL in seconds, rounded as Redis's `TTL` does.
+pub(crate) fn ttl_ms_to_seconds(ttl: crate::KeyTtl) -> crate::KeyTtl {
+    match ttl {
+        crate::KeyTtl::ExpiresIn(ms) => crate::KeyTtl::ExpiresIn(ms.saturating_add(500) / 1000),
+        other => other,
+    }
+}

@@ -1,0 +1,5 @@
+//! Developer tasks: `cargo xtask <command>`. See `cargo xtask --help`.
+
+fn main() -> anyhow::Result<()> {
+    Ok(())
+}
