@@ -28,7 +28,7 @@ use crate::store::LocalEmbeddedStore;
 /// workers are pinned to cores.
 ///
 /// ```
-/// use fast_cache::storage::EmbeddedStore;
+/// use fc_shard::EmbeddedStore;
 ///
 /// let cache = EmbeddedStore::new(16);
 /// cache.set(b"user:42".to_vec(), b"ready".to_vec(), None);
@@ -766,7 +766,7 @@ impl EmbeddedStore {
 /// reaches every key. Every method of [`EmbeddedStore`] is available through `Deref`.
 ///
 /// ```
-/// use fast_cache::storage::SharedEmbeddedStore;
+/// use fc_shard::SharedEmbeddedStore;
 ///
 /// let cache = SharedEmbeddedStore::new(8);
 /// let worker = cache.clone();

@@ -21,7 +21,7 @@ use crate::stats::{KeyTtl, MaintenanceReport, TierStatsSnapshot};
 /// [`LocalEmbeddedStore::owner_of`] first). A key is never stored in a shard that does not own it.
 ///
 /// ```
-/// use fast_cache::storage::{EmbeddedRouteMode, EmbeddedStore, LocalEmbeddedStoreBootstrap};
+/// use fc_shard::{EmbeddedRouteMode, EmbeddedStore, LocalEmbeddedStoreBootstrap};
 ///
 /// let shared = EmbeddedStore::with_route_mode(4, EmbeddedRouteMode::FullKey);
 /// let mut stores = LocalEmbeddedStoreBootstrap::from_embedded(shared, 1).into_stores();

@@ -22,7 +22,7 @@ pub const DEFAULT_MAINTENANCE_BUDGET: usize = 1024;
 /// Configures and builds any of the three store kinds.
 ///
 /// ```
-/// use fast_cache::storage::{EmbeddedRouteMode, EmbeddedStore, ManualClock};
+/// use fc_shard::{EmbeddedRouteMode, EmbeddedStore, ManualClock};
 ///
 /// let clock = ManualClock::new(1_000);
 /// let store = EmbeddedStore::builder(8)
