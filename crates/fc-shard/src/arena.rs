@@ -6,8 +6,8 @@
 //! (later) eviction share.
 //!
 //! ## Location (`u32`)
-//! `class << 26 | index`: 6 bits of size class, 26 bits of chunk index inside the class (so at most
-//! 2^26 entries per class per shard). Class [`LARGE_CLASS`] holds entries bigger than
+//! `class << 25 | index`: 7 bits of size class, 25 bits of chunk index inside the class (so at most
+//! 2^25 entries per class per shard). Class [`LARGE_CLASS`] holds entries bigger than
 //! [`MAX_SMALL_ENTRY`] bytes, each in its own exact-size allocation.
 //!
 //! ## Chunk layout (little-endian)
@@ -29,11 +29,11 @@ pub(crate) const MAX_KEY_LEN: usize = (1 << 28) - 1;
 /// Values are limited to 2^32 - 1 bytes by the header format.
 pub(crate) const MAX_VALUE_LEN: usize = u32::MAX as usize;
 
-const INDEX_BITS: u32 = 26;
+const INDEX_BITS: u32 = 25;
 const INDEX_MASK: u32 = (1 << INDEX_BITS) - 1;
 pub(crate) const MAX_CHUNKS_PER_CLASS: u32 = 1 << INDEX_BITS;
 /// The class of individually allocated large entries.
-pub(crate) const LARGE_CLASS: u32 = 63;
+pub(crate) const LARGE_CLASS: u32 = 127;
 /// Target bytes of one page of small chunks.
 const PAGE_TARGET: usize = 64 * 1024;
 
@@ -44,15 +44,15 @@ const KIND_FREE: u32 = 7;
 const KEY_LEN_MASK: u32 = (1 << 28) - 1;
 const HAS_EXPIRY: u32 = 1 << 31;
 
-/// Size classes: multiples of 16, growing by at most 12.5% (so slack is at most ~11%).
-const fn build_classes() -> ([u32; 64], usize) {
-    let mut sizes = [0u32; 64];
+/// Size classes: multiples of 16, growing by at most 6.25% (so slack is at most ~6%).
+const fn build_classes() -> ([u32; 128], usize) {
+    let mut sizes = [0u32; 128];
     let mut n = 0;
     let mut s: u32 = 16;
     while s as usize <= MAX_SMALL_ENTRY {
         sizes[n] = s;
         n += 1;
-        let grown = (s + s / 8 + 15) & !15;
+        let grown = (s + s / 16 + 15) & !15;
         s = if grown < s + 16 { s + 16 } else { grown };
     }
     if sizes[n - 1] as usize != MAX_SMALL_ENTRY {
@@ -62,7 +62,7 @@ const fn build_classes() -> ([u32; 64], usize) {
     (sizes, n)
 }
 
-const CLASSES: ([u32; 64], usize) = build_classes();
+const CLASSES: ([u32; 128], usize) = build_classes();
 const CLASS_COUNT: usize = CLASSES.1;
 const _: () = assert!(CLASS_COUNT < LARGE_CLASS as usize);
 
@@ -457,8 +457,8 @@ mod tests {
         for pair in sizes.windows(2) {
             assert!(pair[0] < pair[1]);
             assert_eq!(pair[1] % 16, 0);
-            // Slack for the smallest entry of the next class is under 12.5% (or 16 bytes).
-            assert!(pair[1] - pair[0] <= (pair[0] / 8 + 16).max(16));
+            // Slack for the smallest entry of the next class is under 6.25% (or 16 bytes).
+            assert!(pair[1] - pair[0] <= (pair[0] / 16 + 16).max(16));
         }
         for len in 0..=MAX_SMALL_ENTRY {
             let class = class_for(len) as usize;

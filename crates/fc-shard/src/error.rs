@@ -35,7 +35,7 @@ pub enum StoreError {
         /// Largest supported value length.
         max: usize,
     },
-    /// A size class of one shard ran out of entry slots (2^26 entries of one size per shard).
+    /// A size class of one shard ran out of entry slots (2^25 entries of one size per shard).
     #[error("shard {shard} has no room left for entries of this size; use more shards")]
     ShardFull {
         /// The full shard.
