@@ -31,7 +31,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("fc-fcnp", &["fc-route"]),
     ("fc-wal", &["fc-route", "fc-shard"]),
     ("fc-snapshot", &["fc-route", "fc-shard", "fc-wal"]),
-    ("fc-repl", &["fc-route", "fc-shard", "fc-wal", "fc-snapshot"]),
+    (
+        "fc-repl",
+        &["fc-route", "fc-shard", "fc-wal", "fc-snapshot"],
+    ),
     ("fc-gpu", &["fc-route", "fc-shard"]),
     (
         "fc-server",
@@ -78,7 +81,10 @@ fn check_deps() -> anyhow::Result<()> {
         .output()
         .context("running cargo metadata")?;
     if !output.status.success() {
-        bail!("cargo metadata failed: {}", String::from_utf8_lossy(&output.stderr));
+        bail!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
     }
     let meta: serde_json::Value = serde_json::from_slice(&output.stdout)?;
     let allowed: BTreeMap<&str, &[&str]> = ALLOWED.iter().copied().collect();
@@ -113,7 +119,10 @@ fn check_deps() -> anyhow::Result<()> {
         }
     }
     if problems.is_empty() {
-        println!("check-deps: {} crates follow the layer rules", members.len());
+        println!(
+            "check-deps: {} crates follow the layer rules",
+            members.len()
+        );
         Ok(())
     } else {
         for p in &problems {

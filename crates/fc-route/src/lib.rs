@@ -65,9 +65,9 @@ pub fn hash_bytes(bytes: &[u8]) -> u64 {
 #[inline]
 #[must_use]
 pub fn hash_tag(key: &[u8]) -> Option<&[u8]> {
-    let open = key.iter().position(|&b| b == b'{')?;
+    let open = memchr::memchr(b'{', key)?;
     let rest = &key[open + 1..];
-    let close = rest.iter().position(|&b| b == b'}')?;
+    let close = memchr::memchr(b'}', rest)?;
     (close > 0).then(|| &rest[..close])
 }
 

@@ -36,9 +36,15 @@ pub struct LocalEmbeddedStore {
     workers: usize,
     /// Owned shards in shard order: shard `worker + i * workers` is `shards[i]`.
     shards: Vec<Shard>,
+    /// Per shard of the whole store: its index in `shards`, or [`FOREIGN`] (a table, so the hot
+    /// path does no division).
+    local_of: Box<[u32]>,
     router: ShardRouter,
     clock: Clock,
 }
+
+/// Marks a shard of another worker in `LocalEmbeddedStore::local_of`.
+const FOREIGN: u32 = u32::MAX;
 
 /// Splits an [`EmbeddedStore`] into one [`LocalEmbeddedStore`] per worker.
 #[derive(Debug)]
@@ -112,6 +118,15 @@ impl LocalEmbeddedStore {
                 worker,
                 workers,
                 shards: Vec::with_capacity(shard_count.div_ceil(workers)),
+                local_of: (0..shard_count)
+                    .map(|s| {
+                        if s % workers == worker {
+                            (s / workers) as u32
+                        } else {
+                            FOREIGN
+                        }
+                    })
+                    .collect(),
                 router,
                 clock: clock.clone(),
             })
@@ -209,15 +224,13 @@ impl LocalEmbeddedStore {
     #[inline]
     fn local_index(&self, route: &EmbeddedKeyRoute) -> Result<usize, StoreError> {
         let shard = self.router.shard_of(route);
-        let owner = shard % self.workers;
-        if owner == self.worker {
-            Ok(shard / self.workers)
-        } else {
-            Err(StoreError::NotOwner {
+        match self.local_of[shard] {
+            FOREIGN => Err(StoreError::NotOwner {
                 shard,
-                owner,
+                owner: shard % self.workers,
                 worker: self.worker,
-            })
+            }),
+            local => Ok(local as usize),
         }
     }
 
