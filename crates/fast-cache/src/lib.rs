@@ -118,3 +118,8 @@ pub use fc_shard::StoreError as Error;
 
 /// `Result` with the engine's error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The README's Rust examples, compiled and run as doctests so they cannot drift.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
