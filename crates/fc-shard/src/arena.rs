@@ -12,7 +12,8 @@
 //!
 //! ## Chunk layout (little-endian)
 //! ```text
-//! 0..4    word0: key length (bits 0..28) | kind (bits 28..31) | has-expiry (bit 31)
+//! 0..4    word0: key length (bits 0..26) | access count (bits 26..28) | kind (bits 28..31)
+//!         | has-expiry (bit 31)
 //! 4..8    value length (u32)
 //! 8..16   absolute expiry, Unix ms (u64; meaningful only when has-expiry is set)
 //! 16..    key bytes, then value bytes, then unused slack up to the class size
@@ -24,8 +25,8 @@ pub(crate) const HEADER: usize = 16;
 /// Largest entry (header + key + value) stored in a shared page; larger ones get their own
 /// allocation.
 pub(crate) const MAX_SMALL_ENTRY: usize = 16 * 1024;
-/// Keys are limited to 2^28 - 1 bytes (256 MiB) by the header format.
-pub(crate) const MAX_KEY_LEN: usize = (1 << 28) - 1;
+/// Keys are limited to 2^26 - 1 bytes (64 MiB) by the header format.
+pub(crate) const MAX_KEY_LEN: usize = (1 << 26) - 1;
 /// Values are limited to 2^32 - 1 bytes by the header format.
 pub(crate) const MAX_VALUE_LEN: usize = u32::MAX as usize;
 
@@ -41,7 +42,11 @@ const PAGE_TARGET: usize = 64 * 1024;
 pub(crate) const KIND_STRING: u32 = 0;
 /// Kind of a freed chunk.
 const KIND_FREE: u32 = 7;
-const KEY_LEN_MASK: u32 = (1 << 28) - 1;
+const KEY_LEN_MASK: u32 = (1 << 26) - 1;
+/// Two bits of per-entry eviction metadata: a saturating access count (0..=3), bumped by reads
+/// with exclusive access (the S3-FIFO frequency / CLOCK reference the eviction policies read).
+const ACCESS_SHIFT: u32 = 26;
+const ACCESS_MASK: u32 = 3 << ACCESS_SHIFT;
 const HAS_EXPIRY: u32 = 1 << 31;
 
 /// Size classes: multiples of 16, growing by at most 6.25% (so slack is at most ~6%).
@@ -184,10 +189,13 @@ fn write_entry(chunk: &mut [u8], key: &[u8], value: &[u8], expire_at_ms: Option<
     chunk[HEADER + key.len()..HEADER + key.len() + value.len()].copy_from_slice(value);
 }
 
-/// Rewrites the value (and expiry) of an entry whose key stays in place.
+/// Rewrites the value (and expiry) of an entry whose key stays in place; keeps its access count.
 #[inline]
 fn write_value(chunk: &mut [u8], key_len: usize, value: &[u8], expire_at_ms: Option<u64>) {
+    let access = read_u32(chunk, 0) & ACCESS_MASK;
     write_word0(chunk, key_len, KIND_STRING, expire_at_ms);
+    let word0 = read_u32(chunk, 0) | access;
+    chunk[0..4].copy_from_slice(&word0.to_le_bytes());
     chunk[4..8].copy_from_slice(&(value.len() as u32).to_le_bytes());
     chunk[HEADER + key_len..HEADER + key_len + value.len()].copy_from_slice(value);
 }
@@ -391,11 +399,31 @@ impl Arena {
         Ok(new_loc)
     }
 
-    /// Sets or clears the expiry of the entry at `loc`.
+    /// Sets or clears the expiry of the entry at `loc` (keeps its access count).
     pub(crate) fn set_expiry(&mut self, loc: u32, expire_at_ms: Option<u64>) {
         let chunk = self.chunk_mut(loc);
         let head = header(chunk);
+        let access = read_u32(chunk, 0) & ACCESS_MASK;
         write_word0(chunk, head.key_len, head.kind, expire_at_ms);
+        let word0 = read_u32(chunk, 0) | access;
+        chunk[0..4].copy_from_slice(&word0.to_le_bytes());
+    }
+
+    /// The entry's saturating access count (0..=3). Read by tests now, by eviction in W1-3.
+    #[cfg(test)]
+    pub(crate) fn access_count(&self, loc: u32) -> u32 {
+        (read_u32(self.chunk(loc), 0) & ACCESS_MASK) >> ACCESS_SHIFT
+    }
+
+    /// Counts one access (saturating at 3; no write once saturated, so hot entries stay clean).
+    #[inline]
+    pub(crate) fn touch(&mut self, loc: u32) {
+        let chunk = self.chunk_mut(loc);
+        let word0 = read_u32(chunk, 0);
+        if word0 & ACCESS_MASK != ACCESS_MASK {
+            let bumped = word0 + (1 << ACCESS_SHIFT);
+            chunk[0..4].copy_from_slice(&bumped.to_le_bytes());
+        }
     }
 
     /// Frees the chunk at `loc`.
@@ -480,11 +508,30 @@ mod tests {
         let same = arena.replace(a, b"key", b"VALUE", Some(42)).unwrap();
         assert_eq!(same, a, "same class rewrites in place");
         assert_eq!(header(arena.chunk(a)).expire_at_ms, Some(42));
+        assert_eq!(arena.access_count(a), 0);
+        arena.touch(a);
+        let same = arena.replace(a, b"key", b"VALUE2", Some(42)).unwrap();
+        assert_eq!(
+            (same, arena.access_count(a)),
+            (a, 1),
+            "in-place overwrite keeps the count"
+        );
+        assert_eq!(arena.value(a), b"VALUE2");
         let big = vec![7u8; 100_000];
         let moved = arena.replace(a, b"key", &big, None).unwrap();
         assert_eq!(class_of(moved), LARGE_CLASS);
         assert!(!arena.is_live(a));
         assert_eq!(arena.value(moved), &big[..]);
+        for _ in 0..5 {
+            arena.touch(moved);
+        }
+        assert_eq!(arena.access_count(moved), 3, "saturates");
+        arena.set_expiry(moved, Some(7));
+        assert_eq!(
+            arena.access_count(moved),
+            3,
+            "expiry changes keep the count"
+        );
         let again = arena.replace(moved, b"key", &big[..50_000], None).unwrap();
         assert_eq!(again, moved, "large entries keep their slot");
         arena.remove(again);

@@ -15,7 +15,7 @@
 //! never reach into a shard.
 //!
 //! ## Limits
-//! Keys up to 256 MiB − 1, values up to 4 GiB − 1 (minus the key and a 16-byte header), at most
+//! Keys up to 64 MiB − 1, values up to 4 GiB − 1 (minus the key and a 16-byte header), at most
 //! 2^25 entries of one size class per shard (use more shards for more), 1 to 65536 shards (a
 //! power of two). Expiry instants are absolute Unix milliseconds; a key is expired once the clock
 //! is past its instant (as Redis).

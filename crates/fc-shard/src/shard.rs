@@ -174,16 +174,17 @@ impl Shard {
         found
     }
 
-    /// Exclusive lookup: removes an expired entry on the way; counts without atomics.
+    /// Exclusive lookup: removes an expired entry on the way, counts the hit or miss without
+    /// atomics and bumps the entry's access count (eviction metadata).
     #[inline]
     pub(crate) fn lookup_mut(&mut self, tag: u32, key: &[u8], clock: &Clock) -> Option<u32> {
         let found = self.find_live_mut(tag, key, clock);
-        let counter = if found.is_some() {
-            self.hits.get_mut()
+        if let Some(loc) = found {
+            *self.hits.get_mut() += 1;
+            self.arena.touch(loc);
         } else {
-            self.misses.get_mut()
-        };
-        *counter += 1;
+            *self.misses.get_mut() += 1;
+        }
         found
     }
 

@@ -197,7 +197,7 @@ impl EmbeddedStore {
     /// `None` stores a value that never expires.
     ///
     /// # Panics
-    /// When [`EmbeddedStore::try_set`] would fail (a key over 256 MiB, a value over 4 GiB, or a
+    /// When [`EmbeddedStore::try_set`] would fail (a key over 64 MiB, a value over 4 GiB, or a
     /// full size class).
     pub fn set(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>, ttl_ms: Option<u64>) {
         self.set_value_bytes(key.as_ref(), value.as_ref(), ttl_ms);
