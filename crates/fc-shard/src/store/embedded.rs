@@ -374,17 +374,22 @@ impl EmbeddedStore {
     /// Whether `key` exists (and has not expired).
     #[must_use]
     pub fn exists(&self, key: &[u8]) -> bool {
-        let route = self.router.route_key(key);
+        self.exists_routed(&self.router.route_key(key), key)
+    }
+
+    /// [`EmbeddedStore::exists`] with a precomputed route.
+    #[must_use]
+    pub fn exists_routed(&self, route: &EmbeddedKeyRoute, key: &[u8]) -> bool {
         let tag = tag_of(route.key_hash());
         let found = self
-            .shard(&route)
+            .shard(route)
             .read()
             .exists_shared(tag, key, &self.clock);
         match found {
             Lookup::Hit(_) => true,
             Lookup::Miss => false,
             Lookup::Expired => {
-                self.reap(self.router.shard_of(&route), tag, key);
+                self.reap(self.router.shard_of(route), tag, key);
                 false
             }
         }
@@ -393,19 +398,7 @@ impl EmbeddedStore {
     /// [`EmbeddedStore::exists`] for a prepared key.
     #[must_use]
     pub fn exists_prepared(&self, key: &PreparedPointKey) -> bool {
-        let tag = tag_of(key.route().key_hash());
-        let found = self
-            .shard(&key.route())
-            .read()
-            .exists_shared(tag, key.key(), &self.clock);
-        match found {
-            Lookup::Hit(_) => true,
-            Lookup::Miss => false,
-            Lookup::Expired => {
-                self.reap(self.router.shard_of(&key.route()), tag, key.key());
-                false
-            }
-        }
+        self.exists_routed(&key.route(), key.key())
     }
 
     /// Remaining time to live of `key` in milliseconds (Redis's `PTTL`).
