@@ -293,26 +293,33 @@ impl Shard {
         Ok(())
     }
 
-    /// Deletes `key`; true when a live entry was removed.
+    /// Deletes `key`; true when a live entry was removed (an expired one is reaped and reported
+    /// as [`Mutation::Expired`], and the call returns false). One index probe.
     pub(crate) fn delete(&mut self, tag: u32, key: &[u8], clock: &Clock) -> bool {
-        let Some(loc) = self.find_live_mut(tag, key, clock) else {
+        let arena = &self.arena;
+        let Ok(entry) = self.table.find_entry(table_hash(tag), |slot| {
+            slot.tag == tag && arena.key(slot.loc) == key
+        }) else {
             return false;
         };
-        if let Ok(entry) = self
-            .table
-            .find_entry(table_hash(tag), |slot| slot.loc == loc)
-        {
-            entry.remove();
-        }
-        let head = arena::header(self.arena.chunk(loc));
+        let loc = entry.get().loc;
+        let head = arena::header(arena.chunk(loc));
+        entry.remove();
         self.stored_bytes -= (head.key_len + head.value_len) as u64;
         if head.expire_at_ms.is_some() {
             self.expires -= 1;
         }
-        self.deletes += 1;
-        Self::emit_borrowed(&self.sink, self.id, &mut self.seq, Mutation::Delete { key });
+        let live = !is_expired(head.expire_at_ms, clock);
+        let mutation = if live {
+            self.deletes += 1;
+            Mutation::Delete { key }
+        } else {
+            self.expired += 1;
+            Mutation::Expired { key }
+        };
+        Self::emit_borrowed(&self.sink, self.id, &mut self.seq, mutation);
         self.arena.remove(loc);
-        true
+        live
     }
 
     /// Whether a live entry exists (counts no hit or miss).
