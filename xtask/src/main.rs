@@ -22,47 +22,35 @@ enum Task {
     CheckDeps,
 }
 
-/// Every library crate below the server.
-const BELOW_SERVER: &[&str] = &[
-    "fc-route",
-    "fc-shard",
-    "fc-resp",
-    "fc-fcnp",
-    "fc-wal",
-    "fc-snapshot",
-    "fc-repl",
-    "fc-gpu",
-];
-/// Everything below the facade: the libraries and the server.
-const BELOW_FACADE: &[&str] = &[
-    "fc-route",
-    "fc-shard",
-    "fc-resp",
-    "fc-fcnp",
-    "fc-wal",
-    "fc-snapshot",
-    "fc-repl",
-    "fc-gpu",
-    "fc-server",
-];
-
-/// Which workspace crates each crate may depend on (normal and build dependencies). A crate
-/// missing from this table fails the check: adding a crate means deciding its place.
+/// The workspace crates each crate may use directly, plus (transitively) whatever those may use.
+/// A crate missing from this table fails the check: adding a crate means deciding its place.
 const ALLOWED: &[(&str, &[&str])] = &[
     ("fc-route", &[]),
     ("fc-shard", &["fc-route"]),
     ("fc-resp", &[]),
     ("fc-fcnp", &["fc-route"]),
-    ("fc-wal", &["fc-route", "fc-shard"]),
-    ("fc-snapshot", &["fc-route", "fc-shard", "fc-wal"]),
-    (
-        "fc-repl",
-        &["fc-route", "fc-shard", "fc-wal", "fc-snapshot"],
-    ),
-    ("fc-gpu", &["fc-route", "fc-shard"]),
-    ("fc-server", BELOW_SERVER),
-    ("fast-cache", BELOW_FACADE),
+    ("fc-wal", &["fc-shard"]),
+    ("fc-snapshot", &["fc-wal"]),
+    ("fc-repl", &["fc-snapshot"]),
+    ("fc-gpu", &["fc-shard"]),
+    ("fc-server", &["fc-resp", "fc-fcnp", "fc-repl", "fc-gpu"]),
+    ("fast-cache", &["fc-server"]),
 ];
+
+/// `name`'s allowed workspace dependencies, closed over the table.
+fn allowed_closure(name: &str) -> Option<Vec<&'static str>> {
+    let table: BTreeMap<&str, &[&'static str]> = ALLOWED.iter().copied().collect();
+    let mut out: Vec<&'static str> = Vec::new();
+    let mut stack: Vec<&'static str> = table.get(name)?.to_vec();
+    while let Some(dep) = stack.pop() {
+        if !out.contains(&dep) {
+            out.push(dep);
+            stack.extend(table.get(dep).copied().unwrap_or_default());
+        }
+    }
+    out.sort_unstable();
+    Some(out)
+}
 
 /// External crates that the storage and codec layers must never link (they own no runtime).
 const RUNTIME_FREE: &[&str] = &["fc-route", "fc-shard", "fc-resp", "fc-fcnp", "fc-snapshot"];
@@ -86,7 +74,6 @@ fn check_deps() -> anyhow::Result<()> {
         );
     }
     let meta: serde_json::Value = serde_json::from_slice(&output.stdout)?;
-    let allowed: BTreeMap<&str, &[&str]> = ALLOWED.iter().copied().collect();
     let packages = meta["packages"].as_array().context("no packages")?;
     let members: Vec<&str> = packages.iter().filter_map(|p| p["name"].as_str()).collect();
     let mut problems = Vec::new();
@@ -95,7 +82,7 @@ fn check_deps() -> anyhow::Result<()> {
         if name == "xtask" {
             continue;
         }
-        let Some(may_use) = allowed.get(name) else {
+        let Some(may_use) = allowed_closure(name) else {
             problems.push(format!(
                 "{name}: not in xtask's layer table; add it to ALLOWED with the crates it may use"
             ));
