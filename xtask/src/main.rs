@@ -2,12 +2,16 @@
 //!
 //! - `check-deps`: fails when a workspace crate depends on a crate above or beside it (the layer
 //!   rules of `docs/ARCHITECTURE.md`), or when a storage/codec crate links a runtime.
+//! - `bench`: the embedded benchmark matrix against DashMap, Moka, lru and quick_cache, and
+//!   bytes-per-entry rows (`--memory`); writes `bench-matrix/<run-id>/`.
 
 use std::collections::BTreeMap;
 use std::process::Command;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
+
+mod bench;
 
 #[derive(Parser)]
 #[command(name = "xtask", about = "fast-cache developer tasks")]
@@ -20,6 +24,11 @@ struct Cli {
 enum Task {
     /// Check the dependency rules between workspace crates (reads `cargo metadata`).
     CheckDeps,
+    /// Run the embedded benchmark matrix (or, with --memory, bytes per entry).
+    Bench(Box<bench::BenchArgs>),
+    /// Internal: one memory measurement in a fresh process (used by `bench --memory`).
+    #[command(hide = true)]
+    BenchMemoryChild(bench::MemoryChildArgs),
 }
 
 /// The workspace crates each crate may use directly, plus (transitively) whatever those may use.
@@ -59,6 +68,8 @@ const RUNTIMES: &[&str] = &["tokio", "monoio", "async-std", "smol"];
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Task::CheckDeps => check_deps(),
+        Task::Bench(args) => bench::bench(*args),
+        Task::BenchMemoryChild(args) => bench::memory_child(args),
     }
 }
 
