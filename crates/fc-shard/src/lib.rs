@@ -41,6 +41,7 @@
 mod arena;
 mod clock;
 mod error;
+mod index;
 mod mutation;
 mod packed;
 mod shard;

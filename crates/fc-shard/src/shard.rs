@@ -1,36 +1,21 @@
-//! One shard: an exclusively owned index (hashbrown) over an [`Arena`] of entries.
+//! One shard: an exclusively owned [`Index`] over an [`Arena`] of entries.
 //!
-//! The index holds 8 bytes per entry: 32 bits of the key hash and the entry's arena location.
-//! Lookups compare the hash bits, then the key bytes in the arena (one cache miss for the index
-//! group, one for the slot, one for the entry). Nothing here locks or allocates on a read.
+//! The index holds 32 bits of the key hash and the entry's arena location per entry, in
+//! cache-line buckets. Lookups compare the hash bits, then the key bytes in the arena (one cache
+//! miss for the bucket, one for the entry). Nothing here locks or allocates on a read.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use hashbrown::HashTable;
-
 use crate::arena::{self, Arena, ArenaFull, MAX_KEY_LEN, MAX_VALUE_LEN};
 use crate::clock::Clock;
 use crate::error::StoreError;
+use crate::index::Index;
 use crate::mutation::{Mutation, MutationSink};
 use crate::stats::{KeyTtl, MaintenanceReport, ShardStatsSnapshot};
 
-/// Index slot: low 32 bits of the key hash and the arena location.
-#[derive(Debug, Clone, Copy)]
-struct Slot {
-    tag: u32,
-    loc: u32,
-}
-
-/// Spreads the 32 stored hash bits over 64 for hashbrown (which takes its control byte from the
-/// top 7 bits and its bucket from the low bits). The shard was chosen from the *top* bits of the
-/// route hash, so the index uses the low 32 bits of the key hash, independent of the shard.
-#[inline]
-fn table_hash(tag: u32) -> u64 {
-    u64::from(tag).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-}
-
-/// The index tag of a key hash.
+/// The index tag of a key hash. The shard was chosen from the *top* bits of the route hash, so
+/// the index uses the low 32 bits of the key hash, independent of the shard.
 #[inline]
 pub(crate) fn tag_of(key_hash: u64) -> u32 {
     key_hash as u32
@@ -56,7 +41,7 @@ pub(crate) type Sink = Option<Arc<dyn MutationSink>>;
 /// One shard of a store.
 pub(crate) struct Shard {
     id: usize,
-    table: HashTable<Slot>,
+    index: Index,
     arena: Arena,
     sink: Sink,
     seq: u64,
@@ -74,7 +59,7 @@ impl std::fmt::Debug for Shard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Shard")
             .field("id", &self.id)
-            .field("keys", &self.table.len())
+            .field("keys", &self.index.len())
             .finish_non_exhaustive()
     }
 }
@@ -101,7 +86,7 @@ impl Shard {
     pub(crate) fn new(id: usize, sink: Sink) -> Self {
         Self {
             id,
-            table: HashTable::new(),
+            index: Index::new(),
             arena: Arena::new(),
             sink,
             seq: 0,
@@ -121,7 +106,7 @@ impl Shard {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.table.len()
+        self.index.len()
     }
 
     pub(crate) fn stored_bytes(&self) -> u64 {
@@ -148,11 +133,7 @@ impl Shard {
     #[inline]
     fn find(&self, tag: u32, key: &[u8]) -> Option<u32> {
         let arena = &self.arena;
-        self.table
-            .find(table_hash(tag), |slot| {
-                slot.tag == tag && arena.key(slot.loc) == key
-            })
-            .map(|slot| slot.loc)
+        self.index.find(tag, |loc| arena.key(loc) == key)
     }
 
     /// Read-only lookup (usable under a shared lock): counts a hit or a miss.
@@ -207,13 +188,9 @@ impl Shard {
 
     /// Removes the entry at `loc` (found through `tag`) because it expired.
     pub(crate) fn remove_expired(&mut self, tag: u32, loc: u32) {
-        let Ok(entry) = self
-            .table
-            .find_entry(table_hash(tag), |slot| slot.loc == loc)
-        else {
+        if !self.index.remove_loc(tag, loc) {
             return;
-        };
-        entry.remove();
+        }
         let chunk = self.arena.chunk(loc);
         let head = arena::header(chunk);
         self.stored_bytes -= (head.key_len + head.value_len) as u64;
@@ -250,29 +227,22 @@ impl Shard {
         expire_at_ms: Option<u64>,
     ) -> Result<(), StoreError> {
         check_sizes(key, value)?;
-        let hash = table_hash(tag);
         let arena = &mut self.arena;
-        let entry = self.table.entry(
-            hash,
-            |slot| slot.tag == tag && arena.key(slot.loc) == key,
-            |slot| table_hash(slot.tag),
-        );
         let full = |_: ArenaFull| StoreError::ShardFull { shard: self.id };
-        match entry {
-            hashbrown::hash_table::Entry::Occupied(mut occupied) => {
-                let slot = occupied.get_mut();
-                let old = arena::header(arena.chunk(slot.loc));
-                slot.loc = arena
-                    .replace(slot.loc, key, value, expire_at_ms)
-                    .map_err(full)?;
+        match self.index.find_pos(tag, |loc| arena.key(loc) == key) {
+            Some(pos) => {
+                let loc = self.index.loc(pos);
+                let old = arena::header(arena.chunk(loc));
+                let new_loc = arena.replace(loc, key, value, expire_at_ms).map_err(full)?;
+                self.index.set_loc(pos, new_loc);
                 self.stored_bytes = self.stored_bytes + value.len() as u64 - old.value_len as u64;
                 if old.expire_at_ms.is_some() {
                     self.expires -= 1;
                 }
             }
-            hashbrown::hash_table::Entry::Vacant(vacant) => {
+            None => {
                 let loc = arena.insert(key, value, expire_at_ms).map_err(full)?;
-                vacant.insert(Slot { tag, loc });
+                self.index.insert(tag, loc);
                 self.stored_bytes += (key.len() + value.len()) as u64;
             }
         }
@@ -297,14 +267,11 @@ impl Shard {
     /// as [`Mutation::Expired`], and the call returns false). One index probe.
     pub(crate) fn delete(&mut self, tag: u32, key: &[u8], clock: &Clock) -> bool {
         let arena = &self.arena;
-        let Ok(entry) = self.table.find_entry(table_hash(tag), |slot| {
-            slot.tag == tag && arena.key(slot.loc) == key
-        }) else {
+        let Some(pos) = self.index.find_pos(tag, |loc| arena.key(loc) == key) else {
             return false;
         };
-        let loc = entry.get().loc;
-        let head = arena::header(arena.chunk(loc));
-        entry.remove();
+        let loc = self.index.remove(pos);
+        let head = arena::header(self.arena.chunk(loc));
         self.stored_bytes -= (head.key_len + head.value_len) as u64;
         if head.expire_at_ms.is_some() {
             self.expires -= 1;
@@ -427,10 +394,10 @@ impl Shard {
 
     /// Removes every entry.
     pub(crate) fn clear(&mut self) {
-        if self.table.is_empty() {
+        if self.index.is_empty() {
             return;
         }
-        self.table = HashTable::new();
+        self.index = Index::new();
         self.arena.clear();
         self.stored_bytes = 0;
         self.expires = 0;
@@ -441,8 +408,8 @@ impl Shard {
     /// Appends every live key to `out`.
     pub(crate) fn collect_keys(&self, clock: &Clock, out: &mut Vec<Vec<u8>>) {
         let now = if self.expires > 0 { clock.now_ms() } else { 0 };
-        out.extend(self.table.iter().filter_map(|slot| {
-            let chunk = self.arena.chunk(slot.loc);
+        out.extend(self.index.iter().filter_map(|loc| {
+            let chunk = self.arena.chunk(loc);
             let live = arena::expiry_of(chunk).is_none_or(|at| now <= at);
             live.then(|| arena::key_of(chunk).to_vec())
         }));
@@ -452,12 +419,10 @@ impl Shard {
     pub(crate) fn stats(&self) -> ShardStatsSnapshot {
         ShardStatsSnapshot {
             shard: self.id,
-            keys: self.table.len() as u64,
+            keys: self.index.len() as u64,
             expires: self.expires,
             stored_bytes: self.stored_bytes,
-            allocated_bytes: (self.arena.allocated_bytes()
-                + self.table.capacity() * (std::mem::size_of::<Slot>() + 1))
-                as u64,
+            allocated_bytes: (self.arena.allocated_bytes() + self.index.allocated_bytes()) as u64,
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
             sets: self.sets,

@@ -1,0 +1,333 @@
+//! The shard index: cache-line buckets of 32-bit hash tags and 32-bit arena locations.
+//!
+//! Why not a general hash table: a lookup in a SwissTable reads its control group, then the slot
+//! (another cache line), then the entry — three dependent misses. Here a bucket is exactly one
+//! 64-byte line holding 7 tags, their 7 locations and an overflow count, so a lookup is one
+//! miss for the bucket and one for the entry. The tags are 32 bits of the key hash, so a false
+//! tag match (which costs a key comparison in the arena) happens about once per 600 million
+//! probes, and the home bucket is derived from the tag alone: growing never touches the entries.
+//!
+//! Collisions use bucket-level linear probing. Each bucket counts the entries that probed past it
+//! (`overflow`, as in Folly's F14); a lookup stops at the first bucket whose count is zero, and a
+//! removal decrements the counts on its probe path, so deletes leave no tombstones.
+
+/// Slots per bucket.
+const SLOTS: usize = 7;
+/// Buckets are grown (doubled) when the average bucket holds more than this many entries
+/// (6 of 7 slots: a load factor of 85.7%).
+const MAX_AVG_FILL: usize = 6;
+
+/// One cache line: 7 tags and the overflow count in `words` (compared 8 lanes at a time), then
+/// the 7 locations.
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(64))]
+struct Bucket {
+    /// `words[0..7]`: tags (0 = empty slot); `words[7]`: entries that probed past this bucket.
+    words: [u32; 8],
+    locs: [u32; 8],
+}
+
+const OVERFLOW: usize = 7;
+
+impl Bucket {
+    /// Bit `i` set when slot `i` holds `tag`.
+    #[inline(always)]
+    fn matches(&self, tag: u32) -> u32 {
+        let mut mask = 0u32;
+        for (i, &w) in self.words.iter().enumerate() {
+            mask |= u32::from(w == tag) << i;
+        }
+        mask & ((1 << SLOTS) - 1)
+    }
+
+    #[inline(always)]
+    fn overflow(&self) -> u32 {
+        self.words[OVERFLOW]
+    }
+}
+
+/// Where an entry sits in the index (valid until the next insert or removal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Pos {
+    bucket: usize,
+    slot: usize,
+}
+
+/// The index of one shard.
+#[derive(Clone, Default)]
+pub(crate) struct Index {
+    buckets: Vec<Bucket>,
+    len: usize,
+}
+
+impl std::fmt::Debug for Index {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Index")
+            .field("len", &self.len)
+            .field("buckets", &self.buckets.len())
+            .finish()
+    }
+}
+
+/// Stored tags are never 0 (the empty marker).
+#[inline(always)]
+fn stored(tag: u32) -> u32 {
+    if tag == 0 { 1 } else { tag }
+}
+
+/// The home bucket of a (stored) tag: the high half of a multiplicative hash, masked.
+#[inline(always)]
+fn home(tag: u32, mask: usize) -> usize {
+    ((u64::from(tag).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize) & mask
+}
+
+impl Index {
+    pub(crate) fn new() -> Self {
+        Self::default()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes held by the bucket array.
+    pub(crate) fn allocated_bytes(&self) -> usize {
+        self.buckets.len() * std::mem::size_of::<Bucket>()
+    }
+
+    /// The position of the entry whose tag is `tag` and for whose location `eq` says yes.
+    #[inline]
+    pub(crate) fn find_pos(&self, tag: u32, mut eq: impl FnMut(u32) -> bool) -> Option<Pos> {
+        if self.buckets.is_empty() {
+            return None;
+        }
+        let tag = stored(tag);
+        let mask = self.buckets.len() - 1;
+        let mut b = home(tag, mask);
+        loop {
+            let bucket = &self.buckets[b];
+            let mut m = bucket.matches(tag);
+            while m != 0 {
+                let slot = m.trailing_zeros() as usize;
+                if eq(bucket.locs[slot]) {
+                    return Some(Pos { bucket: b, slot });
+                }
+                m &= m - 1;
+            }
+            if bucket.overflow() == 0 {
+                return None;
+            }
+            b = (b + 1) & mask;
+        }
+    }
+
+    /// The location of the entry whose tag is `tag` and for whose location `eq` says yes.
+    #[inline]
+    pub(crate) fn find(&self, tag: u32, eq: impl FnMut(u32) -> bool) -> Option<u32> {
+        self.find_pos(tag, eq).map(|p| self.loc(p))
+    }
+
+    #[inline]
+    pub(crate) fn loc(&self, pos: Pos) -> u32 {
+        self.buckets[pos.bucket].locs[pos.slot]
+    }
+
+    /// Points the entry at `pos` to a new location.
+    #[inline]
+    pub(crate) fn set_loc(&mut self, pos: Pos, loc: u32) {
+        self.buckets[pos.bucket].locs[pos.slot] = loc;
+    }
+
+    /// Adds an entry known to be absent.
+    pub(crate) fn insert(&mut self, tag: u32, loc: u32) {
+        if self.len + 1 > self.buckets.len() * MAX_AVG_FILL {
+            self.grow();
+        }
+        Self::place(&mut self.buckets, stored(tag), loc);
+        self.len += 1;
+    }
+
+    /// Puts `(tag, loc)` into the first free slot from its home bucket on, counting the overflow
+    /// on every full bucket it passes. The caller guarantees a free slot exists.
+    fn place(buckets: &mut [Bucket], tag: u32, loc: u32) {
+        let mask = buckets.len() - 1;
+        let mut b = home(tag, mask);
+        loop {
+            let bucket = &mut buckets[b];
+            if let Some(slot) = bucket.words[..SLOTS].iter().position(|&w| w == 0) {
+                bucket.words[slot] = tag;
+                bucket.locs[slot] = loc;
+                return;
+            }
+            bucket.words[OVERFLOW] += 1;
+            b = (b + 1) & mask;
+        }
+    }
+
+    fn grow(&mut self) {
+        let count = (self.buckets.len() * 2).max(1);
+        let mut buckets = vec![Bucket::default(); count];
+        for bucket in &self.buckets {
+            for slot in 0..SLOTS {
+                if bucket.words[slot] != 0 {
+                    Self::place(&mut buckets, bucket.words[slot], bucket.locs[slot]);
+                }
+            }
+        }
+        self.buckets = buckets;
+    }
+
+    /// Removes the entry at `pos` and returns its location.
+    pub(crate) fn remove(&mut self, pos: Pos) -> u32 {
+        let mask = self.buckets.len() - 1;
+        let tag = self.buckets[pos.bucket].words[pos.slot];
+        let loc = self.buckets[pos.bucket].locs[pos.slot];
+        self.buckets[pos.bucket].words[pos.slot] = 0;
+        let mut b = home(tag, mask);
+        while b != pos.bucket {
+            self.buckets[b].words[OVERFLOW] -= 1;
+            b = (b + 1) & mask;
+        }
+        self.len -= 1;
+        loc
+    }
+
+    /// Removes the entry with this tag and location; false when there is none.
+    pub(crate) fn remove_loc(&mut self, tag: u32, loc: u32) -> bool {
+        match self.find_pos(tag, |l| l == loc) {
+            Some(pos) => {
+                self.remove(pos);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Every `(tag, loc)` in bucket order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.buckets.iter().flat_map(|b| {
+            (0..SLOTS)
+                .filter(move |&s| b.words[s] != 0)
+                .map(move |s| b.locs[s])
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[test]
+    fn bucket_is_one_cache_line() {
+        assert_eq!(std::mem::size_of::<Bucket>(), 64);
+        assert_eq!(std::mem::align_of::<Bucket>(), 64);
+    }
+
+    #[test]
+    fn tag_zero_is_stored_and_found() {
+        let mut index = Index::new();
+        index.insert(0, 5);
+        assert_eq!(index.find(0, |l| l == 5), Some(5));
+        assert!(index.remove_loc(0, 5));
+        assert!(index.is_empty());
+    }
+
+    #[test]
+    fn one_tag_many_entries_overflows_and_recovers() {
+        // 100 entries with the same tag: they share a home bucket and probe far past it.
+        let mut index = Index::new();
+        for loc in 0..100 {
+            index.insert(7, loc);
+        }
+        for loc in 0..100 {
+            assert_eq!(index.find(7, |l| l == loc), Some(loc));
+        }
+        for loc in (0..100).step_by(2) {
+            assert!(index.remove_loc(7, loc));
+        }
+        for loc in 0..100 {
+            assert_eq!(index.find(7, |l| l == loc).is_some(), loc % 2 == 1);
+        }
+        for loc in (1..100).step_by(2) {
+            assert!(index.remove_loc(7, loc));
+        }
+        assert!(index.is_empty());
+        assert!(index.buckets.iter().all(|b| b.overflow() == 0));
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(u32),
+        Remove(usize),
+        Move(usize, u32),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            3 => (0u32..64).prop_map(Op::Insert),
+            2 => any::<usize>().prop_map(Op::Remove),
+            1 => (any::<usize>(), any::<u32>()).prop_map(|(i, l)| Op::Move(i, l)),
+        ]
+    }
+
+    proptest! {
+        /// Against a map from location to tag, with a tiny tag space so that buckets fill,
+        /// overflow and wrap around.
+        #[test]
+        fn matches_a_model(ops in proptest::collection::vec(op(), 1..400)) {
+            let mut index = Index::new();
+            let mut model: HashMap<u32, u32> = HashMap::new();
+            let mut next_loc = 0u32;
+            for op in ops {
+                match op {
+                    Op::Insert(tag) => {
+                        index.insert(tag, next_loc);
+                        model.insert(next_loc, tag);
+                        next_loc += 1;
+                    }
+                    Op::Remove(i) if !model.is_empty() => {
+                        let mut locs: Vec<u32> = model.keys().copied().collect();
+                        locs.sort_unstable();
+                        let loc = locs[i % locs.len()];
+                        let tag = model.remove(&loc).unwrap();
+                        prop_assert!(index.remove_loc(tag, loc));
+                    }
+                    Op::Move(i, new_loc) if !model.is_empty() => {
+                        let mut locs: Vec<u32> = model.keys().copied().collect();
+                        locs.sort_unstable();
+                        let loc = locs[i % locs.len()];
+                        let new_loc = new_loc | 1 << 31;
+                        if model.contains_key(&new_loc) { continue; }
+                        let tag = model.remove(&loc).unwrap();
+                        let pos = index.find_pos(tag, |l| l == loc).unwrap();
+                        index.set_loc(pos, new_loc);
+                        model.insert(new_loc, tag);
+                    }
+                    _ => {}
+                }
+                prop_assert_eq!(index.len(), model.len());
+            }
+            for (&loc, &tag) in &model {
+                prop_assert_eq!(index.find(tag, |l| l == loc), Some(loc));
+                prop_assert_eq!(index.find(tag.wrapping_add(64), |l| l == loc), None);
+            }
+            let mut seen: Vec<u32> = index.iter().collect();
+            seen.sort_unstable();
+            let mut want: Vec<u32> = model.keys().copied().collect();
+            want.sort_unstable();
+            prop_assert_eq!(seen, want);
+            for (&loc, &tag) in &model {
+                prop_assert!(index.remove_loc(tag, loc));
+            }
+            prop_assert!(index.buckets.iter().all(|b| b.overflow() == 0));
+        }
+    }
+}
