@@ -120,14 +120,14 @@ pub(crate) struct Header {
     pub(crate) expire_at_ms: Option<u64>,
 }
 
-#[inline]
+#[inline(always)]
 fn read_u32(chunk: &[u8], at: usize) -> u32 {
     let mut word = [0u8; 4];
     word.copy_from_slice(&chunk[at..at + 4]);
     u32::from_le_bytes(word)
 }
 
-#[inline]
+#[inline(always)]
 pub(crate) fn header(chunk: &[u8]) -> Header {
     let word0 = read_u32(chunk, 0);
     let value_len = read_u32(chunk, 4) as usize;
@@ -146,13 +146,13 @@ pub(crate) fn header(chunk: &[u8]) -> Header {
     }
 }
 
-#[inline]
+#[inline(always)]
 pub(crate) fn key_of(chunk: &[u8]) -> &[u8] {
     let key_len = (read_u32(chunk, 0) & KEY_LEN_MASK) as usize;
     &chunk[HEADER..HEADER + key_len]
 }
 
-#[inline]
+#[inline(always)]
 pub(crate) fn value_of(chunk: &[u8]) -> &[u8] {
     let key_len = (read_u32(chunk, 0) & KEY_LEN_MASK) as usize;
     let value_len = read_u32(chunk, 4) as usize;
@@ -160,7 +160,7 @@ pub(crate) fn value_of(chunk: &[u8]) -> &[u8] {
 }
 
 /// Expiry of the entry, if any, without decoding the rest.
-#[inline]
+#[inline(always)]
 pub(crate) fn expiry_of(chunk: &[u8]) -> Option<u64> {
     if read_u32(chunk, 0) & HAS_EXPIRY == 0 {
         return None;
@@ -222,7 +222,7 @@ impl SizeClass {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn range(&self, index: u32) -> (usize, usize) {
         let page = (index >> self.per_page_shift) as usize;
         let offset =
@@ -230,13 +230,13 @@ impl SizeClass {
         (page, offset)
     }
 
-    #[inline]
+    #[inline(always)]
     fn chunk(&self, index: u32) -> &[u8] {
         let (page, offset) = self.range(index);
         &self.pages[page][offset..offset + self.chunk_bytes as usize]
     }
 
-    #[inline]
+    #[inline(always)]
     fn chunk_mut(&mut self, index: u32) -> &mut [u8] {
         let (page, offset) = self.range(index);
         let bytes = self.chunk_bytes as usize;
@@ -301,7 +301,7 @@ impl Arena {
     }
 
     /// The whole chunk (or large allocation) of `loc`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn chunk(&self, loc: u32) -> &[u8] {
         let class = class_of(loc);
         if class == LARGE_CLASS {
@@ -311,7 +311,7 @@ impl Arena {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn chunk_mut(&mut self, loc: u32) -> &mut [u8] {
         let class = class_of(loc);
         if class == LARGE_CLASS {
@@ -321,12 +321,12 @@ impl Arena {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn key(&self, loc: u32) -> &[u8] {
         key_of(self.chunk(loc))
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn value(&self, loc: u32) -> &[u8] {
         value_of(self.chunk(loc))
     }
@@ -416,7 +416,7 @@ impl Arena {
     }
 
     /// Counts one access (saturating at 3; no write once saturated, so hot entries stay clean).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn touch(&mut self, loc: u32) {
         let chunk = self.chunk_mut(loc);
         let word0 = read_u32(chunk, 0);

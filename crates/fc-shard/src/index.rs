@@ -100,7 +100,7 @@ impl Index {
     }
 
     /// The position of the entry whose tag is `tag` and for whose location `eq` says yes.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn find_pos(&self, tag: u32, mut eq: impl FnMut(u32) -> bool) -> Option<Pos> {
         if self.buckets.is_empty() {
             return None;
@@ -126,12 +126,12 @@ impl Index {
     }
 
     /// The location of the entry whose tag is `tag` and for whose location `eq` says yes.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn find(&self, tag: u32, eq: impl FnMut(u32) -> bool) -> Option<u32> {
         self.find_pos(tag, eq).map(|p| self.loc(p))
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn loc(&self, pos: Pos) -> u32 {
         self.buckets[pos.bucket].locs[pos.slot]
     }

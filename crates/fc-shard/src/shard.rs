@@ -130,14 +130,14 @@ impl Shard {
     }
 
     /// Finds the entry of `key` without judging its expiry.
-    #[inline]
+    #[inline(always)]
     fn find(&self, tag: u32, key: &[u8]) -> Option<u32> {
         let arena = &self.arena;
         self.index.find(tag, |loc| arena.key(loc) == key)
     }
 
     /// Read-only lookup (usable under a shared lock): counts a hit or a miss.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn lookup(&self, tag: u32, key: &[u8], clock: &Clock) -> Lookup {
         let found = match self.find(tag, key) {
             Some(loc) if is_expired(arena::expiry_of(self.arena.chunk(loc)), clock) => {
@@ -157,7 +157,7 @@ impl Shard {
 
     /// Exclusive lookup: removes an expired entry on the way, counts the hit or miss without
     /// atomics and bumps the entry's access count (eviction metadata).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn lookup_mut(&mut self, tag: u32, key: &[u8], clock: &Clock) -> Option<u32> {
         let found = self.find_live_mut(tag, key, clock);
         if let Some(loc) = found {
@@ -170,7 +170,7 @@ impl Shard {
     }
 
     /// Exclusive lookup without counting a hit or miss (EXISTS, TTL, writes).
-    #[inline]
+    #[inline(always)]
     fn find_live_mut(&mut self, tag: u32, key: &[u8], clock: &Clock) -> Option<u32> {
         let loc = self.find(tag, key)?;
         if is_expired(arena::expiry_of(self.arena.chunk(loc)), clock) {
@@ -181,7 +181,7 @@ impl Shard {
     }
 
     /// Value bytes of the entry at `loc`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn value(&self, loc: u32) -> &[u8] {
         self.arena.value(loc)
     }

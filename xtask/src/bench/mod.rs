@@ -107,13 +107,13 @@ impl Shape {
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct BenchArgs {
-    /// Seconds measured per repeat [default: 1; --quick: 0.03].
+    /// Seconds measured per repeat [default: 0.5; --quick: 0.03].
     #[arg(long)]
     duration: Option<f64>,
-    /// Seconds of warmup before each timed window [default: 0.2; --quick: 0.01].
+    /// Seconds of warmup before each timed window [default: 0.1; --quick: 0.01].
     #[arg(long)]
     warmup: Option<f64>,
-    /// Timed windows per cell, interleaved across backends; the CSV reports medians [default: 5;
+    /// Timed windows per cell, interleaved across backends; the CSV reports medians [default: 7;
     /// --quick: 1].
     #[arg(long)]
     repeats: Option<usize>,
@@ -189,9 +189,9 @@ fn resolve(args: &BenchArgs) -> anyhow::Result<Settings> {
         Duration::try_from_secs_f64(s).with_context(|| format!("bad duration {s}"))
     };
     let s = Settings {
-        duration: secs(args.duration, 1.0, 0.03)?,
-        warmup: secs(args.warmup, 0.2, 0.01)?,
-        repeats: args.repeats.unwrap_or(if q { 1 } else { 5 }),
+        duration: secs(args.duration, 0.5, 0.03)?,
+        warmup: secs(args.warmup, 0.1, 0.01)?,
+        repeats: args.repeats.unwrap_or(if q { 1 } else { 7 }),
         threads: args
             .threads
             .clone()
