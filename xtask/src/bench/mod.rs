@@ -428,10 +428,14 @@ fn run_matrix(s: &Settings, seed: u64, pin: bool) -> anyhow::Result<Vec<Row>> {
         if backends.is_empty() {
             continue;
         }
+        // Loaded last-listed first, so the peers get their memory before fast-cache does (the
+        // first backend loaded gets the least fragmented memory).
         let mut loaded: Vec<Loaded> = backends
             .iter()
+            .rev()
             .map(|&b| Loaded::new(b, shape, keys, &value))
             .collect();
+        loaded.reverse();
         let all = vec![(0..keys.len() as u32).collect::<Vec<u32>>(); shape.threads];
         let plan = Plan {
             keys,
