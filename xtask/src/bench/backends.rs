@@ -270,20 +270,27 @@ pub(crate) fn moka(shape: &Shape, keys: &[[u8; 16]], value: &[u8]) -> MokaCache 
     cache
 }
 
-impl Worker for &MokaCache {
-    #[inline]
-    fn get_ref(&mut self, key: &[u8]) -> Option<u8> {
-        self.get(key).map(|v| touch(&v))
-    }
-    #[inline]
-    fn get_copy(&mut self, key: &[u8], buf: &mut Vec<u8>) -> bool {
-        self.get(key).map(|v| copy_into(&v, buf)).is_some()
-    }
-    #[inline]
-    fn set(&mut self, key: &[u8], value: &[u8]) {
-        self.insert(Box::from(key), Arc::from(value));
-    }
+/// The worker of a concurrent cache that hands out `Arc<[u8]>` clones (Moka, quick_cache).
+macro_rules! arc_cache_worker {
+    ($cache:ty) => {
+        impl Worker for &$cache {
+            #[inline]
+            fn get_ref(&mut self, key: &[u8]) -> Option<u8> {
+                self.get(key).map(|v| touch(&v))
+            }
+            #[inline]
+            fn get_copy(&mut self, key: &[u8], buf: &mut Vec<u8>) -> bool {
+                self.get(key).map(|v| copy_into(&v, buf)).is_some()
+            }
+            #[inline]
+            fn set(&mut self, key: &[u8], value: &[u8]) {
+                self.insert(Box::from(key), Arc::from(value));
+            }
+        }
+    };
 }
+
+arc_cache_worker!(MokaCache);
 
 pub(crate) type LruCache = Mutex<lru::LruCache<Box<[u8]>, Box<[u8]>>>;
 
@@ -324,17 +331,4 @@ pub(crate) fn quick_cache(shape: &Shape, keys: &[[u8; 16]], value: &[u8]) -> Qui
     cache
 }
 
-impl Worker for &QuickCache {
-    #[inline]
-    fn get_ref(&mut self, key: &[u8]) -> Option<u8> {
-        self.get(key).map(|v| touch(&v))
-    }
-    #[inline]
-    fn get_copy(&mut self, key: &[u8], buf: &mut Vec<u8>) -> bool {
-        self.get(key).map(|v| copy_into(&v, buf)).is_some()
-    }
-    #[inline]
-    fn set(&mut self, key: &[u8], value: &[u8]) {
-        self.insert(Box::from(key), Arc::from(value));
-    }
-}
+arc_cache_worker!(QuickCache);
