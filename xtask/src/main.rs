@@ -4,6 +4,7 @@
 //!   rules of `docs/ARCHITECTURE.md`), or when a storage/codec crate links a runtime.
 //! - `bench`: the embedded benchmark matrix against DashMap, Moka, lru and quick_cache, and
 //!   bytes-per-entry rows (`--memory`); writes `bench-matrix/<run-id>/`.
+//! - `fuzz`: the codec crates' cargo-fuzz targets for a bounded time each (nightly + cargo-fuzz).
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -12,6 +13,7 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod fuzz;
 
 #[derive(Parser)]
 #[command(name = "xtask", about = "fast-cache developer tasks")]
@@ -26,6 +28,8 @@ enum Task {
     CheckDeps,
     /// Run the embedded benchmark matrix (or, with --memory, bytes per entry).
     Bench(Box<bench::BenchArgs>),
+    /// Run the cargo-fuzz targets (fc-resp's request parser and reply decoder) for a bounded time.
+    Fuzz(fuzz::FuzzArgs),
     /// Internal: one memory measurement in a fresh process (used by `bench --memory`).
     #[command(hide = true)]
     BenchMemoryChild(bench::MemoryChildArgs),
@@ -70,6 +74,7 @@ fn main() -> anyhow::Result<()> {
         Task::CheckDeps => check_deps(),
         Task::Bench(args) => bench::bench(*args),
         Task::BenchMemoryChild(args) => bench::memory_child(args),
+        Task::Fuzz(args) => fuzz::fuzz(args),
     }
 }
 

@@ -1,10 +1,12 @@
 //! Reply decoding: every RESP2 and RESP3 type, incrementally and within [`DecodeLimits`].
 //!
-//! Decoding runs in two passes. The first walks the headers without allocating, keeping a stack
-//! of "elements still to come" per open aggregate, and keeps its place between calls (a reply
-//! that arrives in many reads is walked once). Only when the whole reply is present does the
-//! second pass build the [`Frame`] tree, whose strings share the buffer's memory. Nesting is
-//! bounded by the first pass, so the second pass's recursion is too.
+//! The first pass walks the headers, keeping a stack of "elements still to come" per open
+//! aggregate, and keeps its place between calls (a reply that arrives in many reads is walked
+//! once). It records what it read for the first [`MAX_TOKENS`] elements (at most 64 KiB,
+//! whatever the reply claims). Once the whole reply is present the second pass builds the
+//! [`Frame`] tree from that record, re-reading the bytes only for replies with more elements.
+//! Strings share the buffer's memory. Nesting is bounded by the first pass, so the second
+//! pass's recursion is too.
 
 use std::ops::Range;
 
@@ -21,9 +23,17 @@ pub struct FrameDecoder {
     pos: usize,
     /// Elements still to come in each open aggregate; the bottom entry is the reply itself.
     stack: Vec<u64>,
+    /// What the first pass read, in order, while it fits in [`MAX_TOKENS`].
+    tokens: Vec<Item>,
+    /// The first pass read more elements than `tokens` holds.
+    tokens_overflowed: bool,
 }
 
+/// Elements of one reply the first pass records for the second (2048 × 32 bytes).
+pub const MAX_TOKENS: usize = 2048;
+
 /// One header and, for strings, its payload range.
+#[derive(Debug, Clone)]
 enum Item {
     Simple(Range<usize>),
     Error(Range<usize>),
@@ -69,6 +79,11 @@ fn read_item(buf: &[u8], pos: usize, limits: &DecodeLimits) -> Result<Option<(It
         return Err(ProtocolError::UnknownType(kind));
     }
     let start = pos + 1;
+    if matches!(kind, b'$' | b'*' | b':' | b'%' | b'~' | b'>')
+        && let Some((n, cr)) = fast_number(buf, start)
+    {
+        return number_item(buf, kind, n, cr + 2, limits);
+    }
     let window_end = buf.len().min(start.saturating_add(limits.max_line_len + 1));
     let Some(cr) = memchr::memchr(b'\r', &buf[start..window_end]).map(|j| start + j) else {
         if buf.len() - start > limits.max_line_len {
@@ -111,19 +126,66 @@ fn read_item(buf: &[u8], pos: usize, limits: &DecodeLimits) -> Result<Option<(It
         }
         b'$' | b'!' | b'=' => {
             let len = number::parse_i64(line).ok_or(ProtocolError::InvalidBulkLength)?;
-            if len == -1 && kind == b'$' {
+            return number_item(buf, kind, len, next, limits);
+        }
+        _ => {
+            let n = number::parse_i64(line).ok_or(ProtocolError::InvalidMultibulkLength)?;
+            return number_item(buf, kind, n, next, limits);
+        }
+    };
+    Ok(Some((item, next)))
+}
+
+/// `-?[0-9]{1,18}\r\n` at `start`: the common shape of lengths and integers, read without a
+/// separate search for the line end. `None` sends the line to the general path.
+#[inline(always)]
+fn fast_number(buf: &[u8], start: usize) -> Option<(i64, usize)> {
+    let negative = buf.get(start) == Some(&b'-');
+    let digits_at = start + usize::from(negative);
+    let mut i = digits_at;
+    let mut value: i64 = 0;
+    while let Some(&b) = buf.get(i) {
+        let d = b.wrapping_sub(b'0');
+        if d >= 10 || i - digits_at >= 18 {
+            break;
+        }
+        value = value * 10 + i64::from(d);
+        i += 1;
+    }
+    let digits = i - digits_at;
+    let canonical = digits > 0 && (buf[digits_at] != b'0' || (digits == 1 && !negative));
+    if canonical && buf.get(i) == Some(&b'\r') && buf.get(i + 1) == Some(&b'\n') {
+        Some((if negative { -value } else { value }, i))
+    } else {
+        None
+    }
+}
+
+/// The item of a header whose line holds the number `n`; `next` is just past the line.
+#[inline(always)]
+fn number_item(
+    buf: &[u8],
+    kind: u8,
+    n: i64,
+    next: usize,
+    limits: &DecodeLimits,
+) -> Result<Option<(Item, usize)>> {
+    match kind {
+        b':' => Ok(Some((Item::Integer(n), next))),
+        b'$' | b'!' | b'=' => {
+            if n == -1 && kind == b'$' {
                 return Ok(Some((Item::Null, next)));
             }
-            if len < 0 {
+            if n < 0 {
                 return Err(ProtocolError::InvalidBulkLength);
             }
-            if len as u64 > limits.max_bulk_len {
+            if n as u64 > limits.max_bulk_len {
                 return Err(ProtocolError::StringTooLong {
-                    len: len as u64,
+                    len: n as u64,
                     limit: limits.max_bulk_len,
                 });
             }
-            let len = usize::try_from(len).map_err(|_| ProtocolError::InvalidBulkLength)?;
+            let len = usize::try_from(n).map_err(|_| ProtocolError::InvalidBulkLength)?;
             if buf.len() - next < len + 2 {
                 return Ok(None);
             }
@@ -146,10 +208,9 @@ fn read_item(buf: &[u8], pos: usize, limits: &DecodeLimits) -> Result<Option<(It
                     )
                 }
             };
-            return Ok(Some((item, after)));
+            Ok(Some((item, after)))
         }
         _ => {
-            let n = number::parse_i64(line).ok_or(ProtocolError::InvalidMultibulkLength)?;
             if n == -1 && kind == b'*' {
                 return Ok(Some((Item::NullArray, next)));
             }
@@ -162,10 +223,9 @@ fn read_item(buf: &[u8], pos: usize, limits: &DecodeLimits) -> Result<Option<(It
                     limit: limits.max_aggregate_len,
                 });
             }
-            Item::Aggregate(kind, n as u64)
+            Ok(Some((Item::Aggregate(kind, n as u64), next)))
         }
-    };
-    Ok(Some((item, next)))
+    }
 }
 
 fn parse_double(line: &[u8]) -> Option<f64> {
@@ -191,6 +251,8 @@ impl FrameDecoder {
             limits,
             pos: 0,
             stack: Vec::new(),
+            tokens: Vec::new(),
+            tokens_overflowed: false,
         }
     }
 
@@ -209,12 +271,11 @@ impl FrameDecoder {
             return Ok(None);
         };
         let bytes = buf.split_to(end).freeze();
-        let mut pos = 0;
-        self.build(&bytes, &mut pos, 0).map(Some)
+        self.finish(&bytes).map(Some)
     }
 
     /// Decodes one reply from the front of `bytes` without copying its strings; returns it with
-    /// the number of bytes it used.
+    /// the number of bytes it used. Call again with the same (grown) bytes after `Ok(None)`.
     ///
     /// # Errors
     /// As [`FrameDecoder::decode`].
@@ -222,15 +283,29 @@ impl FrameDecoder {
         let Some(end) = self.scan(bytes)? else {
             return Ok(None);
         };
-        let mut pos = 0;
-        let frame = self.build(bytes, &mut pos, 0)?;
-        Ok(Some((frame, end)))
+        Ok(Some((self.finish(bytes)?, end)))
     }
 
     /// Forgets a partly scanned reply.
     pub fn reset(&mut self) {
         self.pos = 0;
         self.stack.clear();
+        self.tokens.clear();
+        self.tokens_overflowed = false;
+    }
+
+    /// Second pass, then ready for the next reply.
+    fn finish(&mut self, bytes: &Bytes) -> Result<Frame> {
+        let frame = if self.tokens_overflowed {
+            let mut source = Reparse { pos: 0 };
+            self.build(bytes, &mut source, 0)
+        } else {
+            let mut source = Recorded { next: 0 };
+            self.build(bytes, &mut source, 0)
+        };
+        self.tokens.clear();
+        self.tokens_overflowed = false;
+        frame
     }
 
     /// First pass: `Some(end)` once a whole reply is in `buf[..end]`.
@@ -247,7 +322,7 @@ impl FrameDecoder {
                 return Ok(Some(std::mem::take(&mut self.pos)));
             }
             let Some((item, next)) = read_item(buf, self.pos, &self.limits).inspect_err(|_| {
-                self.stack.clear();
+                self.reset();
             })?
             else {
                 return Ok(None);
@@ -258,7 +333,7 @@ impl FrameDecoder {
             }
             if let Item::Aggregate(kind, n) = item {
                 if self.stack.len() > self.limits.max_depth {
-                    self.stack.clear();
+                    self.reset();
                     return Err(ProtocolError::TooDeep(self.limits.max_depth));
                 }
                 // An attribute holds its pairs and then the value they describe, so a chain of
@@ -270,17 +345,20 @@ impl FrameDecoder {
                 };
                 self.stack.push(children);
             }
+            if self.tokens.len() < MAX_TOKENS {
+                self.tokens.push(item);
+            } else {
+                self.tokens_overflowed = true;
+            }
         }
     }
 
     /// Second pass over a reply the first pass accepted.
-    fn build(&self, bytes: &Bytes, pos: &mut usize, depth: usize) -> Result<Frame> {
+    fn build(&self, bytes: &Bytes, source: &mut impl Items, depth: usize) -> Result<Frame> {
         if depth > self.limits.max_depth {
             return Err(ProtocolError::TooDeep(self.limits.max_depth));
         }
-        let (item, next) = read_item(bytes, *pos, &self.limits)?.ok_or(bad("terminator"))?;
-        *pos = next;
-        Ok(match item {
+        Ok(match source.next(self, bytes)? {
             Item::Simple(r) => Frame::Simple(bytes.slice(r)),
             Item::Error(r) => Frame::Error(bytes.slice(r)),
             Item::Integer(n) => Frame::Integer(n),
@@ -301,8 +379,8 @@ impl FrameDecoder {
                     b'%' | b'|' => {
                         let mut pairs = Vec::with_capacity(cap);
                         for _ in 0..n {
-                            let k = self.build(bytes, pos, depth + 1)?;
-                            let v = self.build(bytes, pos, depth + 1)?;
+                            let k = self.build(bytes, source, depth + 1)?;
+                            let v = self.build(bytes, source, depth + 1)?;
                             pairs.push((k, v));
                         }
                         if kind == b'%' {
@@ -310,14 +388,14 @@ impl FrameDecoder {
                         } else {
                             Frame::Attribute {
                                 attributes: pairs,
-                                value: Box::new(self.build(bytes, pos, depth + 1)?),
+                                value: Box::new(self.build(bytes, source, depth + 1)?),
                             }
                         }
                     }
                     _ => {
                         let mut items = Vec::with_capacity(cap);
                         for _ in 0..n {
-                            items.push(self.build(bytes, pos, depth + 1)?);
+                            items.push(self.build(bytes, source, depth + 1)?);
                         }
                         match kind {
                             b'~' => Frame::Set(items),
@@ -328,6 +406,40 @@ impl FrameDecoder {
                 }
             }
         })
+    }
+}
+
+/// Where the second pass gets its items: the first pass's record, or the bytes again.
+trait Items {
+    fn next(&mut self, decoder: &FrameDecoder, bytes: &[u8]) -> Result<Item>;
+}
+
+struct Recorded {
+    next: usize,
+}
+
+impl Items for Recorded {
+    #[inline]
+    fn next(&mut self, decoder: &FrameDecoder, _: &[u8]) -> Result<Item> {
+        let item = decoder
+            .tokens
+            .get(self.next)
+            .cloned()
+            .ok_or(bad("terminator"))?;
+        self.next += 1;
+        Ok(item)
+    }
+}
+
+struct Reparse {
+    pos: usize,
+}
+
+impl Items for Reparse {
+    fn next(&mut self, decoder: &FrameDecoder, bytes: &[u8]) -> Result<Item> {
+        let (item, next) = read_item(bytes, self.pos, &decoder.limits)?.ok_or(bad("terminator"))?;
+        self.pos = next;
+        Ok(item)
     }
 }
 

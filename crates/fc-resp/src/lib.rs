@@ -73,7 +73,7 @@ mod limits;
 pub mod number;
 mod request;
 
-pub use decode::FrameDecoder;
+pub use decode::{FrameDecoder, MAX_TOKENS};
 pub use encode::{Encoder, RespVersion};
 pub use error::{ProtocolError, Result};
 pub use frame::Frame;

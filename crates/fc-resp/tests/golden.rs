@@ -301,3 +301,32 @@ fn decoding_resumes_across_reads_and_splits_off_each_reply() {
     );
     assert!(buf.is_empty());
 }
+
+#[test]
+fn replies_with_more_elements_than_the_record_holds() {
+    let n = fc_resp::MAX_TOKENS * 2 + 7;
+    let want = Frame::Array(
+        (0..n)
+            .map(|i| Frame::Array(vec![Frame::Integer(i as i64), Frame::bulk(i.to_string())]))
+            .collect(),
+    );
+    let mut input = BytesMut::new();
+    Encoder::new(&mut input, RespVersion::Resp3).frame(&want);
+    input.extend_from_slice(b"+after\r\n");
+    for chunk in [input.len(), 1000, 7] {
+        let mut dec = FrameDecoder::default();
+        let mut buf = BytesMut::new();
+        let mut got = Vec::new();
+        for piece in input.chunks(chunk) {
+            buf.extend_from_slice(piece);
+            while let Some(frame) = dec.decode(&mut buf).unwrap() {
+                got.push(frame);
+            }
+        }
+        assert_eq!(
+            got,
+            vec![want.clone(), Frame::simple("after")],
+            "chunk {chunk}"
+        );
+    }
+}

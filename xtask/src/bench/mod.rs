@@ -20,6 +20,7 @@ use fc_shard::{EmbeddedStore, LocalEmbeddedStoreBootstrap, SharedEmbeddedStore};
 use backends::{Backend, FcLocalWorker, FcRefWorker, FcSharedWorker};
 use driver::{Plan, Sample};
 pub(crate) use memory::{MemoryChildArgs, memory_child};
+pub(crate) use report::workspace_root;
 
 /// Values larger than this many bytes in total get fewer keys (the `keys` column says how many).
 const DATA_BUDGET: usize = 512 << 20;
