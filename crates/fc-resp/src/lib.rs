@@ -63,6 +63,17 @@
 //! assert_eq!(frame, Frame::Map(vec![(Frame::simple("proto"), Frame::Integer(3))]));
 //! # Ok::<(), fc_resp::ProtocolError>(())
 //! ```
+//!
+//! ## Fuzzing and benchmarks
+//! `fuzz/` holds two cargo-fuzz targets, `request_parser` and `reply_decoder`. Both feed
+//! arbitrary bytes whole, in the fuzzer's pieces and one byte at a time, and assert that the
+//! outcomes agree, that nothing exceeds the limits, and that what decodes re-encodes to itself.
+//! `cargo xtask fuzz --seconds N` runs each for `N` seconds (CI: 10; needs the nightly
+//! toolchain and `cargo install cargo-fuzz`); seeds are in `fuzz/seeds/<target>/`.
+//!
+//! `cargo bench -p fc-resp --bench codec` measures parsing of pipelined `GET` and 64-byte `SET`
+//! batches, bulk-reply encoding (64 B, 4 KiB) and an `MGET` reply decode, with the
+//! `redis-protocol` crate in the same run.
 
 mod decode;
 mod encode;

@@ -1,7 +1,8 @@
 //! Reply decoder: arbitrary bytes in arbitrary pieces.
 //!
 //! Asserts, beyond "no panic":
-//! - the same frames and the same error come out whole and in the fuzzer's pieces;
+//! - the same frames and the same error come out whole, in the fuzzer's pieces and one byte at
+//!   a time;
 //! - no frame breaks the limits (depth, aggregate length, string length);
 //! - every decoded frame encodes (RESP3) and decodes back to itself.
 #![no_main]
@@ -89,6 +90,7 @@ fuzz_target!(|data: &[u8]| {
     let chunk = usize::from(chunk % 64) + 1;
     let whole = run(input, input.len());
     assert_eq!(run(input, chunk), whole);
+    assert_eq!(run(input, 1), whole);
     let limits = limits();
     let mut encoded = BytesMut::new();
     for frame in &whole.0 {
