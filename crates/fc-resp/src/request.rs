@@ -194,9 +194,8 @@ impl RequestParser {
     pub fn take_consumed(&mut self) -> usize {
         let n = std::mem::take(&mut self.consumed);
         self.line_hint = match self.line_hint {
-            (start, scanned) if start >= n && start != usize::MAX => {
-                (start - n, scanned.saturating_sub(n))
-            }
+            (start, usize::MAX) if start >= n && start != usize::MAX => (start - n, usize::MAX),
+            (start, scanned) if start >= n && start != usize::MAX => (start - n, scanned - n),
             _ => (usize::MAX, 0),
         };
         match &mut self.state {

@@ -41,6 +41,21 @@ pub enum StoreError {
         /// The full shard.
         shard: usize,
     },
+    /// A write would take the shard past its memory budget and the policy is
+    /// [`crate::EvictionPolicy::NoEviction`] (or nothing was left to evict). Nothing was changed.
+    #[error(
+        "out of memory: shard {shard} uses {used} of its {budget} bytes and the write needs {needed} more"
+    )]
+    OutOfMemory {
+        /// The shard that is full.
+        shard: usize,
+        /// Bytes it charges now.
+        used: u64,
+        /// Its budget.
+        budget: u64,
+        /// Bytes the write would add.
+        needed: u64,
+    },
     /// Splitting a store into owner-local stores with an unusable worker count.
     #[error("invalid worker count {workers}: must be between 1 and the shard count {shards}")]
     InvalidWorkerCount {

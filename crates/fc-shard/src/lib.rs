@@ -41,6 +41,7 @@
 mod arena;
 mod clock;
 mod error;
+mod eviction;
 mod index;
 mod mutation;
 mod packed;
@@ -50,6 +51,7 @@ mod store;
 
 pub use clock::{Clock, ManualClock};
 pub use error::StoreError;
+pub use eviction::{EvictionPolicy, INDEX_BYTES_PER_ENTRY};
 pub use fc_route::{
     EmbeddedKeyRoute, EmbeddedRouteMode, EmbeddedSessionRoute, PreparedPointKey, SessionPrefixRule,
     ShardRouter,

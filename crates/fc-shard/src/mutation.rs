@@ -39,6 +39,11 @@ pub enum Mutation<'a> {
         /// The key.
         key: &'a [u8],
     },
+    /// `key` was evicted to keep the shard within its memory budget.
+    Evicted {
+        /// The key.
+        key: &'a [u8],
+    },
     /// Every key of the shard was removed.
     Flush,
 }
@@ -52,7 +57,8 @@ impl Mutation<'_> {
             | Self::Delete { key }
             | Self::Expire { key, .. }
             | Self::Persist { key }
-            | Self::Expired { key } => Some(key),
+            | Self::Expired { key }
+            | Self::Evicted { key } => Some(key),
             Self::Flush => None,
         }
     }

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::arena::{self, Arena, ArenaFull, MAX_KEY_LEN, MAX_VALUE_LEN};
 use crate::clock::Clock;
 use crate::error::StoreError;
+use crate::eviction::{EvictionPolicy, charge};
 use crate::index::Index;
 use crate::mutation::{Mutation, MutationSink};
 use crate::stats::{KeyTtl, MaintenanceReport, ShardStatsSnapshot};
@@ -53,7 +54,21 @@ pub(crate) struct Shard {
     deletes: u64,
     expired: u64,
     sweep_cursor: u32,
+    /// Bytes charged against `budget` (see [`crate::eviction`]).
+    charged: u64,
+    /// Memory budget; `u64::MAX` when unlimited.
+    budget: u64,
+    policy: EvictionPolicy,
+    /// Whether reads set reference bits (only when a bounded shard evicts by them).
+    track_reads: bool,
+    /// The CLOCK hand: the next chunk location eviction examines.
+    hand: u32,
+    evicted: u64,
+    evicted_bytes: u64,
 }
+
+/// Chunk slots the eviction path examines for expired entries before it evicts a live one.
+const EXPIRED_SCAN_BEFORE_EVICTION: usize = 256;
 
 impl std::fmt::Debug for Shard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -98,7 +113,21 @@ impl Shard {
             deletes: 0,
             expired: 0,
             sweep_cursor: 0,
+            charged: 0,
+            budget: u64::MAX,
+            policy: EvictionPolicy::NoEviction,
+            track_reads: false,
+            hand: 0,
+            evicted: 0,
+            evicted_bytes: 0,
         }
+    }
+
+    /// Sets the memory budget (`None`: unlimited) and what a write that would exceed it does.
+    pub(crate) fn set_budget(&mut self, budget: Option<u64>, policy: EvictionPolicy) {
+        self.budget = budget.unwrap_or(u64::MAX);
+        self.policy = policy;
+        self.track_reads = budget.is_some() && policy == EvictionPolicy::Lru;
     }
 
     pub(crate) fn id(&self) -> usize {
@@ -146,7 +175,10 @@ impl Shard {
             Some(loc) => Lookup::Hit(loc),
             None => Lookup::Miss,
         };
-        let counter = if matches!(found, Lookup::Hit(_)) {
+        let counter = if let Lookup::Hit(loc) = found {
+            if self.track_reads {
+                self.arena.mark(loc);
+            }
             &self.hits
         } else {
             &self.misses
@@ -163,6 +195,9 @@ impl Shard {
         if let Some(loc) = found {
             *self.hits.get_mut() += 1;
             self.arena.touch(loc);
+            if self.track_reads {
+                self.arena.mark_mut(loc);
+            }
         } else {
             *self.misses.get_mut() += 1;
         }
@@ -194,6 +229,7 @@ impl Shard {
         let chunk = self.arena.chunk(loc);
         let head = arena::header(chunk);
         self.stored_bytes -= (head.key_len + head.value_len) as u64;
+        self.charged -= charge(head.key_len, head.value_len);
         if head.expire_at_ms.is_some() {
             self.expires -= 1;
         }
@@ -218,32 +254,63 @@ impl Shard {
         }
     }
 
-    /// Stores `value` under `key`, replacing any previous value and expiry.
+    /// Stores `value` under `key`, replacing any previous value and expiry. Within a memory
+    /// budget, first makes room as the eviction policy says (or fails with
+    /// [`StoreError::OutOfMemory`] having changed nothing).
     pub(crate) fn set(
         &mut self,
         tag: u32,
         key: &[u8],
         value: &[u8],
         expire_at_ms: Option<u64>,
+        clock: &Clock,
     ) -> Result<(), StoreError> {
         check_sizes(key, value)?;
+        let new_charge = charge(key.len(), value.len());
+        let mut pos = {
+            let arena = &self.arena;
+            self.index.find_pos(tag, |loc| arena.key(loc) == key)
+        };
+        if self.budget != u64::MAX {
+            let old_charge = pos.map_or(0, |p| {
+                let old = arena::header(self.arena.chunk(self.index.loc(p)));
+                charge(old.key_len, old.value_len)
+            });
+            if self.charged - old_charge + new_charge > self.budget {
+                let protect = pos.map(|p| self.index.loc(p));
+                self.make_room(new_charge, old_charge, protect, clock)?;
+                // Removals never move other entries in the index, but find the key again
+                // rather than rely on it: this path is rare.
+                let arena = &self.arena;
+                pos = self.index.find_pos(tag, |loc| arena.key(loc) == key);
+            }
+        }
         let arena = &mut self.arena;
         let full = |_: ArenaFull| StoreError::ShardFull { shard: self.id };
-        match self.index.find_pos(tag, |loc| arena.key(loc) == key) {
+        match pos {
             Some(pos) => {
                 let loc = self.index.loc(pos);
                 let old = arena::header(arena.chunk(loc));
                 let new_loc = arena.replace(loc, key, value, expire_at_ms).map_err(full)?;
                 self.index.set_loc(pos, new_loc);
                 self.stored_bytes = self.stored_bytes + value.len() as u64 - old.value_len as u64;
+                self.charged = self.charged + new_charge - charge(old.key_len, old.value_len);
                 if old.expire_at_ms.is_some() {
                     self.expires -= 1;
+                }
+                if self.track_reads {
+                    // An overwrite is a use (as in Redis's LRU clock).
+                    arena.mark_mut(new_loc);
                 }
             }
             None => {
                 let loc = arena.insert(key, value, expire_at_ms).map_err(full)?;
                 self.index.insert(tag, loc);
                 self.stored_bytes += (key.len() + value.len()) as u64;
+                self.charged += new_charge;
+                // A new entry starts unmarked (CLOCK): of entries nobody read, the oldest goes
+                // first, as in LRU; it takes the slot the hand freed last, so the hand reaches it
+                // last.
             }
         }
         if expire_at_ms.is_some() {
@@ -263,6 +330,120 @@ impl Shard {
         Ok(())
     }
 
+    /// Frees charged bytes until a write adding `new_charge` (replacing an entry of
+    /// `old_charge`, at `protect`) fits the budget. Under [`EvictionPolicy::Lru`] a write that
+    /// still does not fit once nothing else is left is let through: a shard exceeds its budget by
+    /// at most that one entry.
+    fn make_room(
+        &mut self,
+        new_charge: u64,
+        old_charge: u64,
+        protect: Option<u32>,
+        clock: &Clock,
+    ) -> Result<(), StoreError> {
+        let fits = |shard: &Self| shard.charged - old_charge + new_charge <= shard.budget;
+        match self.policy {
+            EvictionPolicy::NoEviction => Err(StoreError::OutOfMemory {
+                shard: self.id,
+                used: self.charged,
+                budget: self.budget,
+                needed: new_charge.saturating_sub(old_charge),
+            }),
+            EvictionPolicy::Lru => {
+                if self.expires > 0 {
+                    self.reclaim_expired(EXPIRED_SCAN_BEFORE_EVICTION, protect, clock);
+                }
+                while !fits(self) {
+                    if !self.evict_one(protect, clock) {
+                        break;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Reclaims expired entries among the next `budget` chunk slots of the expiry sweep.
+    fn reclaim_expired(&mut self, budget: usize, protect: Option<u32>, clock: &Clock) {
+        let now = clock.now_ms();
+        for _ in 0..budget {
+            let Some(loc) = self.arena.sweep_next(self.sweep_cursor) else {
+                self.sweep_cursor = 0;
+                return;
+            };
+            self.sweep_cursor = loc.wrapping_add(1);
+            if protect == Some(loc) || !self.arena.is_live(loc) {
+                continue;
+            }
+            let chunk = self.arena.chunk(loc);
+            if arena::expiry_of(chunk).is_some_and(|at| now > at) {
+                let tag = tag_of(fc_route::hash_bytes(arena::key_of(chunk)));
+                self.remove_expired(tag, loc);
+            }
+        }
+    }
+
+    /// Moves the CLOCK hand to the next victim and removes it: an expired entry is reclaimed, an
+    /// entry read since the last pass loses its mark and is passed over, any other is evicted.
+    /// False when nothing but `protect` is left.
+    fn evict_one(&mut self, protect: Option<u32>, clock: &Clock) -> bool {
+        // Three wraps: the first may start mid-way, the second clears every mark, the third
+        // must find an unmarked entry.
+        let mut wraps = 0;
+        let now = if self.expires > 0 { clock.now_ms() } else { 0 };
+        loop {
+            let Some(loc) = self.arena.sweep_next(self.hand) else {
+                self.hand = 0;
+                wraps += 1;
+                if wraps > 3 {
+                    return false;
+                }
+                continue;
+            };
+            self.hand = loc.wrapping_add(1);
+            if protect == Some(loc) || !self.arena.is_live(loc) {
+                continue;
+            }
+            let expiry = arena::expiry_of(self.arena.chunk(loc));
+            if self.track_reads && expiry.is_none_or(|at| now <= at) && self.arena.take_mark(loc) {
+                continue;
+            }
+            let tag = tag_of(fc_route::hash_bytes(self.arena.key(loc)));
+            if expiry.is_some_and(|at| now > at) {
+                self.remove_expired(tag, loc);
+            } else {
+                self.evict(tag, loc);
+            }
+            return true;
+        }
+    }
+
+    /// Removes the live entry at `loc` to make room.
+    fn evict(&mut self, tag: u32, loc: u32) {
+        if !self.index.remove_loc(tag, loc) {
+            return;
+        }
+        let chunk = self.arena.chunk(loc);
+        let head = arena::header(chunk);
+        let freed = charge(head.key_len, head.value_len);
+        self.stored_bytes -= (head.key_len + head.value_len) as u64;
+        self.charged -= freed;
+        if head.expire_at_ms.is_some() {
+            self.expires -= 1;
+        }
+        self.evicted += 1;
+        self.evicted_bytes += freed;
+        Self::emit_borrowed(
+            &self.sink,
+            self.id,
+            &mut self.seq,
+            Mutation::Evicted {
+                key: arena::key_of(chunk),
+            },
+        );
+        self.arena.remove(loc);
+    }
+
     /// Deletes `key`; true when a live entry was removed (an expired one is reaped and reported
     /// as [`Mutation::Expired`], and the call returns false). One index probe.
     pub(crate) fn delete(&mut self, tag: u32, key: &[u8], clock: &Clock) -> bool {
@@ -273,6 +454,7 @@ impl Shard {
         let loc = self.index.remove(pos);
         let head = arena::header(self.arena.chunk(loc));
         self.stored_bytes -= (head.key_len + head.value_len) as u64;
+        self.charged -= charge(head.key_len, head.value_len);
         if head.expire_at_ms.is_some() {
             self.expires -= 1;
         }
@@ -400,6 +582,8 @@ impl Shard {
         self.index = Index::new();
         self.arena.clear();
         self.stored_bytes = 0;
+        self.charged = 0;
+        self.hand = 0;
         self.expires = 0;
         self.sweep_cursor = 0;
         self.emit(|| Mutation::Flush);
@@ -428,8 +612,14 @@ impl Shard {
             sets: self.sets,
             deletes: self.deletes,
             expired: self.expired,
-            evicted: 0,
-            evicted_bytes: 0,
+            evicted: self.evicted,
+            evicted_bytes: self.evicted_bytes,
+            used_memory: self.charged,
+            max_memory: if self.budget == u64::MAX {
+                0
+            } else {
+                self.budget
+            },
             mutation_seq: self.seq,
         }
     }

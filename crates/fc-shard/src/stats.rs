@@ -26,8 +26,13 @@ pub struct ShardStatsSnapshot {
     pub expired: u64,
     /// Entries removed by eviction.
     pub evicted: u64,
-    /// Key plus value bytes removed by eviction.
+    /// Bytes freed by eviction (as charged against the budget).
     pub evicted_bytes: u64,
+    /// Bytes charged against the memory budget: every entry's chunk plus its index share (see
+    /// [`crate::INDEX_BYTES_PER_ENTRY`]).
+    pub used_memory: u64,
+    /// The shard's memory budget; 0 when unlimited.
+    pub max_memory: u64,
     /// Mutations so far (the sequence number of the last [`crate::Mutation`]).
     pub mutation_seq: u64,
 }
@@ -59,6 +64,8 @@ impl TierStatsSnapshot {
             total.expired += s.expired;
             total.evicted += s.evicted;
             total.evicted_bytes += s.evicted_bytes;
+            total.used_memory += s.used_memory;
+            total.max_memory += s.max_memory;
             total.mutation_seq += s.mutation_seq;
         }
         total

@@ -236,7 +236,7 @@ impl EmbeddedStore {
         let expire_at = expiry_for(&self.clock, ttl_ms);
         self.shard(route)
             .write()
-            .set(tag_of(route.key_hash()), key, value, expire_at)
+            .set(tag_of(route.key_hash()), key, value, expire_at, &self.clock)
     }
 
     /// [`EmbeddedStore::set`] with a precomputed route of `key`.
@@ -470,7 +470,13 @@ impl EmbeddedStore {
             let mut shard = self.shards[run[0].0].write();
             for &(_, i) in run {
                 let (key, value) = item(i);
-                shard.set(tag_of(routes[i].key_hash()), key, value, expire_at)?;
+                shard.set(
+                    tag_of(routes[i].key_hash()),
+                    key,
+                    value,
+                    expire_at,
+                    &self.clock,
+                )?;
             }
         }
         Ok(())

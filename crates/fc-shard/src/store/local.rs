@@ -292,7 +292,7 @@ impl LocalEmbeddedStore {
         debug_assert_eq!(*route, self.router.route_key(key), "route of another key");
         let i = self.local_index(route)?;
         let expire_at = expiry_for(&self.clock, ttl_ms);
-        self.shards[i].set(tag_of(route.key_hash()), key, value, expire_at)
+        self.shards[i].set(tag_of(route.key_hash()), key, value, expire_at, &self.clock)
     }
 
     /// [`LocalEmbeddedStore::set`] with a precomputed route.
@@ -535,7 +535,13 @@ impl LocalEmbeddedStore {
             let shard = &mut self.shards[run[0].0 / self.workers];
             for &(_, i) in run {
                 let (key, value) = item(i);
-                shard.set(tag_of(routes[i].key_hash()), key, value, expire_at)?;
+                shard.set(
+                    tag_of(routes[i].key_hash()),
+                    key,
+                    value,
+                    expire_at,
+                    &self.clock,
+                )?;
             }
         }
         Ok(())

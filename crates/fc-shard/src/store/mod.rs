@@ -12,6 +12,7 @@ pub use local::{LocalEmbeddedStore, LocalEmbeddedStoreBootstrap};
 
 use crate::clock::Clock;
 use crate::error::StoreError;
+use crate::eviction::EvictionPolicy;
 use crate::mutation::MutationSink;
 use crate::shard::{Shard, Sink};
 
@@ -40,6 +41,8 @@ pub struct EmbeddedStoreBuilder {
     route_mode: EmbeddedRouteMode,
     clock: Clock,
     sink: Sink,
+    max_memory: Option<u64>,
+    policy: EvictionPolicy,
 }
 
 impl std::fmt::Debug for EmbeddedStoreBuilder {
@@ -49,6 +52,8 @@ impl std::fmt::Debug for EmbeddedStoreBuilder {
             .field("route_mode", &self.route_mode)
             .field("clock", &self.clock)
             .field("mutation_sink", &self.sink.is_some())
+            .field("max_memory", &self.max_memory)
+            .field("eviction_policy", &self.policy)
             .finish()
     }
 }
@@ -60,7 +65,44 @@ impl EmbeddedStoreBuilder {
             route_mode: EmbeddedRouteMode::FullKey,
             clock: Clock::System,
             sink: None,
+            max_memory: None,
+            policy: EvictionPolicy::NoEviction,
         }
+    }
+
+    /// Bounds the memory the store's entries may take to `bytes`, split evenly over the shards
+    /// (each shard keeps its share; see [`crate::INDEX_BYTES_PER_ENTRY`] for what an entry is
+    /// charged). Unlimited by default.
+    ///
+    /// ```
+    /// use fc_shard::{EmbeddedStore, EvictionPolicy, StoreError};
+    ///
+    /// let store = EmbeddedStore::builder(1).max_memory(4096).build();
+    /// let err = (0..100)
+    ///     .map(|i| store.try_set(format!("key:{i}").as_bytes(), &[0u8; 64], None))
+    ///     .find_map(Result::err);
+    /// assert!(matches!(err, Some(StoreError::OutOfMemory { .. })));
+    ///
+    /// let lru = EmbeddedStore::builder(1)
+    ///     .max_memory(4096)
+    ///     .eviction_policy(EvictionPolicy::Lru)
+    ///     .build();
+    /// for i in 0..100 {
+    ///     lru.set(format!("key:{i}").as_bytes(), &[0u8; 64], None);
+    /// }
+    /// let stats = lru.stats_snapshot().total();
+    /// assert!(stats.used_memory <= 4096 && stats.evicted > 0);
+    /// ```
+    pub fn max_memory(mut self, bytes: u64) -> Self {
+        self.max_memory = Some(bytes);
+        self
+    }
+
+    /// What a write that would exceed [`EmbeddedStoreBuilder::max_memory`] does (default
+    /// [`EvictionPolicy::NoEviction`]).
+    pub fn eviction_policy(mut self, policy: EvictionPolicy) -> Self {
+        self.policy = policy;
+        self
     }
 
     /// How keys choose their shard (default [`EmbeddedRouteMode::FullKey`]).
@@ -87,8 +129,15 @@ impl EmbeddedStoreBuilder {
     /// [`StoreError::Route`] when the shard count is not a power of two in `1..=65536`.
     pub fn try_build(self) -> Result<EmbeddedStore, StoreError> {
         let router = ShardRouter::try_new(self.shards, self.route_mode)?;
+        let per_shard = self
+            .max_memory
+            .map(|bytes| bytes / router.shard_count() as u64);
         let shards = (0..router.shard_count())
-            .map(|id| Shard::new(id, self.sink.clone()))
+            .map(|id| {
+                let mut shard = Shard::new(id, self.sink.clone());
+                shard.set_budget(per_shard, self.policy);
+                shard
+            })
             .collect();
         Ok(EmbeddedStore::from_parts(router, self.clock, shards))
     }

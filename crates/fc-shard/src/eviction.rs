@@ -1,0 +1,53 @@
+//! Memory budgets and what happens when a write would exceed one.
+//!
+//! A store built with [`crate::EmbeddedStoreBuilder::max_memory`] splits the budget evenly over
+//! its shards. Each shard charges every entry its arena footprint (the whole size-class chunk:
+//! 16-byte header, key, value and slack; or the exact allocation of a large entry) plus
+//! [`INDEX_BYTES_PER_ENTRY`] for its index slot, and keeps the sum (`used_memory` in the stats)
+//! within its share.
+
+/// Index bytes charged per entry: a 64-byte bucket holds 7 entries (9.1 bytes each) and the
+/// index doubles at 6 of 7 slots used on average, so 10 is the honest round figure.
+pub const INDEX_BYTES_PER_ENTRY: u64 = 10;
+
+/// What a store with a memory budget does when a write would exceed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+#[non_exhaustive]
+pub enum EvictionPolicy {
+    /// Refuse the write with [`crate::StoreError::OutOfMemory`]; nothing stored is touched
+    /// (Redis's `noeviction`, the default).
+    #[default]
+    NoEviction,
+    /// Evict approximately least-recently-used entries (CLOCK: a hand sweeps the shard's
+    /// entries; an entry read since the hand last passed gets a second chance). Expired entries
+    /// the hand meets are reclaimed first, and a bounded expiry sweep runs before any live entry
+    /// is evicted (Redis's `allkeys-lru`).
+    Lru,
+}
+
+impl EvictionPolicy {
+    /// Redis's name for the policy (`maxmemory-policy`).
+    #[must_use]
+    pub fn redis_name(self) -> &'static str {
+        match self {
+            Self::NoEviction => "noeviction",
+            Self::Lru => "allkeys-lru",
+        }
+    }
+
+    /// The policy of a Redis `maxmemory-policy` name this engine implements.
+    #[must_use]
+    pub fn from_redis_name(name: &str) -> Option<Self> {
+        match name.to_ascii_lowercase().as_str() {
+            "noeviction" => Some(Self::NoEviction),
+            "allkeys-lru" => Some(Self::Lru),
+            _ => None,
+        }
+    }
+}
+
+/// Bytes a shard charges for an entry with these key and value lengths.
+#[inline]
+pub(crate) fn charge(key_len: usize, value_len: usize) -> u64 {
+    crate::arena::footprint(key_len, value_len) as u64 + INDEX_BYTES_PER_ENTRY
+}
