@@ -254,9 +254,11 @@ impl Shard {
         }
     }
 
-    /// Stores `value` under `key`, replacing any previous value and expiry. Within a memory
-    /// budget, first makes room as the eviction policy says (or fails with
-    /// [`StoreError::OutOfMemory`] having changed nothing).
+    /// Stores `value` under `key`, replacing any previous value and expiry. Past the memory
+    /// budget, [`EvictionPolicy::NoEviction`] fails with [`StoreError::OutOfMemory`] having
+    /// changed nothing; [`EvictionPolicy::Lru`] writes, then evicts other entries until the shard
+    /// is back within its budget (allocating before freeing keeps the allocator from handing
+    /// memory back and forth at every large write).
     pub(crate) fn set(
         &mut self,
         tag: u32,
@@ -267,34 +269,26 @@ impl Shard {
     ) -> Result<(), StoreError> {
         check_sizes(key, value)?;
         let new_charge = charge(key.len(), value.len());
-        let mut pos = {
-            let arena = &self.arena;
-            self.index.find_pos(tag, |loc| arena.key(loc) == key)
-        };
-        if self.budget != u64::MAX {
-            let old_charge = pos.map_or(0, |p| {
-                let old = arena::header(self.arena.chunk(self.index.loc(p)));
-                charge(old.key_len, old.value_len)
-            });
-            if self.charged - old_charge + new_charge > self.budget {
-                let protect = pos.map(|p| self.index.loc(p));
-                self.make_room(new_charge, old_charge, protect, clock)?;
-                // Removals never move other entries in the index, but find the key again
-                // rather than rely on it: this path is rare.
-                let arena = &self.arena;
-                pos = self.index.find_pos(tag, |loc| arena.key(loc) == key);
-            }
-        }
         let arena = &mut self.arena;
+        let pos = self.index.find_pos(tag, |loc| arena.key(loc) == key);
+        let old = pos.map(|p| arena::header(arena.chunk(self.index.loc(p))));
+        let old_charge = old.map_or(0, |h| charge(h.key_len, h.value_len));
+        let over_budget = self.charged - old_charge + new_charge > self.budget;
+        if over_budget && self.policy == EvictionPolicy::NoEviction {
+            return Err(StoreError::OutOfMemory {
+                shard: self.id,
+                used: self.charged,
+                budget: self.budget,
+                needed: new_charge.saturating_sub(old_charge),
+            });
+        }
         let full = |_: ArenaFull| StoreError::ShardFull { shard: self.id };
-        match pos {
-            Some(pos) => {
+        let loc = match (pos, old) {
+            (Some(pos), Some(old)) => {
                 let loc = self.index.loc(pos);
-                let old = arena::header(arena.chunk(loc));
                 let new_loc = arena.replace(loc, key, value, expire_at_ms).map_err(full)?;
                 self.index.set_loc(pos, new_loc);
                 self.stored_bytes = self.stored_bytes + value.len() as u64 - old.value_len as u64;
-                self.charged = self.charged + new_charge - charge(old.key_len, old.value_len);
                 if old.expire_at_ms.is_some() {
                     self.expires -= 1;
                 }
@@ -302,17 +296,19 @@ impl Shard {
                     // An overwrite is a use (as in Redis's LRU clock).
                     arena.mark_mut(new_loc);
                 }
+                new_loc
             }
-            None => {
-                let loc = arena.insert(key, value, expire_at_ms).map_err(full)?;
-                self.index.insert(tag, loc);
-                self.stored_bytes += (key.len() + value.len()) as u64;
-                self.charged += new_charge;
+            _ => {
                 // A new entry starts unmarked (CLOCK): of entries nobody read, the oldest goes
                 // first, as in LRU; it takes the slot the hand freed last, so the hand reaches it
                 // last.
+                let loc = arena.insert(key, value, expire_at_ms).map_err(full)?;
+                self.index.insert(tag, loc);
+                self.stored_bytes += (key.len() + value.len()) as u64;
+                loc
             }
-        }
+        };
+        self.charged = self.charged + new_charge - old_charge;
         if expire_at_ms.is_some() {
             self.expires += 1;
         }
@@ -327,38 +323,23 @@ impl Shard {
                 expire_at_ms,
             },
         );
+        if over_budget {
+            self.shrink_to_budget(loc, clock);
+        }
         Ok(())
     }
 
-    /// Frees charged bytes until a write adding `new_charge` (replacing an entry of
-    /// `old_charge`, at `protect`) fits the budget. Under [`EvictionPolicy::Lru`] a write that
-    /// still does not fit once nothing else is left is let through: a shard exceeds its budget by
-    /// at most that one entry.
-    fn make_room(
-        &mut self,
-        new_charge: u64,
-        old_charge: u64,
-        protect: Option<u32>,
-        clock: &Clock,
-    ) -> Result<(), StoreError> {
-        let fits = |shard: &Self| shard.charged - old_charge + new_charge <= shard.budget;
-        match self.policy {
-            EvictionPolicy::NoEviction => Err(StoreError::OutOfMemory {
-                shard: self.id,
-                used: self.charged,
-                budget: self.budget,
-                needed: new_charge.saturating_sub(old_charge),
-            }),
-            EvictionPolicy::Lru => {
-                if self.expires > 0 {
-                    self.reclaim_expired(EXPIRED_SCAN_BEFORE_EVICTION, protect, clock);
-                }
-                while !fits(self) {
-                    if !self.evict_one(protect, clock) {
-                        break;
-                    }
-                }
-                Ok(())
+    /// Frees charged bytes until the shard is within its budget again, sparing the entry just
+    /// written at `protect`: expired entries first (a bounded sweep), then CLOCK victims. An
+    /// entry that does not fit even alone stays: a shard exceeds its budget by at most that one
+    /// entry.
+    fn shrink_to_budget(&mut self, protect: u32, clock: &Clock) {
+        if self.expires > 0 {
+            self.reclaim_expired(EXPIRED_SCAN_BEFORE_EVICTION, Some(protect), clock);
+        }
+        while self.charged > self.budget {
+            if !self.evict_one(Some(protect), clock) {
+                break;
             }
         }
     }

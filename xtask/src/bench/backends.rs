@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dashmap::DashMap;
-use fc_shard::{EmbeddedStore, LocalEmbeddedStore, SharedEmbeddedStore};
+use fc_shard::{EmbeddedStore, EvictionPolicy, LocalEmbeddedStore, SharedEmbeddedStore};
 
 use super::{Eviction, Shape, TtlMode};
 
@@ -80,7 +80,6 @@ impl Backend {
                 Err("bounded caches: eviction rows only")
             }
             Eviction::Lru25 if self == Backend::Dashmap => Err("no eviction"),
-            Eviction::Lru25 if fc => Err("fast-cache eviction arrives with W1-3"),
             _ => Ok(()),
         }
     }
@@ -123,7 +122,21 @@ pub(crate) fn fc_shards(threads: usize) -> usize {
 
 /// A preloaded `EmbeddedStore` for `shape`.
 pub(crate) fn fc_store(shape: &Shape, keys: &[[u8; 16]], value: &[u8]) -> EmbeddedStore {
-    let store = EmbeddedStore::new(fc_shards(shape.threads));
+    let shards = fc_shards(shape.threads);
+    let store = match shape.eviction {
+        Eviction::None => EmbeddedStore::new(shards),
+        Eviction::Lru25 => {
+            // Room for the same number of entries as the peers get: a quarter of the keys at
+            // what one entry of this shape is charged.
+            let probe = EmbeddedStore::new(1);
+            probe.set(keys[0], value, None);
+            let per_entry = probe.stats_snapshot().total().used_memory;
+            EmbeddedStore::builder(shards)
+                .max_memory(per_entry * shape.resident(keys.len()) as u64)
+                .eviction_policy(EvictionPolicy::Lru)
+                .build()
+        }
+    };
     let ttl = ttl_ms(shape.ttl);
     for key in keys {
         store.set(key, value, ttl);

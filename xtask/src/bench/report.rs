@@ -345,7 +345,10 @@ How the rows are made (see `bench-matrix/README.md`):
   and quick_cache), as their APIs require; fast-cache copies the borrowed bytes into its arena.
 - Large values use fewer keys (at most 512 MiB of values): see the `keys` column.
 - `ttl active`: every write carries a one-hour TTL (Moka: `time_to_live`). Backends without
-  per-entry TTL have no such rows. `lru25`: room for 25% of the keys (entries); DashMap has no
-  such rows; lru and quick_cache appear only there.
+  per-entry TTL have no such rows. `lru25`: room for 25% of the keys — entries for the peers
+  (Moka: TinyLFU admission, quick_cache: CLOCK-Pro-like, lru: exact LRU), and for fast-cache a
+  `max_memory` of 25% of the keys times what one such entry is charged, with
+  `EvictionPolicy::Lru` (CLOCK). DashMap has no such rows; lru and quick_cache appear only
+  there.
 
 ";
