@@ -20,12 +20,15 @@
 //! ```
 //! A freed chunk has kind [`KIND_FREE`], so a sweep over a class can skip it.
 //!
-//! ## Reference bits
-//! Beside the chunks, each class keeps one bit per chunk (`refs`, 64 chunks per `AtomicU64`):
-//! the "recently read" mark of CLOCK eviction. A read under a shared lock sets it with one
-//! relaxed atomic (skipped when already set, so hot entries cost a load); the eviction hand reads
-//! and clears it with exclusive access. 100k entries need 12.5 KiB of bits, which stay in cache.
-//! Only stores with an eviction policy that reads them maintain them.
+//! ## Eviction metadata beside the chunks
+//! - `freq`: a 2-bit saturating access counter per chunk, 32 chunks per `AtomicU64`. A read
+//!   under a shared lock bumps it with one relaxed compare-and-swap (a lost race loses one count;
+//!   a saturated counter costs a load). CLOCK treats a non-zero count as "recently read";
+//!   S3-FIFO uses the count. 100k entries need 25 KiB, which stay in cache. Only stores whose
+//!   eviction policy reads them maintain them.
+//! - `meta`: one byte per chunk, touched only with exclusive access: which S3-FIFO queue holds
+//!   the entry (2 bits) and a 6-bit generation bumped whenever the chunk is freed, so a queue
+//!   can tell its stale positions from the entry now living in a reused chunk.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -296,7 +299,8 @@ struct SizeClass {
     pages: Vec<PageRef>,
     free: Vec<u32>,
     bump: u32,
-    refs: Vec<AtomicU64>,
+    freq: Vec<AtomicU64>,
+    meta: Vec<u8>,
 }
 
 impl SizeClass {
@@ -308,7 +312,8 @@ impl SizeClass {
             pages: Vec::new(),
             free: Vec::new(),
             bump: 0,
-            refs: Vec::new(),
+            freq: Vec::new(),
+            meta: Vec::new(),
         }
     }
 
@@ -359,7 +364,8 @@ pub(crate) struct Arena {
     regions: Regions,
     large: Vec<Box<[u8]>>,
     large_free: Vec<u32>,
-    large_refs: Vec<AtomicU64>,
+    large_freq: Vec<AtomicU64>,
+    large_meta: Vec<u8>,
     allocated_bytes: usize,
 }
 
@@ -374,7 +380,8 @@ impl Arena {
             regions: Regions::default(),
             large: Vec::new(),
             large_free: Vec::new(),
-            large_refs: Vec::new(),
+            large_freq: Vec::new(),
+            large_meta: Vec::new(),
             allocated_bytes: 0,
         }
     }
@@ -439,8 +446,9 @@ impl Arena {
                     return Err(ArenaFull);
                 }
                 self.large.push(data);
-                self.large_refs
-                    .resize_with(self.large.len().div_ceil(64), AtomicU64::default);
+                self.large_freq
+                    .resize_with(self.large.len().div_ceil(32), AtomicU64::default);
+                self.large_meta.resize(self.large.len(), 0);
                 make_loc(LARGE_CLASS, index)
             }
         } else {
@@ -452,8 +460,9 @@ impl Arena {
                 size_class.pages.push(self.regions.alloc(bytes));
                 let chunks = size_class.pages.len() << size_class.per_page_shift;
                 size_class
-                    .refs
-                    .resize_with(chunks.div_ceil(64), AtomicU64::default);
+                    .freq
+                    .resize_with(chunks.div_ceil(32), AtomicU64::default);
+                size_class.meta.resize(chunks, 0);
                 self.allocated_bytes += self.regions.total - before;
             }
             let loc = make_loc(class, index);
@@ -523,61 +532,103 @@ impl Arena {
         }
     }
 
-    /// The reference word and bit of `loc`.
+    /// The counter word of `loc` and the counter's bit offset in it.
     #[inline(always)]
-    fn ref_bit(&self, loc: u32) -> (&AtomicU64, u64) {
+    fn freq_slot(&self, loc: u32) -> (&AtomicU64, u32) {
         let class = class_of(loc);
         let index = index_of(loc) as usize;
         let words = if class == LARGE_CLASS {
-            &self.large_refs
+            &self.large_freq
         } else {
-            &self.classes[class as usize].refs
+            &self.classes[class as usize].freq
         };
-        (&words[index / 64], 1 << (index % 64))
+        (&words[index / 32], (index % 32) as u32 * 2)
     }
 
-    /// Marks the entry at `loc` as recently read (shared access: one relaxed atomic, skipped when
-    /// the mark is already set).
     #[inline(always)]
-    pub(crate) fn mark(&self, loc: u32) {
-        let (word, bit) = self.ref_bit(loc);
-        if word.load(Ordering::Relaxed) & bit == 0 {
-            word.fetch_or(bit, Ordering::Relaxed);
+    fn freq_slot_mut(&mut self, loc: u32) -> (&mut u64, u32) {
+        let class = class_of(loc);
+        let index = index_of(loc) as usize;
+        let words = if class == LARGE_CLASS {
+            &mut self.large_freq
+        } else {
+            &mut self.classes[class as usize].freq
+        };
+        (words[index / 32].get_mut(), (index % 32) as u32 * 2)
+    }
+
+    /// Counts one read of the entry at `loc` (shared access: one relaxed compare-and-swap,
+    /// none once the counter is saturated at 3).
+    #[inline(always)]
+    pub(crate) fn bump_freq(&self, loc: u32) {
+        let (word, shift) = self.freq_slot(loc);
+        let current = word.load(Ordering::Relaxed);
+        if (current >> shift) & 3 != 3 {
+            let _ = word.compare_exchange(
+                current,
+                current + (1 << shift),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
         }
     }
 
-    /// [`Arena::mark`] with exclusive access (no atomic instruction).
+    /// [`Arena::bump_freq`] with exclusive access (no atomic instruction).
     #[inline(always)]
-    pub(crate) fn mark_mut(&mut self, loc: u32) {
-        let class = class_of(loc);
-        let index = index_of(loc) as usize;
-        let words = if class == LARGE_CLASS {
-            &mut self.large_refs
-        } else {
-            &mut self.classes[class as usize].refs
-        };
-        *words[index / 64].get_mut() |= 1 << (index % 64);
+    pub(crate) fn bump_freq_mut(&mut self, loc: u32) {
+        let (word, shift) = self.freq_slot_mut(loc);
+        if (*word >> shift) & 3 != 3 {
+            *word += 1 << shift;
+        }
     }
 
-    /// Clears the mark of `loc` and returns whether it was set.
+    /// The access counter of `loc` (0..=3).
+    pub(crate) fn freq(&mut self, loc: u32) -> u8 {
+        let (word, shift) = self.freq_slot_mut(loc);
+        ((*word >> shift) & 3) as u8
+    }
+
+    /// Sets the access counter of `loc` (0..=3).
+    pub(crate) fn set_freq(&mut self, loc: u32, value: u8) {
+        let (word, shift) = self.freq_slot_mut(loc);
+        *word = (*word & !(3 << shift)) | (u64::from(value & 3) << shift);
+    }
+
+    /// Clears the counter of `loc` and returns whether it was non-zero (CLOCK's second chance).
     pub(crate) fn take_mark(&mut self, loc: u32) -> bool {
+        let was = self.freq(loc) != 0;
+        self.set_freq(loc, 0);
+        was
+    }
+
+    /// The queue byte of `loc`: generation (6 bits) << 2 | queue (2 bits).
+    pub(crate) fn meta(&self, loc: u32) -> u8 {
         let class = class_of(loc);
         let index = index_of(loc) as usize;
-        let words = if class == LARGE_CLASS {
-            &mut self.large_refs
+        if class == LARGE_CLASS {
+            self.large_meta[index]
         } else {
-            &mut self.classes[class as usize].refs
-        };
-        let word = words[index / 64].get_mut();
-        let bit = 1 << (index % 64);
-        let was = *word & bit != 0;
-        *word &= !bit;
-        was
+            self.classes[class as usize].meta[index]
+        }
+    }
+
+    /// Sets the queue byte of `loc`.
+    pub(crate) fn set_meta(&mut self, loc: u32, byte: u8) {
+        let class = class_of(loc);
+        let index = index_of(loc) as usize;
+        if class == LARGE_CLASS {
+            self.large_meta[index] = byte;
+        } else {
+            self.classes[class as usize].meta[index] = byte;
+        }
     }
 
     /// Frees the chunk at `loc`.
     pub(crate) fn remove(&mut self, loc: u32) {
-        self.take_mark(loc);
+        self.set_freq(loc, 0);
+        // Out of any queue, and a new generation for whoever reuses the chunk.
+        let byte = (self.meta(loc) & !3).wrapping_add(4);
+        self.set_meta(loc, byte);
         let class = class_of(loc);
         let index = index_of(loc);
         if class == LARGE_CLASS {

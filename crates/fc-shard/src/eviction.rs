@@ -23,6 +23,11 @@ pub enum EvictionPolicy {
     /// the hand meets are reclaimed first, and a bounded expiry sweep runs before any live entry
     /// is evicted (Redis's `allkeys-lru`).
     Lru,
+    /// S3-FIFO (SOSP 2023): new entries wait in a small FIFO queue and leave it unless read
+    /// again; reused entries live in a main FIFO queue with reinsertion; a ghost queue of
+    /// recently evicted keys sends a returning key straight to the main queue. Resists scans
+    /// and one-hit wonders better than LRU. Not a Redis policy (`allkeys-s3fifo` here).
+    S3Fifo,
 }
 
 impl EvictionPolicy {
@@ -32,6 +37,7 @@ impl EvictionPolicy {
         match self {
             Self::NoEviction => "noeviction",
             Self::Lru => "allkeys-lru",
+            Self::S3Fifo => "allkeys-s3fifo",
         }
     }
 
@@ -41,6 +47,7 @@ impl EvictionPolicy {
         match name.to_ascii_lowercase().as_str() {
             "noeviction" => Some(Self::NoEviction),
             "allkeys-lru" => Some(Self::Lru),
+            "allkeys-s3fifo" => Some(Self::S3Fifo),
             _ => None,
         }
     }

@@ -108,7 +108,11 @@ impl Index {
         let tag = stored(tag);
         let mask = self.buckets.len() - 1;
         let mut b = home(tag, mask);
-        loop {
+        // At most every bucket once: overflow counts only say "someone probed past here", and
+        // with churn every bucket of a small index can carry one (bucket A overflowed into B
+        // once, B later into A), so a miss must not rely on meeting a zero (F14 bounds its
+        // probes the same way).
+        for _ in 0..self.buckets.len() {
             let bucket = &self.buckets[b];
             let mut m = bucket.matches(tag);
             while m != 0 {
@@ -123,6 +127,7 @@ impl Index {
             }
             b = (b + 1) & mask;
         }
+        None
     }
 
     /// The location of the entry whose tag is `tag` and for whose location `eq` says yes.
@@ -229,6 +234,37 @@ mod tests {
     fn bucket_is_one_cache_line() {
         assert_eq!(std::mem::size_of::<Bucket>(), 64);
         assert_eq!(std::mem::align_of::<Bucket>(), 64);
+    }
+
+    #[test]
+    fn a_miss_ends_when_every_bucket_has_overflowed() {
+        // Two buckets, A and B. Fill A until an entry spills into B, free room in A, then fill B
+        // until an entry spills into A: both overflow counts are non-zero, and a miss must still
+        // end (it used to probe forever).
+        let homed = |bucket: usize| (1u32..).filter(move |&t| home(t, 1) == bucket);
+        let tags_a: Vec<u32> = homed(0).take(8).collect();
+        let tags_b: Vec<u32> = homed(1).take(8).collect();
+        let mut index = Index {
+            buckets: vec![Bucket::default(); 2],
+            len: 0,
+        };
+        for (i, &t) in tags_a.iter().enumerate() {
+            index.insert(t, i as u32);
+        }
+        assert_eq!(index.buckets[0].overflow(), 1);
+        for (i, &t) in tags_a.iter().enumerate().take(3) {
+            assert!(index.remove_loc(t, i as u32));
+        }
+        for (i, &t) in tags_b.iter().enumerate().take(7) {
+            index.insert(t, 100 + i as u32);
+        }
+        assert_eq!(index.buckets.len(), 2);
+        assert!(index.buckets.iter().all(|b| b.overflow() > 0));
+        let missing = homed(0).nth(20).unwrap();
+        assert_eq!(index.find(missing, |_| true), None);
+        for (i, &t) in tags_b.iter().enumerate().take(7) {
+            assert_eq!(index.find(t, |l| l == 100 + i as u32), Some(100 + i as u32));
+        }
     }
 
     #[test]

@@ -45,6 +45,7 @@ mod eviction;
 mod index;
 mod mutation;
 mod packed;
+mod s3fifo;
 mod shard;
 mod stats;
 mod store;

@@ -13,6 +13,7 @@ use crate::error::StoreError;
 use crate::eviction::{EvictionPolicy, charge};
 use crate::index::Index;
 use crate::mutation::{Mutation, MutationSink};
+use crate::s3fifo::{self, Queued, Queues};
 use crate::stats::{KeyTtl, MaintenanceReport, ShardStatsSnapshot};
 
 /// The index tag of a key hash. The shard was chosen from the *top* bits of the route hash, so
@@ -65,7 +66,12 @@ pub(crate) struct Shard {
     hand: u32,
     evicted: u64,
     evicted_bytes: u64,
+    /// S3-FIFO queues, when the shard is bounded and evicts by S3-FIFO.
+    queues: Option<Box<Queues>>,
 }
+
+/// Reads an entry needs while in S3-FIFO's small queue to move to the main queue.
+const S3_PROMOTE_AFTER_READS: u8 = 1;
 
 /// Chunk slots the eviction path examines for expired entries before it evicts a live one.
 const EXPIRED_SCAN_BEFORE_EVICTION: usize = 256;
@@ -120,6 +126,7 @@ impl Shard {
             hand: 0,
             evicted: 0,
             evicted_bytes: 0,
+            queues: None,
         }
     }
 
@@ -127,7 +134,8 @@ impl Shard {
     pub(crate) fn set_budget(&mut self, budget: Option<u64>, policy: EvictionPolicy) {
         self.budget = budget.unwrap_or(u64::MAX);
         self.policy = policy;
-        self.track_reads = budget.is_some() && policy == EvictionPolicy::Lru;
+        self.track_reads = budget.is_some() && policy != EvictionPolicy::NoEviction;
+        self.queues = (budget.is_some() && policy == EvictionPolicy::S3Fifo).then(Box::default);
     }
 
     pub(crate) fn id(&self) -> usize {
@@ -177,7 +185,7 @@ impl Shard {
         };
         let counter = if let Lookup::Hit(loc) = found {
             if self.track_reads {
-                self.arena.mark(loc);
+                self.arena.bump_freq(loc);
             }
             &self.hits
         } else {
@@ -196,7 +204,7 @@ impl Shard {
             *self.hits.get_mut() += 1;
             self.arena.touch(loc);
             if self.track_reads {
-                self.arena.mark_mut(loc);
+                self.arena.bump_freq_mut(loc);
             }
         } else {
             *self.misses.get_mut() += 1;
@@ -230,6 +238,12 @@ impl Shard {
         let head = arena::header(chunk);
         self.stored_bytes -= (head.key_len + head.value_len) as u64;
         self.charged -= charge(head.key_len, head.value_len);
+        Self::leave_queue(
+            &mut self.queues,
+            &self.arena,
+            loc,
+            charge(head.key_len, head.value_len),
+        );
         if head.expire_at_ms.is_some() {
             self.expires -= 1;
         }
@@ -286,7 +300,19 @@ impl Shard {
         let loc = match (pos, old) {
             (Some(pos), Some(old)) => {
                 let loc = self.index.loc(pos);
+                let queue = arena.meta(loc) & 3;
                 let new_loc = arena.replace(loc, key, value, expire_at_ms).map_err(full)?;
+                if let Some(queues) = &mut self.queues {
+                    if new_loc == loc {
+                        if queue == s3fifo::SMALL {
+                            queues.small_bytes = queues.small_bytes + new_charge - old_charge;
+                        }
+                    } else {
+                        // The entry moved to another size class: its old position is stale.
+                        Self::queue_left(queues, queue, old_charge);
+                        Self::queue_join(queues, arena, new_loc, queue, new_charge);
+                    }
+                }
                 self.index.set_loc(pos, new_loc);
                 self.stored_bytes = self.stored_bytes + value.len() as u64 - old.value_len as u64;
                 if old.expire_at_ms.is_some() {
@@ -294,7 +320,7 @@ impl Shard {
                 }
                 if self.track_reads {
                     // An overwrite is a use (as in Redis's LRU clock).
-                    arena.mark_mut(new_loc);
+                    arena.bump_freq_mut(new_loc);
                 }
                 new_loc
             }
@@ -305,6 +331,15 @@ impl Shard {
                 let loc = arena.insert(key, value, expire_at_ms).map_err(full)?;
                 self.index.insert(tag, loc);
                 self.stored_bytes += (key.len() + value.len()) as u64;
+                if let Some(queues) = &mut self.queues {
+                    let queue = if queues.in_ghost(tag) {
+                        s3fifo::MAIN
+                    } else {
+                        s3fifo::SMALL
+                    };
+                    Self::queue_join(queues, arena, loc, queue, new_charge);
+                    queues.compact(|q| arena.meta(q.loc) == q.meta);
+                }
                 loc
             }
         };
@@ -338,9 +373,121 @@ impl Shard {
             self.reclaim_expired(EXPIRED_SCAN_BEFORE_EVICTION, Some(protect), clock);
         }
         while self.charged > self.budget {
-            if !self.evict_one(Some(protect), clock) {
+            let freed = if self.queues.is_some() {
+                self.s3_evict_one(protect, clock)
+            } else {
+                self.evict_one(Some(protect), clock)
+            };
+            if !freed {
                 break;
             }
+        }
+    }
+
+    /// Puts the entry at `loc` at the back of `queue`.
+    fn queue_join(queues: &mut Queues, arena: &mut Arena, loc: u32, queue: u8, charge: u64) {
+        let meta = (arena.meta(loc) & !3) | queue;
+        arena.set_meta(loc, meta);
+        let queued = Queued { loc, meta };
+        if queue == s3fifo::SMALL {
+            queues.small.push_back(queued);
+            queues.small_live += 1;
+            queues.small_bytes += charge;
+        } else {
+            queues.main.push_back(queued);
+            queues.main_live += 1;
+        }
+    }
+
+    /// Accounts for an entry of `queue` that leaves it (its position goes stale).
+    fn queue_left(queues: &mut Queues, queue: u8, charge: u64) {
+        if queue == s3fifo::SMALL {
+            queues.small_live -= 1;
+            queues.small_bytes -= charge;
+        } else if queue == s3fifo::MAIN {
+            queues.main_live -= 1;
+        }
+    }
+
+    /// Called before the entry at `loc` is freed.
+    fn leave_queue(queues: &mut Option<Box<Queues>>, arena: &Arena, loc: u32, charge: u64) {
+        if let Some(queues) = queues {
+            Self::queue_left(queues, arena.meta(loc) & 3, charge);
+        }
+    }
+
+    /// One S3-FIFO eviction (or expired reclaim), sparing `protect`; false when nothing but
+    /// `protect` is left.
+    fn s3_evict_one(&mut self, protect: u32, clock: &Clock) -> bool {
+        let now = if self.expires > 0 { clock.now_ms() } else { 0 };
+        let small_share = self.budget / 10;
+        // A queue whose only live entry is `protect` cannot give a victim: use the other one.
+        let (mut skip_small, mut skip_main) = (false, false);
+        loop {
+            let Some(queues) = self.queues.as_deref_mut() else {
+                return false;
+            };
+            if queues.small_live + queues.main_live <= 1 || (skip_small && skip_main) {
+                // Only the entry just written (or nothing) is left.
+                return false;
+            }
+            let preferred = queues.main_live == 0
+                || (queues.small_live > 0 && queues.small_bytes > small_share);
+            let from_small = if preferred { !skip_small } else { skip_main };
+            let popped = if from_small {
+                queues.small.pop_front()
+            } else {
+                queues.main.pop_front()
+            };
+            let Some(queued) = popped else {
+                if from_small {
+                    skip_small = true;
+                } else {
+                    skip_main = true;
+                }
+                continue;
+            };
+            let loc = queued.loc;
+            if self.arena.meta(loc) != queued.meta {
+                continue; // stale: freed or reused since it was queued
+            }
+            let queue = queued.meta & 3;
+            if loc == protect {
+                if queue == s3fifo::SMALL {
+                    queues.small.push_back(queued);
+                    skip_small |= queues.small_live == 1;
+                } else {
+                    queues.main.push_back(queued);
+                    skip_main |= queues.main_live == 1;
+                }
+                continue;
+            }
+            let expiry = arena::expiry_of(self.arena.chunk(loc));
+            let tag = tag_of(fc_route::hash_bytes(self.arena.key(loc)));
+            if expiry.is_some_and(|at| now > at) {
+                self.remove_expired(tag, loc);
+                return true;
+            }
+            let freq = self.arena.freq(loc);
+            if queue == s3fifo::SMALL {
+                if freq >= S3_PROMOTE_AFTER_READS {
+                    // Read since it arrived: on to the main queue, counting afresh.
+                    let head = arena::header(self.arena.chunk(loc));
+                    let cost = charge(head.key_len, head.value_len);
+                    Self::queue_left(queues, s3fifo::SMALL, cost);
+                    self.arena.set_freq(loc, 0);
+                    Self::queue_join(queues, &mut self.arena, loc, s3fifo::MAIN, cost);
+                    skip_main = false;
+                    continue;
+                }
+                queues.remember(tag);
+            } else if freq > 0 {
+                self.arena.set_freq(loc, freq - 1);
+                queues.main.push_back(queued);
+                continue;
+            }
+            self.evict(tag, loc);
+            return true;
         }
     }
 
@@ -409,6 +556,7 @@ impl Shard {
         let freed = charge(head.key_len, head.value_len);
         self.stored_bytes -= (head.key_len + head.value_len) as u64;
         self.charged -= freed;
+        Self::leave_queue(&mut self.queues, &self.arena, loc, freed);
         if head.expire_at_ms.is_some() {
             self.expires -= 1;
         }
@@ -436,6 +584,12 @@ impl Shard {
         let head = arena::header(self.arena.chunk(loc));
         self.stored_bytes -= (head.key_len + head.value_len) as u64;
         self.charged -= charge(head.key_len, head.value_len);
+        Self::leave_queue(
+            &mut self.queues,
+            &self.arena,
+            loc,
+            charge(head.key_len, head.value_len),
+        );
         if head.expire_at_ms.is_some() {
             self.expires -= 1;
         }
@@ -565,6 +719,9 @@ impl Shard {
         self.stored_bytes = 0;
         self.charged = 0;
         self.hand = 0;
+        if let Some(queues) = &mut self.queues {
+            **queues = Queues::default();
+        }
         self.expires = 0;
         self.sweep_cursor = 0;
         self.emit(|| Mutation::Flush);

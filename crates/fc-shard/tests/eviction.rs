@@ -158,21 +158,22 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     #[test]
-    fn lru_stays_within_budget_and_never_returns_a_wrong_value(
+    fn evicting_stores_stay_within_budget_and_never_return_a_wrong_value(
         ops in proptest::collection::vec(op(), 1..300),
         shards in prop_oneof![Just(1usize), Just(4)],
         budget in prop_oneof![Just(2_000u64), Just(8_000), Just(40_000)],
         kind in 0u8..3,
+        policy in prop_oneof![Just(EvictionPolicy::Lru), Just(EvictionPolicy::S3Fifo)],
     ) {
         let clock = ManualClock::new(START_MS);
-        let (store, removed) = store(shards, budget, EvictionPolicy::Lru, &clock);
+        let (store, removed) = store(shards, budget, policy, &clock);
         let mut store = Under::new(kind, store);
         let mut model: BTreeMap<Vec<u8>, (Vec<u8>, Option<u64>)> = BTreeMap::new();
         for op in &ops {
             match op {
                 Op::Set(k, n, ttl) => {
                     let value = vec![*k; *n];
-                    store.try_set(&key(*k), &value, *ttl).expect("LRU stores always accept");
+                    store.try_set(&key(*k), &value, *ttl).expect("evicting stores always accept");
                     model.insert(key(*k), (value, ttl.map(|t| clock.now_ms() + t)));
                 }
                 Op::Get(k) => {
@@ -407,4 +408,157 @@ fn owner_local_stores_keep_their_budgets() {
             assert!(s.evicted > 0);
         }
     }
+}
+
+/// S3-FIFO as the paper describes it, over entries of one size: the reference the engine must
+/// agree with decision for decision.
+#[derive(Default)]
+struct RefS3Fifo {
+    small: std::collections::VecDeque<u16>,
+    main: std::collections::VecDeque<u16>,
+    ghost: std::collections::VecDeque<u16>,
+    freq: BTreeMap<u16, u8>,
+    in_small: BTreeMap<u16, bool>,
+    capacity: usize,
+    /// Entries the small queue may hold before it is drained first (its byte share / entry).
+    small_share_bytes: u64,
+    entry_bytes: u64,
+}
+
+impl RefS3Fifo {
+    fn get(&mut self, k: u16) -> bool {
+        match self.freq.get_mut(&k) {
+            Some(f) => {
+                *f = (*f + 1).min(3);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn set(&mut self, k: u16) {
+        if let Some(f) = self.freq.get_mut(&k) {
+            *f = (*f + 1).min(3);
+            return;
+        }
+        self.freq.insert(k, 0);
+        if self.ghost.contains(&k) {
+            self.main.push_back(k);
+            self.in_small.insert(k, false);
+        } else {
+            self.small.push_back(k);
+            self.in_small.insert(k, true);
+        }
+        while self.freq.len() > self.capacity && self.freq.len() > 1 {
+            self.evict(k);
+        }
+    }
+
+    fn evict(&mut self, protect: u16) {
+        loop {
+            let small_bytes = self.small.len() as u64 * self.entry_bytes;
+            let mut from_small = self.main.is_empty()
+                || (!self.small.is_empty() && small_bytes > self.small_share_bytes);
+            // A queue holding nothing but the entry just written gives no victim.
+            let only = |q: &std::collections::VecDeque<u16>| q.len() == 1 && q[0] == protect;
+            if from_small && only(&self.small) {
+                from_small = false;
+            } else if !from_small && only(&self.main) {
+                from_small = true;
+            }
+            let queue = if from_small {
+                &mut self.small
+            } else {
+                &mut self.main
+            };
+            let k = queue.pop_front().expect("non-empty");
+            if k == protect {
+                queue.push_back(k);
+                continue;
+            }
+            let f = self.freq[&k];
+            if from_small {
+                if f >= 1 {
+                    self.freq.insert(k, 0);
+                    self.main.push_back(k);
+                    self.in_small.insert(k, false);
+                    continue;
+                }
+                self.ghost.push_back(k);
+                while self.ghost.len() > self.main.len().max(64) {
+                    self.ghost.pop_front();
+                }
+            } else if f > 0 {
+                self.freq.insert(k, f - 1);
+                self.main.push_back(k);
+                continue;
+            }
+            self.freq.remove(&k);
+            self.in_small.remove(&k);
+            return;
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn s3fifo_matches_the_reference(
+        ops in proptest::collection::vec((any::<bool>(), 0u16..40), 1..300),
+        capacity in 2usize..24,
+    ) {
+        let clock = ManualClock::new(START_MS);
+        let entry_bytes = charge_of(32);
+        let budget = entry_bytes * capacity as u64;
+        let (store, _) = store(1, budget, EvictionPolicy::S3Fifo, &clock);
+        let mut reference = RefS3Fifo {
+            capacity,
+            small_share_bytes: budget / 10,
+            entry_bytes,
+            ..RefS3Fifo::default()
+        };
+        for (read, k) in ops {
+            if read {
+                prop_assert_eq!(store.get(&k3(k as usize)).is_some(), reference.get(k), "get {}", k);
+            } else {
+                store.set(k3(k as usize), [1u8; 32], None);
+                reference.set(k);
+            }
+            if !read {
+                for k in 0..40u16 {
+                    prop_assert_eq!(store.exists(&k3(k as usize)), reference.freq.contains_key(&k), "resident {}", k);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn s3fifo_keeps_the_hot_set_through_a_scan_and_lru_does_not() {
+    let charge = charge_of(64);
+    let mut survivors = Vec::new();
+    for policy in [EvictionPolicy::S3Fifo, EvictionPolicy::Lru] {
+        let clock = ManualClock::new(START_MS);
+        let (store, _) = store(1, charge * 100, policy, &clock);
+        for round in 0..3 {
+            for i in 0..50 {
+                if round == 0 {
+                    store.set(k3(i), [1u8; 64], None);
+                }
+                assert!(store.get(&k3(i)).is_some());
+            }
+        }
+        // A scan of one-time keys, ten times the cache.
+        for i in 1000..2000 {
+            store.set(k3(i), [2u8; 64], None);
+        }
+        survivors.push((0..50).filter(|&i| store.exists(&k3(i))).count());
+    }
+    assert!(
+        survivors[0] >= 45,
+        "S3-FIFO kept {} of 50 hot keys",
+        survivors[0]
+    );
+    assert_eq!(survivors[1], 0, "LRU is flushed by a scan");
 }
