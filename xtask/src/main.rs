@@ -4,6 +4,7 @@
 //!   rules of `docs/ARCHITECTURE.md`), or when a storage/codec crate links a runtime.
 //! - `bench`: the embedded benchmark matrix against DashMap, Moka, lru and quick_cache, and
 //!   bytes-per-entry rows (`--memory`); writes `bench-matrix/<run-id>/`.
+//! - `hitratio`: hit ratios of the eviction policies against Moka, quick_cache and lru.
 //! - `fuzz`: the codec crates' cargo-fuzz targets for a bounded time each (nightly + cargo-fuzz).
 
 use std::collections::BTreeMap;
@@ -14,6 +15,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod fuzz;
+mod hitratio;
 
 #[derive(Parser)]
 #[command(name = "xtask", about = "fast-cache developer tasks")]
@@ -28,6 +30,9 @@ enum Task {
     CheckDeps,
     /// Run the embedded benchmark matrix (or, with --memory, bytes per entry).
     Bench(Box<bench::BenchArgs>),
+    /// Hit ratios of the eviction policies against Moka, quick_cache and lru on Zipf, scan and
+    /// loop workloads (writes `bench-matrix/<run-id>/hitratio.csv`).
+    Hitratio(hitratio::HitRatioArgs),
     /// Run the cargo-fuzz targets (fc-resp's request parser and reply decoder) for a bounded time.
     Fuzz(fuzz::FuzzArgs),
     /// Internal: one memory measurement in a fresh process (used by `bench --memory`).
@@ -75,6 +80,7 @@ fn main() -> anyhow::Result<()> {
         Task::Bench(args) => bench::bench(*args),
         Task::BenchMemoryChild(args) => bench::memory_child(args),
         Task::Fuzz(args) => fuzz::fuzz(args),
+        Task::Hitratio(args) => hitratio::hitratio(args),
     }
 }
 

@@ -105,10 +105,10 @@ pub mod storage {
         RouteError, SessionPrefixRule, ShardRouter, hash_bytes, hash_tag,
     };
     pub use fc_shard::{
-        Clock, DEFAULT_MAINTENANCE_BUDGET, EmbeddedStore, EmbeddedStoreBuilder, KeyTtl,
-        MAX_KEY_LEN, MaintenanceReport, ManualClock, Mutation, MutationSink, PackedBatch,
-        PackedSessionWrite, ShardStatsSnapshot, SharedEmbeddedStore, StoreError, TierStatsSnapshot,
-        ValueRef,
+        Clock, DEFAULT_MAINTENANCE_BUDGET, EmbeddedStore, EmbeddedStoreBuilder, EvictionPolicy,
+        INDEX_BYTES_PER_ENTRY, KeyTtl, MAX_KEY_LEN, MaintenanceReport, ManualClock, Mutation,
+        MutationSink, PackedBatch, PackedSessionWrite, ShardStatsSnapshot, SharedEmbeddedStore,
+        StoreError, TierStatsSnapshot, ValueRef,
     };
     #[cfg(feature = "sharded")]
     pub use fc_shard::{LocalEmbeddedStore, LocalEmbeddedStoreBootstrap};

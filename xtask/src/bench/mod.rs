@@ -20,7 +20,7 @@ use fc_shard::{EmbeddedStore, LocalEmbeddedStoreBootstrap, SharedEmbeddedStore};
 use backends::{Backend, FcLocalWorker, FcRefWorker, FcSharedWorker};
 use driver::{Plan, Sample};
 pub(crate) use memory::{MemoryChildArgs, memory_child};
-pub(crate) use report::workspace_root;
+pub(crate) use report::{command_line, utc_run_id, workspace_root, write_meta};
 
 /// Values larger than this many bytes in total get fewer keys (the `keys` column says how many).
 const DATA_BUDGET: usize = 512 << 20;
@@ -165,7 +165,23 @@ pub(crate) struct BenchArgs {
     /// Do not pin workers to CPUs.
     #[arg(long = "no-pin")]
     no_pin: bool,
+    /// fast-cache's eviction policy in `lru25` rows (the peers use their own: Moka TinyLFU,
+    /// quick_cache CLOCK-Pro-like, lru exact LRU) [default: lru].
+    #[arg(long = "fc-policy", value_enum, default_value = "lru")]
+    fc_policy: FcPolicy,
 }
+
+/// fast-cache eviction policies selectable for `lru25` rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum FcPolicy {
+    /// `EvictionPolicy::Lru` (CLOCK).
+    Lru,
+    /// `EvictionPolicy::S3Fifo`.
+    S3fifo,
+}
+
+/// The policy `fc_store` builds bounded stores with (set once from the command line).
+pub(crate) static FC_POLICY: std::sync::OnceLock<FcPolicy> = std::sync::OnceLock::new();
 
 /// The resolved settings of a run.
 struct Settings {
@@ -370,6 +386,7 @@ impl Loaded {
 /// Entry point of `cargo xtask bench`.
 pub(crate) fn bench(args: BenchArgs) -> anyhow::Result<()> {
     let settings = resolve(&args)?;
+    let _ = FC_POLICY.set(args.fc_policy);
     let run_id = args.run_id.clone().unwrap_or_else(report::utc_run_id);
     let root = report::workspace_root()?;
     let out = match &args.out {

@@ -348,7 +348,7 @@ How the rows are made (see `bench-matrix/README.md`):
   per-entry TTL have no such rows. `lru25`: room for 25% of the keys — entries for the peers
   (Moka: TinyLFU admission, quick_cache: CLOCK-Pro-like, lru: exact LRU), and for fast-cache a
   `max_memory` of 25% of the keys times what one such entry is charged, with
-  `EvictionPolicy::Lru` (CLOCK). DashMap has no such rows; lru and quick_cache appear only
-  there.
+  `EvictionPolicy::Lru` (CLOCK) unless the command says `--fc-policy s3fifo`. DashMap has no
+  such rows; lru and quick_cache appear only there.
 
 ";
