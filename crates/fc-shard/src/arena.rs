@@ -367,6 +367,8 @@ pub(crate) struct Arena {
     large_freq: Vec<AtomicU64>,
     large_meta: Vec<u8>,
     allocated_bytes: usize,
+    /// Sum of the footprints of live entries (see [`footprint`]).
+    live_bytes: usize,
 }
 
 impl Arena {
@@ -383,6 +385,7 @@ impl Arena {
             large_freq: Vec::new(),
             large_meta: Vec::new(),
             allocated_bytes: 0,
+            live_bytes: 0,
         }
     }
 
@@ -390,6 +393,11 @@ impl Arena {
     /// included).
     pub(crate) fn allocated_bytes(&self) -> usize {
         self.allocated_bytes
+    }
+
+    /// Sum of the footprints of the live entries: what a memory budget charges for them.
+    pub(crate) fn live_bytes(&self) -> usize {
+        self.live_bytes
     }
 
     /// The whole chunk (or large allocation) of `loc`.
@@ -437,6 +445,7 @@ impl Arena {
         let loc = if class == LARGE_CLASS {
             let data = large_entry(key, value, expire_at_ms);
             self.allocated_bytes += len;
+            self.live_bytes += len;
             if let Some(index) = self.large_free.pop() {
                 self.large[index as usize] = data;
                 make_loc(LARGE_CLASS, index)
@@ -465,6 +474,7 @@ impl Arena {
                 size_class.meta.resize(chunks, 0);
                 self.allocated_bytes += self.regions.total - before;
             }
+            self.live_bytes += size_class.chunk_bytes as usize;
             let loc = make_loc(class, index);
             write_entry(self.chunk_mut(loc), key, value, expire_at_ms);
             loc
@@ -498,6 +508,7 @@ impl Arena {
             let data = large_entry(key, value, expire_at_ms);
             let old = std::mem::replace(&mut self.large[index_of(loc) as usize], data);
             self.allocated_bytes = self.allocated_bytes + len - old.len();
+            self.live_bytes = self.live_bytes + len - old.len();
             return Ok(loc);
         }
         let new_loc = self.insert(key, value, expire_at_ms)?;
@@ -634,8 +645,10 @@ impl Arena {
         if class == LARGE_CLASS {
             let old = std::mem::take(&mut self.large[index as usize]);
             self.allocated_bytes -= old.len();
+            self.live_bytes -= old.len();
             self.large_free.push(index);
         } else {
+            self.live_bytes -= self.classes[class as usize].chunk_bytes as usize;
             write_word0(self.chunk_mut(loc), 0, KIND_FREE, None);
             self.classes[class as usize].free.push(index);
         }

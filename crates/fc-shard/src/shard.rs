@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::arena::{self, Arena, ArenaFull, MAX_KEY_LEN, MAX_VALUE_LEN};
 use crate::clock::Clock;
 use crate::error::StoreError;
-use crate::eviction::{EvictionPolicy, charge};
+use crate::eviction::{EvictionPolicy, INDEX_BYTES_PER_ENTRY, charge};
 use crate::index::Index;
 use crate::mutation::{Mutation, MutationSink};
 use crate::s3fifo::{self, Queued, Queues};
@@ -55,8 +55,6 @@ pub(crate) struct Shard {
     deletes: u64,
     expired: u64,
     sweep_cursor: u32,
-    /// Bytes charged against `budget` (see [`crate::eviction`]).
-    charged: u64,
     /// Memory budget; `u64::MAX` when unlimited.
     budget: u64,
     policy: EvictionPolicy,
@@ -119,7 +117,6 @@ impl Shard {
             deletes: 0,
             expired: 0,
             sweep_cursor: 0,
-            charged: 0,
             budget: u64::MAX,
             policy: EvictionPolicy::NoEviction,
             track_reads: false,
@@ -237,13 +234,7 @@ impl Shard {
         let chunk = self.arena.chunk(loc);
         let head = arena::header(chunk);
         self.stored_bytes -= (head.key_len + head.value_len) as u64;
-        self.charged -= charge(head.key_len, head.value_len);
-        Self::leave_queue(
-            &mut self.queues,
-            &self.arena,
-            loc,
-            charge(head.key_len, head.value_len),
-        );
+        Self::leave_queue(&mut self.queues, &self.arena, loc, head);
         if head.expire_at_ms.is_some() {
             self.expires -= 1;
         }
@@ -282,68 +273,43 @@ impl Shard {
         clock: &Clock,
     ) -> Result<(), StoreError> {
         check_sizes(key, value)?;
-        let new_charge = charge(key.len(), value.len());
         let arena = &mut self.arena;
         let pos = self.index.find_pos(tag, |loc| arena.key(loc) == key);
         let old = pos.map(|p| arena::header(arena.chunk(self.index.loc(p))));
-        let old_charge = old.map_or(0, |h| charge(h.key_len, h.value_len));
-        let over_budget = self.charged - old_charge + new_charge > self.budget;
-        if over_budget && self.policy == EvictionPolicy::NoEviction {
-            return Err(StoreError::OutOfMemory {
-                shard: self.id,
-                used: self.charged,
-                budget: self.budget,
-                needed: new_charge.saturating_sub(old_charge),
-            });
-        }
+        // Everything a budget needs stays off the unbounded path (out of line, behind one flag).
+        let bounded = self.budget != u64::MAX;
+        let (over_budget, new_charge, old_charge) = if bounded {
+            self.check_budget(key.len(), value.len(), old)?
+        } else {
+            (false, 0, 0)
+        };
+        let arena = &mut self.arena;
         let full = |_: ArenaFull| StoreError::ShardFull { shard: self.id };
         let loc = match (pos, old) {
             (Some(pos), Some(old)) => {
                 let loc = self.index.loc(pos);
-                let queue = arena.meta(loc) & 3;
+                let queue = if bounded { arena.meta(loc) & 3 } else { 0 };
                 let new_loc = arena.replace(loc, key, value, expire_at_ms).map_err(full)?;
-                if let Some(queues) = &mut self.queues {
-                    if new_loc == loc {
-                        if queue == s3fifo::SMALL {
-                            queues.small_bytes = queues.small_bytes + new_charge - old_charge;
-                        }
-                    } else {
-                        // The entry moved to another size class: its old position is stale.
-                        Self::queue_left(queues, queue, old_charge);
-                        Self::queue_join(queues, arena, new_loc, queue, new_charge);
-                    }
-                }
                 self.index.set_loc(pos, new_loc);
                 self.stored_bytes = self.stored_bytes + value.len() as u64 - old.value_len as u64;
                 if old.expire_at_ms.is_some() {
                     self.expires -= 1;
                 }
-                if self.track_reads {
-                    // An overwrite is a use (as in Redis's LRU clock).
-                    arena.bump_freq_mut(new_loc);
+                if bounded {
+                    self.after_bounded_overwrite(loc, new_loc, queue, old_charge, new_charge);
                 }
                 new_loc
             }
             _ => {
-                // A new entry starts unmarked (CLOCK): of entries nobody read, the oldest goes
-                // first, as in LRU; it takes the slot the hand freed last, so the hand reaches it
-                // last.
                 let loc = arena.insert(key, value, expire_at_ms).map_err(full)?;
                 self.index.insert(tag, loc);
                 self.stored_bytes += (key.len() + value.len()) as u64;
-                if let Some(queues) = &mut self.queues {
-                    let queue = if queues.in_ghost(tag) {
-                        s3fifo::MAIN
-                    } else {
-                        s3fifo::SMALL
-                    };
-                    Self::queue_join(queues, arena, loc, queue, new_charge);
-                    queues.compact(|q| arena.meta(q.loc) == q.meta);
+                if bounded {
+                    self.after_bounded_insert(tag, loc, new_charge);
                 }
                 loc
             }
         };
-        self.charged = self.charged + new_charge - old_charge;
         if expire_at_ms.is_some() {
             self.expires += 1;
         }
@@ -364,6 +330,75 @@ impl Shard {
         Ok(())
     }
 
+    /// For a bounded shard: the charges of a write replacing `old` and whether it goes over
+    /// the budget; under [`EvictionPolicy::NoEviction`] going over is the error.
+    #[inline(never)]
+    fn check_budget(
+        &self,
+        key_len: usize,
+        value_len: usize,
+        old: Option<arena::Header>,
+    ) -> Result<(bool, u64, u64), StoreError> {
+        let new_charge = charge(key_len, value_len);
+        let old_charge = old.map_or(0, |h| charge(h.key_len, h.value_len));
+        let used = self.used_memory();
+        let over = used - old_charge + new_charge > self.budget;
+        if over && self.policy == EvictionPolicy::NoEviction {
+            return Err(StoreError::OutOfMemory {
+                shard: self.id,
+                used,
+                budget: self.budget,
+                needed: new_charge.saturating_sub(old_charge),
+            });
+        }
+        Ok((over, new_charge, old_charge))
+    }
+
+    /// Eviction bookkeeping after an overwrite that left the entry at `new_loc` (it was at
+    /// `loc`, in `queue`).
+    #[inline(never)]
+    fn after_bounded_overwrite(
+        &mut self,
+        loc: u32,
+        new_loc: u32,
+        queue: u8,
+        old_charge: u64,
+        new_charge: u64,
+    ) {
+        if let Some(queues) = &mut self.queues {
+            if new_loc == loc {
+                if queue == s3fifo::SMALL {
+                    queues.small_bytes = queues.small_bytes + new_charge - old_charge;
+                }
+            } else {
+                // The entry moved to another size class: its old position is stale.
+                Self::queue_left(queues, queue, old_charge);
+                Self::queue_join(queues, &mut self.arena, new_loc, queue, new_charge);
+            }
+        }
+        if self.track_reads {
+            // An overwrite is a use (as in Redis's LRU clock).
+            self.arena.bump_freq_mut(new_loc);
+        }
+    }
+
+    /// Eviction bookkeeping after inserting a new entry at `loc`. Under CLOCK it starts
+    /// unmarked: of entries nobody read, the oldest goes first, as in LRU. Under S3-FIFO it
+    /// joins the small queue, or the main queue when its key was evicted unread recently.
+    #[inline(never)]
+    fn after_bounded_insert(&mut self, tag: u32, loc: u32, new_charge: u64) {
+        if let Some(queues) = &mut self.queues {
+            let queue = if queues.in_ghost(tag) {
+                s3fifo::MAIN
+            } else {
+                s3fifo::SMALL
+            };
+            let arena = &mut self.arena;
+            Self::queue_join(queues, arena, loc, queue, new_charge);
+            queues.compact(|q| arena.meta(q.loc) == q.meta);
+        }
+    }
+
     /// Frees charged bytes until the shard is within its budget again, sparing the entry just
     /// written at `protect`: expired entries first (a bounded sweep), then CLOCK victims. An
     /// entry that does not fit even alone stays: a shard exceeds its budget by at most that one
@@ -372,7 +407,7 @@ impl Shard {
         if self.expires > 0 {
             self.reclaim_expired(EXPIRED_SCAN_BEFORE_EVICTION, Some(protect), clock);
         }
-        while self.charged > self.budget {
+        while self.used_memory() > self.budget {
             let freed = if self.queues.is_some() {
                 self.s3_evict_one(protect, clock)
             } else {
@@ -410,10 +445,17 @@ impl Shard {
     }
 
     /// Called before the entry at `loc` is freed.
-    fn leave_queue(queues: &mut Option<Box<Queues>>, arena: &Arena, loc: u32, charge: u64) {
+    fn leave_queue(queues: &mut Option<Box<Queues>>, arena: &Arena, loc: u32, head: arena::Header) {
         if let Some(queues) = queues {
-            Self::queue_left(queues, arena.meta(loc) & 3, charge);
+            let cost = charge(head.key_len, head.value_len);
+            Self::queue_left(queues, arena.meta(loc) & 3, cost);
         }
+    }
+
+    /// Bytes charged against the budget: entries' footprints plus their index share.
+    #[inline]
+    pub(crate) fn used_memory(&self) -> u64 {
+        self.arena.live_bytes() as u64 + INDEX_BYTES_PER_ENTRY * self.index.len() as u64
     }
 
     /// One S3-FIFO eviction (or expired reclaim), sparing `protect`; false when nothing but
@@ -555,8 +597,7 @@ impl Shard {
         let head = arena::header(chunk);
         let freed = charge(head.key_len, head.value_len);
         self.stored_bytes -= (head.key_len + head.value_len) as u64;
-        self.charged -= freed;
-        Self::leave_queue(&mut self.queues, &self.arena, loc, freed);
+        Self::leave_queue(&mut self.queues, &self.arena, loc, head);
         if head.expire_at_ms.is_some() {
             self.expires -= 1;
         }
@@ -583,13 +624,7 @@ impl Shard {
         let loc = self.index.remove(pos);
         let head = arena::header(self.arena.chunk(loc));
         self.stored_bytes -= (head.key_len + head.value_len) as u64;
-        self.charged -= charge(head.key_len, head.value_len);
-        Self::leave_queue(
-            &mut self.queues,
-            &self.arena,
-            loc,
-            charge(head.key_len, head.value_len),
-        );
+        Self::leave_queue(&mut self.queues, &self.arena, loc, head);
         if head.expire_at_ms.is_some() {
             self.expires -= 1;
         }
@@ -717,7 +752,6 @@ impl Shard {
         self.index = Index::new();
         self.arena.clear();
         self.stored_bytes = 0;
-        self.charged = 0;
         self.hand = 0;
         if let Some(queues) = &mut self.queues {
             **queues = Queues::default();
@@ -752,7 +786,7 @@ impl Shard {
             expired: self.expired,
             evicted: self.evicted,
             evicted_bytes: self.evicted_bytes,
-            used_memory: self.charged,
+            used_memory: self.used_memory(),
             max_memory: if self.budget == u64::MAX {
                 0
             } else {
