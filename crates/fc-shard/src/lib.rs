@@ -1,8 +1,9 @@
 //! # fc-shard — the fast-cache storage engine
 //!
 //! **Owns:** the shard (an exclusively owned hash index over a slab arena of entries), expiry
-//! (lazy on access plus bounded [`EmbeddedStore::process_maintenance`] sweeps), statistics,
-//! [`Mutation`] events, packed batches, and the three embedded store kinds:
+//! (lazy on access plus bounded [`EmbeddedStore::process_maintenance`] sweeps), memory budgets
+//! and eviction ([`EvictionPolicy`]: refuse, CLOCK or S3-FIFO), statistics, [`Mutation`]
+//! events, packed batches, and the three embedded store kinds:
 //!
 //! | store | handle | synchronisation |
 //! | --- | --- | --- |
