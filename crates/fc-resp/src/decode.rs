@@ -87,8 +87,8 @@ fn read_item(buf: &[u8], pos: usize, limits: &DecodeLimits) -> Result<Option<(It
     let window_end = buf.len().min(start.saturating_add(limits.max_line_len + 1));
     let Some(cr) = memchr::memchr(b'\r', &buf[start..window_end]).map(|j| start + j) else {
         if buf.len() - start > limits.max_line_len {
-            return Err(ProtocolError::StringTooLong {
-                len: (buf.len() - start) as u64,
+            // No length in the error: how much had arrived depends on where reads ended.
+            return Err(ProtocolError::LineTooLong {
                 limit: limits.max_line_len as u64,
             });
         }

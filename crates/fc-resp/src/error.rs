@@ -67,11 +67,17 @@ pub enum ProtocolError {
         /// The limit in force.
         limit: u64,
     },
-    /// A reply string claimed more bytes than the limit, or a line was longer than the limit.
+    /// A reply string claimed more bytes than the limit.
     #[error("Protocol error: string of {len} bytes exceeds the limit of {limit}")]
     StringTooLong {
         /// Claimed (or seen) length.
         len: u64,
+        /// The limit in force.
+        limit: u64,
+    },
+    /// A reply line (status, error, number) ran past the line limit without ending.
+    #[error("Protocol error: line longer than {limit} bytes")]
+    LineTooLong {
         /// The limit in force.
         limit: u64,
     },

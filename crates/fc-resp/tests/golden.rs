@@ -257,8 +257,20 @@ fn reply_limits() {
     ));
     assert!(matches!(
         d(b"+123456789"),
-        Err(ProtocolError::StringTooLong { .. })
+        Err(ProtocolError::LineTooLong { limit: 8 })
     ));
+    // The same error whatever the read boundaries (the fuzzer found one that differed).
+    let mut dec = FrameDecoder::new(limits);
+    let mut buf = BytesMut::new();
+    let mut err = None;
+    for &byte in b"+1234567890123" {
+        buf.extend_from_slice(&[byte]);
+        if let Err(e) = dec.decode(&mut buf) {
+            err = Some(e);
+            break;
+        }
+    }
+    assert_eq!(err, Some(ProtocolError::LineTooLong { limit: 8 }));
     assert!(matches!(
         d(b"*1\r\n*1\r\n*1\r\n"),
         Err(ProtocolError::TooDeep(2))
