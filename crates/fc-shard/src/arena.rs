@@ -317,6 +317,14 @@ impl SizeClass {
         }
     }
 
+    /// Sizes `freq` and `meta` for every chunk of the class's pages.
+    fn grow_metadata(&mut self) {
+        let chunks = self.pages.len() << self.per_page_shift;
+        self.freq
+            .resize_with(chunks.div_ceil(32), AtomicU64::default);
+        self.meta.resize(chunks, 0);
+    }
+
     /// Region and byte range of chunk `index`.
     #[inline(always)]
     fn locate(&self, index: u32) -> (usize, usize, usize) {
@@ -369,6 +377,9 @@ pub(crate) struct Arena {
     allocated_bytes: usize,
     /// Sum of the footprints of live entries (see [`footprint`]).
     live_bytes: usize,
+    /// Whether the eviction metadata (`freq`, `meta`) is kept: only for bounded shards, so an
+    /// unbounded store pays neither its memory (~1.3 bytes per entry) nor its upkeep.
+    eviction_metadata: bool,
 }
 
 impl Arena {
@@ -386,6 +397,7 @@ impl Arena {
             large_meta: Vec::new(),
             allocated_bytes: 0,
             live_bytes: 0,
+            eviction_metadata: false,
         }
     }
 
@@ -393,6 +405,20 @@ impl Arena {
     /// included).
     pub(crate) fn allocated_bytes(&self) -> usize {
         self.allocated_bytes
+    }
+
+    /// Starts keeping the eviction metadata for every chunk (a bounded shard calls this).
+    pub(crate) fn keep_eviction_metadata(&mut self) {
+        if self.eviction_metadata {
+            return;
+        }
+        self.eviction_metadata = true;
+        for class in &mut self.classes {
+            class.grow_metadata();
+        }
+        self.large_freq
+            .resize_with(self.large.len().div_ceil(32), AtomicU64::default);
+        self.large_meta.resize(self.large.len(), 0);
     }
 
     /// Sum of the footprints of the live entries: what a memory budget charges for them.
@@ -455,9 +481,11 @@ impl Arena {
                     return Err(ArenaFull);
                 }
                 self.large.push(data);
-                self.large_freq
-                    .resize_with(self.large.len().div_ceil(32), AtomicU64::default);
-                self.large_meta.resize(self.large.len(), 0);
+                if self.eviction_metadata {
+                    self.large_freq
+                        .resize_with(self.large.len().div_ceil(32), AtomicU64::default);
+                    self.large_meta.resize(self.large.len(), 0);
+                }
                 make_loc(LARGE_CLASS, index)
             }
         } else {
@@ -467,11 +495,9 @@ impl Arena {
                 let bytes = size_class.page_bytes();
                 let before = self.regions.total;
                 size_class.pages.push(self.regions.alloc(bytes));
-                let chunks = size_class.pages.len() << size_class.per_page_shift;
-                size_class
-                    .freq
-                    .resize_with(chunks.div_ceil(32), AtomicU64::default);
-                size_class.meta.resize(chunks, 0);
+                if self.eviction_metadata {
+                    size_class.grow_metadata();
+                }
                 self.allocated_bytes += self.regions.total - before;
             }
             self.live_bytes += size_class.chunk_bytes as usize;
@@ -636,10 +662,12 @@ impl Arena {
 
     /// Frees the chunk at `loc`.
     pub(crate) fn remove(&mut self, loc: u32) {
-        self.set_freq(loc, 0);
-        // Out of any queue, and a new generation for whoever reuses the chunk.
-        let byte = (self.meta(loc) & !3).wrapping_add(4);
-        self.set_meta(loc, byte);
+        if self.eviction_metadata {
+            self.set_freq(loc, 0);
+            // Out of any queue, and a new generation for whoever reuses the chunk.
+            let byte = (self.meta(loc) & !3).wrapping_add(4);
+            self.set_meta(loc, byte);
+        }
         let class = class_of(loc);
         let index = index_of(loc);
         if class == LARGE_CLASS {
@@ -656,7 +684,11 @@ impl Arena {
 
     /// Drops every page and large allocation.
     pub(crate) fn clear(&mut self) {
+        let keep_metadata = self.eviction_metadata;
         *self = Self::new();
+        if keep_metadata {
+            self.keep_eviction_metadata();
+        }
     }
 
     /// The next chunk location at or after `cursor` in sweep order (classes in order, then large

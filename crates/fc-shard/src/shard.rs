@@ -133,6 +133,9 @@ impl Shard {
         self.policy = policy;
         self.track_reads = budget.is_some() && policy != EvictionPolicy::NoEviction;
         self.queues = (budget.is_some() && policy == EvictionPolicy::S3Fifo).then(Box::default);
+        if budget.is_some() {
+            self.arena.keep_eviction_metadata();
+        }
     }
 
     pub(crate) fn id(&self) -> usize {

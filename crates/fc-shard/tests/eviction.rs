@@ -562,3 +562,22 @@ fn s3fifo_keeps_the_hot_set_through_a_scan_and_lru_does_not() {
     );
     assert_eq!(survivors[1], 0, "LRU is flushed by a scan");
 }
+
+#[test]
+fn bounded_stores_keep_evicting_after_clear() {
+    for policy in [EvictionPolicy::Lru, EvictionPolicy::S3Fifo] {
+        let clock = ManualClock::new(START_MS);
+        let (store, _) = store(2, 8_000, policy, &clock);
+        for round in 0..3 {
+            for i in 0..300 {
+                store.set(k3(i), [round as u8; 64], None);
+                let _ = store.get(&k3(i / 2));
+            }
+            let stats = store.stats_snapshot();
+            assert_within_budget(&stats);
+            assert!(stats.total().evicted > 0, "{policy:?} round {round}");
+            store.clear();
+            assert_eq!(store.stats_snapshot().total().used_memory, 0);
+        }
+    }
+}
