@@ -12,7 +12,7 @@
 //!
 //! ## Chunk layout (little-endian)
 //! ```text
-//! 0..4    word0: key length (bits 0..26) | access count (bits 26..28) | kind (bits 28..31)
+//! 0..4    word0: key length (bits 0..26) | reserved, 0 (bits 26..28) | kind (bits 28..31)
 //!         | has-expiry (bit 31)
 //! 4..8    value length (u32)
 //! 8..16   absolute expiry, Unix ms (u64; meaningful only when has-expiry is set)
@@ -55,10 +55,6 @@ pub(crate) const KIND_STRING: u32 = 0;
 /// Kind of a freed chunk.
 const KIND_FREE: u32 = 7;
 const KEY_LEN_MASK: u32 = (1 << 26) - 1;
-/// Two bits of per-entry eviction metadata: a saturating access count (0..=3), bumped by reads
-/// with exclusive access (the S3-FIFO frequency / CLOCK reference the eviction policies read).
-const ACCESS_SHIFT: u32 = 26;
-const ACCESS_MASK: u32 = 3 << ACCESS_SHIFT;
 const HAS_EXPIRY: u32 = 1 << 31;
 
 /// Size classes: multiples of 16, growing by at most 6.25% (so slack is at most ~6%).
@@ -225,13 +221,10 @@ fn large_entry(key: &[u8], value: &[u8], expire_at_ms: Option<u64>) -> Box<[u8]>
     data.into_boxed_slice()
 }
 
-/// Rewrites the value (and expiry) of an entry whose key stays in place; keeps its access count.
+/// Rewrites the value (and expiry) of an entry whose key stays in place.
 #[inline]
 fn write_value(chunk: &mut [u8], key_len: usize, value: &[u8], expire_at_ms: Option<u64>) {
-    let access = read_u32(chunk, 0) & ACCESS_MASK;
     write_word0(chunk, key_len, KIND_STRING, expire_at_ms);
-    let word0 = read_u32(chunk, 0) | access;
-    chunk[0..4].copy_from_slice(&word0.to_le_bytes());
     chunk[4..8].copy_from_slice(&(value.len() as u32).to_le_bytes());
     chunk[HEADER + key_len..HEADER + key_len + value.len()].copy_from_slice(value);
 }
@@ -542,31 +535,11 @@ impl Arena {
         Ok(new_loc)
     }
 
-    /// Sets or clears the expiry of the entry at `loc` (keeps its access count).
+    /// Sets or clears the expiry of the entry at `loc`.
     pub(crate) fn set_expiry(&mut self, loc: u32, expire_at_ms: Option<u64>) {
         let chunk = self.chunk_mut(loc);
         let head = header(chunk);
-        let access = read_u32(chunk, 0) & ACCESS_MASK;
         write_word0(chunk, head.key_len, head.kind, expire_at_ms);
-        let word0 = read_u32(chunk, 0) | access;
-        chunk[0..4].copy_from_slice(&word0.to_le_bytes());
-    }
-
-    /// The entry's saturating access count (0..=3). Read by tests now, by eviction in W1-3.
-    #[cfg(test)]
-    pub(crate) fn access_count(&self, loc: u32) -> u32 {
-        (read_u32(self.chunk(loc), 0) & ACCESS_MASK) >> ACCESS_SHIFT
-    }
-
-    /// Counts one access (saturating at 3; no write once saturated, so hot entries stay clean).
-    #[inline(always)]
-    pub(crate) fn touch(&mut self, loc: u32) {
-        let chunk = self.chunk_mut(loc);
-        let word0 = read_u32(chunk, 0);
-        if word0 & ACCESS_MASK != ACCESS_MASK {
-            let bumped = word0 + (1 << ACCESS_SHIFT);
-            chunk[0..4].copy_from_slice(&bumped.to_le_bytes());
-        }
     }
 
     /// The counter word of `loc` and the counter's bit offset in it.
@@ -749,17 +722,18 @@ mod tests {
     #[test]
     fn insert_replace_remove_round_trip() {
         let mut arena = Arena::new();
+        arena.keep_eviction_metadata();
         let a = arena.insert(b"key", b"value", None).unwrap();
         assert_eq!(arena.key(a), b"key");
         assert_eq!(arena.value(a), b"value");
         let same = arena.replace(a, b"key", b"VALUE", Some(42)).unwrap();
         assert_eq!(same, a, "same class rewrites in place");
         assert_eq!(header(arena.chunk(a)).expire_at_ms, Some(42));
-        assert_eq!(arena.access_count(a), 0);
-        arena.touch(a);
+        assert_eq!(arena.freq(a), 0);
+        arena.bump_freq_mut(a);
         let same = arena.replace(a, b"key", b"VALUE2", Some(42)).unwrap();
         assert_eq!(
-            (same, arena.access_count(a)),
+            (same, arena.freq(a)),
             (a, 1),
             "in-place overwrite keeps the count"
         );
@@ -770,15 +744,11 @@ mod tests {
         assert!(!arena.is_live(a));
         assert_eq!(arena.value(moved), &big[..]);
         for _ in 0..5 {
-            arena.touch(moved);
+            arena.bump_freq_mut(moved);
         }
-        assert_eq!(arena.access_count(moved), 3, "saturates");
+        assert_eq!(arena.freq(moved), 3, "saturates");
         arena.set_expiry(moved, Some(7));
-        assert_eq!(
-            arena.access_count(moved),
-            3,
-            "expiry changes keep the count"
-        );
+        assert_eq!(arena.freq(moved), 3, "expiry changes keep the count");
         let again = arena.replace(moved, b"key", &big[..50_000], None).unwrap();
         assert_eq!(again, moved, "large entries keep their slot");
         arena.remove(again);

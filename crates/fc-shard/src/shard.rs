@@ -196,13 +196,12 @@ impl Shard {
     }
 
     /// Exclusive lookup: removes an expired entry on the way, counts the hit or miss without
-    /// atomics and bumps the entry's access count (eviction metadata).
+    /// atomics and, in a bounded shard, counts the read for eviction.
     #[inline(always)]
     pub(crate) fn lookup_mut(&mut self, tag: u32, key: &[u8], clock: &Clock) -> Option<u32> {
         let found = self.find_live_mut(tag, key, clock);
         if let Some(loc) = found {
             *self.hits.get_mut() += 1;
-            self.arena.touch(loc);
             if self.track_reads {
                 self.arena.bump_freq_mut(loc);
             }
