@@ -107,8 +107,8 @@ pub mod storage {
     pub use fc_shard::{
         Clock, DEFAULT_MAINTENANCE_BUDGET, EmbeddedStore, EmbeddedStoreBuilder, EvictionPolicy,
         INDEX_BYTES_PER_ENTRY, KeyTtl, MAX_KEY_LEN, MaintenanceReport, ManualClock, Mutation,
-        MutationSink, PackedBatch, PackedSessionWrite, ShardStatsSnapshot, SharedEmbeddedStore,
-        StoreError, TierStatsSnapshot, ValueRef,
+        MutationSink, PackedBatch, PackedSessionWrite, RemovalCause, RemovalListener,
+        ShardStatsSnapshot, SharedEmbeddedStore, StoreError, TierStatsSnapshot, ValueRef,
     };
     #[cfg(feature = "sharded")]
     pub use fc_shard::{LocalEmbeddedStore, LocalEmbeddedStoreBootstrap};

@@ -44,6 +44,7 @@ mod clock;
 mod error;
 mod eviction;
 mod index;
+mod listener;
 mod mutation;
 mod packed;
 mod s3fifo;
@@ -58,6 +59,7 @@ pub use fc_route::{
     EmbeddedKeyRoute, EmbeddedRouteMode, EmbeddedSessionRoute, PreparedPointKey, SessionPrefixRule,
     ShardRouter,
 };
+pub use listener::{RemovalCause, RemovalListener};
 pub use mutation::{Mutation, MutationSink};
 pub use packed::{PackedBatch, PackedSessionWrite};
 pub use stats::{KeyTtl, MaintenanceReport, ShardStatsSnapshot, TierStatsSnapshot};

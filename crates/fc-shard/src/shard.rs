@@ -12,6 +12,7 @@ use crate::clock::Clock;
 use crate::error::StoreError;
 use crate::eviction::{EvictionPolicy, INDEX_BYTES_PER_ENTRY, charge};
 use crate::index::Index;
+use crate::listener::{Listener, Removal, RemovalCause};
 use crate::mutation::{Mutation, MutationSink};
 use crate::s3fifo::{self, Queued, Queues};
 use crate::stats::{KeyTtl, MaintenanceReport, ShardStatsSnapshot};
@@ -66,6 +67,12 @@ pub(crate) struct Shard {
     evicted_bytes: u64,
     /// S3-FIFO queues, when the shard is bounded and evicts by S3-FIFO.
     queues: Option<Box<Queues>>,
+    /// Told about every removed entry, when set.
+    listener: Option<Arc<Listener>>,
+    /// Whether removals reach the listener at once (a lock-free local store) or wait in
+    /// `removals` until the caller has released the shard's lock.
+    deliver_inline: bool,
+    removals: Vec<Removal>,
 }
 
 /// Reads an entry needs while in S3-FIFO's small queue to move to the main queue.
@@ -124,6 +131,64 @@ impl Shard {
             evicted: 0,
             evicted_bytes: 0,
             queues: None,
+            listener: None,
+            deliver_inline: false,
+            removals: Vec::new(),
+        }
+    }
+
+    /// Panics the listener raised (0 without one).
+    pub(crate) fn listener_panics(&self) -> u64 {
+        self.listener.as_ref().map_or(0, |l| l.panics())
+    }
+
+    /// Sets the removal listener.
+    pub(crate) fn set_listener(&mut self, listener: Option<Arc<Listener>>) {
+        self.listener = listener;
+    }
+
+    /// Whether removals are delivered as they happen (true in a local store, which holds no
+    /// lock) or queued for [`Shard::take_removals`].
+    pub(crate) fn set_deliver_inline(&mut self, inline: bool) {
+        self.deliver_inline = inline;
+        if inline && let Some(listener) = &self.listener {
+            listener.deliver_all(std::mem::take(&mut self.removals));
+        }
+    }
+
+    /// Queued removals and the listener to deliver them to (nothing without a listener).
+    #[inline]
+    pub(crate) fn take_removals(&mut self) -> Option<(Arc<Listener>, Vec<Removal>)> {
+        if self.removals.is_empty() {
+            return None;
+        }
+        let listener = self.listener.clone()?;
+        Some((listener, std::mem::take(&mut self.removals)))
+    }
+
+    /// Tells the listener (now or once the lock is released) that the entry at `loc` leaves.
+    #[inline]
+    fn note_removal(&mut self, loc: u32, cause: RemovalCause) {
+        if self.listener.is_some() {
+            self.record_removal(loc, cause);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn record_removal(&mut self, loc: u32, cause: RemovalCause) {
+        let Some(listener) = &self.listener else {
+            return;
+        };
+        let chunk = self.arena.chunk(loc);
+        if self.deliver_inline {
+            listener.deliver(arena::key_of(chunk), arena::value_of(chunk), cause);
+        } else {
+            self.removals.push(Removal {
+                key: arena::key_of(chunk).into(),
+                value: arena::value_of(chunk).into(),
+                cause,
+            });
         }
     }
 
@@ -249,6 +314,7 @@ impl Shard {
                 key: arena::key_of(chunk),
             },
         );
+        self.note_removal(loc, RemovalCause::Expired);
         self.arena.remove(loc);
     }
 
@@ -285,13 +351,32 @@ impl Shard {
         } else {
             (false, 0, 0)
         };
-        let arena = &mut self.arena;
-        let full = |_: ArenaFull| StoreError::ShardFull { shard: self.id };
+        let shard = self.id;
+        let full = |_: ArenaFull| StoreError::ShardFull { shard };
         let loc = match (pos, old) {
             (Some(pos), Some(old)) => {
                 let loc = self.index.loc(pos);
+                if self.listener.is_some() {
+                    let cause = if is_expired(old.expire_at_ms, clock) {
+                        RemovalCause::Expired
+                    } else {
+                        RemovalCause::Replaced
+                    };
+                    self.record_removal(loc, cause);
+                }
+                let arena = &mut self.arena;
                 let queue = if bounded { arena.meta(loc) & 3 } else { 0 };
-                let new_loc = arena.replace(loc, key, value, expire_at_ms).map_err(full)?;
+                let new_loc = match arena.replace(loc, key, value, expire_at_ms) {
+                    Ok(new_loc) => new_loc,
+                    Err(err) => {
+                        // Nothing was replaced: withdraw the note (a local store's listener
+                        // has already seen it; the class is full only at 2^25 entries).
+                        if self.listener.is_some() && !self.deliver_inline {
+                            self.removals.pop();
+                        }
+                        return Err(full(err));
+                    }
+                };
                 self.index.set_loc(pos, new_loc);
                 self.stored_bytes = self.stored_bytes + value.len() as u64 - old.value_len as u64;
                 if old.expire_at_ms.is_some() {
@@ -303,7 +388,7 @@ impl Shard {
                 new_loc
             }
             _ => {
-                let loc = arena.insert(key, value, expire_at_ms).map_err(full)?;
+                let loc = self.arena.insert(key, value, expire_at_ms).map_err(full)?;
                 self.index.insert(tag, loc);
                 self.stored_bytes += (key.len() + value.len()) as u64;
                 if bounded {
@@ -613,6 +698,7 @@ impl Shard {
                 key: arena::key_of(chunk),
             },
         );
+        self.note_removal(loc, RemovalCause::Evicted);
         self.arena.remove(loc);
     }
 
@@ -631,14 +717,15 @@ impl Shard {
             self.expires -= 1;
         }
         let live = !is_expired(head.expire_at_ms, clock);
-        let mutation = if live {
+        let (mutation, cause) = if live {
             self.deletes += 1;
-            Mutation::Delete { key }
+            (Mutation::Delete { key }, RemovalCause::Deleted)
         } else {
             self.expired += 1;
-            Mutation::Expired { key }
+            (Mutation::Expired { key }, RemovalCause::Expired)
         };
         Self::emit_borrowed(&self.sink, self.id, &mut self.seq, mutation);
+        self.note_removal(loc, cause);
         self.arena.remove(loc);
         live
     }

@@ -7,7 +7,7 @@ use crossbeam_utils::CachePadded;
 use fc_route::{
     EmbeddedKeyRoute, EmbeddedRouteMode, EmbeddedSessionRoute, PreparedPointKey, ShardRouter,
 };
-use parking_lot::{MappedRwLockReadGuard, RwLock, RwLockReadGuard};
+use parking_lot::{MappedRwLockReadGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::{
     DEFAULT_MAINTENANCE_BUDGET, EmbeddedStoreBuilder, expiry_for, order_by_shard, shard_runs,
@@ -19,6 +19,55 @@ use crate::packed::{PackedBatch, PackedSessionWrite};
 use crate::shard::{Lookup, Shard, tag_of};
 use crate::stats::{KeyTtl, MaintenanceReport, TierStatsSnapshot};
 use crate::store::LocalEmbeddedStore;
+
+/// Exclusive access to a shard that, once released, hands the entries the operation removed to
+/// the store's removal listener: the listener runs after the lock is gone.
+struct ShardWrite<'a> {
+    guard: Option<RwLockWriteGuard<'a, Shard>>,
+}
+
+impl Deref for ShardWrite<'_> {
+    type Target = Shard;
+
+    #[inline(always)]
+    fn deref(&self) -> &Shard {
+        self.guard.as_deref().expect("held until dropped")
+    }
+}
+
+impl std::ops::DerefMut for ShardWrite<'_> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut Shard {
+        self.guard.as_deref_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for ShardWrite<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(mut guard) = self.guard.take() {
+            let pending = guard.take_removals();
+            drop(guard);
+            if let Some((listener, removals)) = pending {
+                listener.deliver_all(removals);
+            }
+        }
+    }
+}
+
+/// `write_shard()`: the write lock of a shard as a [`ShardWrite`].
+trait WriteShard {
+    fn write_shard(&self) -> ShardWrite<'_>;
+}
+
+impl WriteShard for RwLock<Shard> {
+    #[inline(always)]
+    fn write_shard(&self) -> ShardWrite<'_> {
+        ShardWrite {
+            guard: Some(self.write()),
+        }
+    }
+}
 
 /// A sharded in-memory store shared between threads by reference (`Send + Sync`).
 ///
@@ -113,7 +162,10 @@ impl EmbeddedStore {
         Self {
             shards: shards
                 .into_iter()
-                .map(|s| CachePadded::new(RwLock::new(s)))
+                .map(|mut shard| {
+                    shard.set_deliver_inline(false);
+                    CachePadded::new(RwLock::new(shard))
+                })
                 .collect(),
             router,
             clock,
@@ -187,7 +239,7 @@ impl EmbeddedStore {
     #[cold]
     fn reap(&self, shard: usize, tag: u32, key: &[u8]) {
         self.shards[shard]
-            .write()
+            .write_shard()
             .reap_if_expired(tag, key, &self.clock);
     }
 
@@ -234,9 +286,13 @@ impl EmbeddedStore {
     ) -> Result<(), StoreError> {
         debug_assert_eq!(*route, self.router.route_key(key), "route of another key");
         let expire_at = expiry_for(&self.clock, ttl_ms);
-        self.shard(route)
-            .write()
-            .set(tag_of(route.key_hash()), key, value, expire_at, &self.clock)
+        self.shard(route).write_shard().set(
+            tag_of(route.key_hash()),
+            key,
+            value,
+            expire_at,
+            &self.clock,
+        )
     }
 
     /// [`EmbeddedStore::set`] with a precomputed route of `key`.
@@ -271,7 +327,7 @@ impl EmbeddedStore {
     /// [`EmbeddedStore::delete`] with a precomputed route.
     pub fn delete_routed(&self, route: &EmbeddedKeyRoute, key: &[u8]) -> bool {
         self.shard(route)
-            .write()
+            .write_shard()
             .delete(tag_of(route.key_hash()), key, &self.clock)
     }
 
@@ -289,7 +345,7 @@ impl EmbeddedStore {
     /// Makes `key` expire at the absolute Unix time `at_ms`; false when the key does not exist.
     pub fn expire_at_ms(&self, key: &[u8], at_ms: u64) -> bool {
         let route = self.router.route_key(key);
-        self.shard(&route).write().set_expiry(
+        self.shard(&route).write_shard().set_expiry(
             tag_of(route.key_hash()),
             key,
             Some(at_ms),
@@ -300,15 +356,18 @@ impl EmbeddedStore {
     /// Removes the expiry of `key`; true when it had one.
     pub fn persist(&self, key: &[u8]) -> bool {
         let route = self.router.route_key(key);
-        self.shard(&route)
-            .write()
-            .set_expiry(tag_of(route.key_hash()), key, None, &self.clock)
+        self.shard(&route).write_shard().set_expiry(
+            tag_of(route.key_hash()),
+            key,
+            None,
+            &self.clock,
+        )
     }
 
     /// Removes every key.
     pub fn clear(&self) {
         for shard in &*self.shards {
-            shard.write().clear();
+            shard.write_shard().clear();
         }
     }
 
@@ -406,7 +465,7 @@ impl EmbeddedStore {
     pub fn pttl_millis(&self, key: &[u8]) -> KeyTtl {
         let route = self.router.route_key(key);
         self.shard(&route)
-            .write()
+            .write_shard()
             .ttl_ms(tag_of(route.key_hash()), key, &self.clock)
     }
 
@@ -467,7 +526,7 @@ impl EmbeddedStore {
         let expire_at = expiry_for(&self.clock, ttl_ms);
         let order = order_by_shard(&self.router, routes);
         for run in shard_runs(&order) {
-            let mut shard = self.shards[run[0].0].write();
+            let mut shard = self.shards[run[0].0].write_shard();
             for &(_, i) in run {
                 let (key, value) = item(i);
                 shard.set(
@@ -564,7 +623,7 @@ impl EmbeddedStore {
         let order = order_by_shard(&self.router, &routes);
         let mut deleted = 0;
         for run in shard_runs(&order) {
-            let mut shard = self.shards[run[0].0].write();
+            let mut shard = self.shards[run[0].0].write_shard();
             for &(_, i) in run {
                 deleted += usize::from(shard.delete(
                     tag_of(routes[i].key_hash()),
@@ -706,6 +765,14 @@ impl EmbeddedStore {
         }
     }
 
+    /// How many times the removal listener panicked (caught each time; 0 without a listener).
+    #[must_use]
+    pub fn removal_listener_panics(&self) -> u64 {
+        self.shards
+            .first()
+            .map_or(0, |s| s.read().listener_panics())
+    }
+
     /// Reclaims expired entries, examining at most [`DEFAULT_MAINTENANCE_BUDGET`] entry slots per
     /// shard. Call it periodically (a server calls it from each worker's idle loop).
     pub fn process_maintenance(&self) -> MaintenanceReport {
@@ -721,7 +788,7 @@ impl EmbeddedStore {
         for shard in &*self.shards {
             report.merge(
                 shard
-                    .write()
+                    .write_shard()
                     .process_maintenance(budget_per_shard, &self.clock),
             );
         }

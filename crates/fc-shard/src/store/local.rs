@@ -131,7 +131,9 @@ impl LocalEmbeddedStore {
                 clock: clock.clone(),
             })
             .collect();
-        for shard in shards {
+        for mut shard in shards {
+            // No lock to release first: the listener hears of each removal as it happens.
+            shard.set_deliver_inline(true);
             stores[shard.id() % workers].shards.push(shard);
         }
         Ok(stores)
@@ -811,6 +813,12 @@ impl LocalEmbeddedStore {
         TierStatsSnapshot {
             shards: self.shards.iter().map(Shard::stats).collect(),
         }
+    }
+
+    /// How many times the removal listener panicked, over the whole store (0 without one).
+    #[must_use]
+    pub fn removal_listener_panics(&self) -> u64 {
+        self.shards.first().map_or(0, Shard::listener_panics)
     }
 
     /// Reclaims expired entries in this worker's shards (bounded work, see

@@ -13,6 +13,7 @@ pub use local::{LocalEmbeddedStore, LocalEmbeddedStoreBootstrap};
 use crate::clock::Clock;
 use crate::error::StoreError;
 use crate::eviction::EvictionPolicy;
+use crate::listener::{Listener, RemovalListener};
 use crate::mutation::MutationSink;
 use crate::shard::{Shard, Sink};
 
@@ -43,6 +44,7 @@ pub struct EmbeddedStoreBuilder {
     sink: Sink,
     max_memory: Option<u64>,
     policy: EvictionPolicy,
+    listener: Option<Arc<Listener>>,
 }
 
 impl std::fmt::Debug for EmbeddedStoreBuilder {
@@ -54,6 +56,7 @@ impl std::fmt::Debug for EmbeddedStoreBuilder {
             .field("mutation_sink", &self.sink.is_some())
             .field("max_memory", &self.max_memory)
             .field("eviction_policy", &self.policy)
+            .field("eviction_listener", &self.listener.is_some())
             .finish()
     }
 }
@@ -67,6 +70,7 @@ impl EmbeddedStoreBuilder {
             sink: None,
             max_memory: None,
             policy: EvictionPolicy::NoEviction,
+            listener: None,
         }
     }
 
@@ -105,6 +109,37 @@ impl EmbeddedStoreBuilder {
         self
     }
 
+    /// Tells `listener` about every entry that leaves the store — expired, evicted, replaced
+    /// by a write, or deleted — with its key, its value and the [`crate::RemovalCause`]. The
+    /// listener runs outside every shard lock (so it may use the store), on the thread whose
+    /// operation removed the entry, in removal order per shard. A panic in it is caught and
+    /// counted (`removal_listener_panics`); the store is unaffected. [`EmbeddedStore::clear`]
+    /// tells it nothing (as Redis's `FLUSHALL` sends no per-key events).
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use fc_shard::{EmbeddedStore, RemovalCause};
+    ///
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let log = Arc::clone(&seen);
+    /// let store = EmbeddedStore::builder(1)
+    ///     .eviction_listener(move |key: &[u8], value: &[u8], cause: RemovalCause| {
+    ///         log.lock().unwrap().push((key.to_vec(), value.to_vec(), cause));
+    ///     })
+    ///     .build();
+    /// store.set(b"k", b"one", None);
+    /// store.set(b"k", b"two", None);
+    /// store.delete(b"k");
+    /// assert_eq!(*seen.lock().unwrap(), vec![
+    ///     (b"k".to_vec(), b"one".to_vec(), RemovalCause::Replaced),
+    ///     (b"k".to_vec(), b"two".to_vec(), RemovalCause::Deleted),
+    /// ]);
+    /// ```
+    pub fn eviction_listener(mut self, listener: impl RemovalListener + 'static) -> Self {
+        self.listener = Some(Arc::new(Listener::new(Arc::new(listener))));
+        self
+    }
+
     /// How keys choose their shard (default [`EmbeddedRouteMode::FullKey`]).
     pub fn route_mode(mut self, mode: EmbeddedRouteMode) -> Self {
         self.route_mode = mode;
@@ -136,6 +171,7 @@ impl EmbeddedStoreBuilder {
             .map(|id| {
                 let mut shard = Shard::new(id, self.sink.clone());
                 shard.set_budget(per_shard, self.policy);
+                shard.set_listener(self.listener.clone());
                 shard
             })
             .collect();
