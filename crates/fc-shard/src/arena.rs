@@ -52,6 +52,12 @@ const PAGE_TARGET: usize = 64 * 1024;
 
 /// Entry kind: a string value.
 pub(crate) const KIND_STRING: u32 = 0;
+/// Entry kinds of Redis objects: the value is the 4-byte slot of the object in the shard.
+pub(crate) const KIND_HASH: u32 = 1;
+pub(crate) const KIND_LIST: u32 = 2;
+pub(crate) const KIND_SET: u32 = 3;
+pub(crate) const KIND_ZSET: u32 = 4;
+const KIND_BITS: u32 = 7 << 28;
 /// Kind of a freed chunk.
 const KIND_FREE: u32 = 7;
 const KEY_LEN_MASK: u32 = (1 << 26) - 1;
@@ -176,6 +182,18 @@ pub(crate) fn value_of(chunk: &[u8]) -> &[u8] {
     let key_len = (read_u32(chunk, 0) & KEY_LEN_MASK) as usize;
     let value_len = read_u32(chunk, 4) as usize;
     &chunk[HEADER + key_len..HEADER + key_len + value_len]
+}
+
+/// Non-zero unless the entry is a string without an expiry (one test for the common case).
+#[inline(always)]
+pub(crate) fn special_bits(chunk: &[u8]) -> u32 {
+    read_u32(chunk, 0) & (HAS_EXPIRY | KIND_BITS)
+}
+
+/// The entry's kind.
+#[inline(always)]
+pub(crate) fn kind_of(chunk: &[u8]) -> u32 {
+    (read_u32(chunk, 0) >> 28) & 7
 }
 
 /// Expiry of the entry, if any, without decoding the rest.
@@ -533,6 +551,13 @@ impl Arena {
         let new_loc = self.insert(key, value, expire_at_ms)?;
         self.remove(loc);
         Ok(new_loc)
+    }
+
+    /// Marks the entry at `loc` as holding an object of `kind`.
+    pub(crate) fn set_kind(&mut self, loc: u32, kind: u32) {
+        let chunk = self.chunk_mut(loc);
+        let head = header(chunk);
+        write_word0(chunk, head.key_len, kind, head.expire_at_ms);
     }
 
     /// Sets or clears the expiry of the entry at `loc`.

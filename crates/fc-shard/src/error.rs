@@ -64,4 +64,71 @@ pub enum StoreError {
         /// Shards of the store.
         shards: usize,
     },
+    /// The key holds a value of another type than the operation works on.
+    #[error("WRONGTYPE Operation against a key holding the wrong kind of value")]
+    WrongType,
+    /// The stored value (or an argument) is not a 64-bit integer in Redis's strict form.
+    #[error("ERR value is not an integer or out of range")]
+    NotAnInteger,
+    /// A hash field's value is not an integer.
+    #[error("ERR hash value is not an integer")]
+    HashValueNotAnInteger,
+    /// The stored value (or an argument) is not a valid floating-point number.
+    #[error("ERR value is not a valid float")]
+    NotAFloat,
+    /// A hash field's value is not a valid floating-point number.
+    #[error("ERR hash value is not a float")]
+    HashValueNotAFloat,
+    /// An integer increment would leave the 64-bit range.
+    #[error("ERR increment or decrement would overflow")]
+    Overflow,
+    /// A floating-point increment would produce NaN or an infinity.
+    #[error("ERR increment would produce NaN or Infinity")]
+    NanOrInfinity,
+    /// A string would grow past Redis's 512 MiB bulk limit.
+    #[error("ERR string exceeds maximum allowed size (proto-max-bulk-len)")]
+    StringTooLong,
+    /// A negative or too-large offset (`SETRANGE`).
+    #[error("ERR offset is out of range")]
+    OffsetOutOfRange,
+    /// The key does not exist (`RENAME`, `LSET`).
+    #[error("ERR no such key")]
+    NoSuchKey,
+    /// A list index past either end (`LSET`).
+    #[error("ERR index out of range")]
+    IndexOutOfRange,
+    /// An operation on several keys that must share a shard got keys of different shards.
+    #[error("keys of one operation route to different shards ({first} and {second})")]
+    CrossShard {
+        /// Shard of the first key.
+        first: usize,
+        /// Shard of a key that differs.
+        second: usize,
+    },
 }
+
+impl StoreError {
+    /// Whether this is one of the errors Redis replies with for the same condition: its
+    /// `Display` text is then exactly Redis's reply line (without the leading `-`).
+    #[must_use]
+    pub fn is_redis_reply(&self) -> bool {
+        matches!(
+            self,
+            Self::WrongType
+                | Self::NotAnInteger
+                | Self::HashValueNotAnInteger
+                | Self::NotAFloat
+                | Self::HashValueNotAFloat
+                | Self::Overflow
+                | Self::NanOrInfinity
+                | Self::StringTooLong
+                | Self::OffsetOutOfRange
+                | Self::NoSuchKey
+                | Self::IndexOutOfRange
+        )
+    }
+}
+
+/// The result of a Redis object operation: [`StoreError::WrongType`] when the key holds another
+/// type, Redis's other errors by their exact texts, and the engine's own errors.
+pub type RedisObjectResult<T> = Result<T, StoreError>;

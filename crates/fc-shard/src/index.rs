@@ -75,11 +75,22 @@ fn stored(tag: u32) -> u32 {
     if tag == 0 { 1 } else { tag }
 }
 
-/// The home bucket of a (stored) tag: the high half of a multiplicative hash, masked.
+/// A tag's position in the index's 32-bit hash order: the high half of a multiplicative hash.
+#[inline(always)]
+fn spot(tag: u32) -> u64 {
+    u64::from(tag).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32
+}
+
+/// The home bucket of a (stored) tag: the top bits of its spot, so buckets are in spot order
+/// and doubling splits bucket `b` into `2b` and `2b + 1` (which is what keeps a scan cursor
+/// meaningful across growth).
 #[inline(always)]
 fn home(tag: u32, mask: usize) -> usize {
-    ((u64::from(tag).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize) & mask
+    (spot(tag) >> (32 - (mask + 1).trailing_zeros())) as usize
 }
+
+/// One past the last spot.
+const SPOTS: u64 = 1 << 32;
 
 impl Index {
     pub(crate) fn new() -> Self {
@@ -210,6 +221,52 @@ impl Index {
             }
             None => false,
         }
+    }
+
+    /// Visits the entries whose spots lie in the window that starts at `cursor` and holds
+    /// about `count` entries, and returns where the next window starts (`None` after the last
+    /// spot). A spot is a fixed function of the key's tag, so an entry present from the first
+    /// window to the last is visited exactly once, however the index grows or shrinks between
+    /// calls.
+    pub(crate) fn scan(
+        &self,
+        cursor: u64,
+        count: usize,
+        mut visit: impl FnMut(u32),
+    ) -> Option<u64> {
+        if cursor >= SPOTS {
+            return None;
+        }
+        if self.buckets.is_empty() {
+            return None;
+        }
+        // Spots per bucket, and a window of enough buckets for `count` entries on average.
+        let bits = self.buckets.len().trailing_zeros();
+        let per_bucket = SPOTS >> bits;
+        let fill = (self.len / self.buckets.len()).max(1);
+        let buckets = (count.max(1)).div_ceil(fill) as u64;
+        let end = (cursor - cursor % per_bucket + buckets * per_bucket).min(SPOTS);
+        let mask = self.buckets.len() - 1;
+        let first = (cursor / per_bucket) as usize;
+        let last = ((end - 1) / per_bucket) as usize;
+        // The window's entries sit in its home buckets or, displaced by probing, in the run of
+        // buckets after them up to the first one nobody probed past.
+        let mut b = first;
+        for step in 0..self.buckets.len() {
+            let bucket = &self.buckets[b];
+            for slot in 0..SLOTS {
+                let tag = bucket.words[slot];
+                if tag != 0 && (cursor..end).contains(&spot(tag)) {
+                    visit(bucket.locs[slot]);
+                }
+            }
+            let in_window = step < last - first;
+            if !in_window && bucket.overflow() == 0 {
+                break;
+            }
+            b = (b + 1) & mask;
+        }
+        (end < SPOTS).then_some(end)
     }
 
     /// Every `(tag, loc)` in bucket order.

@@ -43,9 +43,11 @@ mod arena;
 mod clock;
 mod error;
 mod eviction;
+mod glob;
 mod index;
 mod listener;
 mod mutation;
+mod object;
 mod packed;
 mod s3fifo;
 mod shard;
@@ -53,7 +55,7 @@ mod stats;
 mod store;
 
 pub use clock::{Clock, ManualClock};
-pub use error::StoreError;
+pub use error::{RedisObjectResult, StoreError};
 pub use eviction::{EvictionPolicy, INDEX_BYTES_PER_ENTRY};
 pub use fc_route::{
     EmbeddedKeyRoute, EmbeddedRouteMode, EmbeddedSessionRoute, PreparedPointKey, SessionPrefixRule,
@@ -61,11 +63,16 @@ pub use fc_route::{
 };
 pub use listener::{RemovalCause, RemovalListener};
 pub use mutation::{Mutation, MutationSink};
+pub use object::KeyType;
+pub use object::hash::{FieldValue, RandomField};
+pub use object::string::{
+    GetExExpiry, MAX_STRING_LEN, SetCondition, SetExpiry, SetOptions, SetOutcome,
+};
 pub use packed::{PackedBatch, PackedSessionWrite};
 pub use stats::{KeyTtl, MaintenanceReport, ShardStatsSnapshot, TierStatsSnapshot};
 pub use store::{
     DEFAULT_MAINTENANCE_BUDGET, EmbeddedStore, EmbeddedStoreBuilder, LocalEmbeddedStore,
-    LocalEmbeddedStoreBootstrap, SharedEmbeddedStore, ValueRef,
+    LocalEmbeddedStoreBootstrap, ScanOptions, SharedEmbeddedStore, ValueRef,
 };
 
 /// Largest key length in bytes.

@@ -46,10 +46,32 @@ pub enum Mutation<'a> {
     },
     /// Every key of the shard was removed.
     Flush,
+    /// `key` was renamed to `to` (within the shard), keeping its value, type and expiry and
+    /// replacing whatever `to` held.
+    Rename {
+        /// The old name.
+        from: &'a [u8],
+        /// The new name.
+        to: &'a [u8],
+    },
+    /// The hash at `key` (created if missing) now maps each field to its value, in order.
+    HSet {
+        /// The key.
+        key: &'a [u8],
+        /// Field/value pairs.
+        pairs: &'a [(&'a [u8], &'a [u8])],
+    },
+    /// These fields were removed from the hash at `key` (the key goes with its last field).
+    HDel {
+        /// The key.
+        key: &'a [u8],
+        /// The fields removed (only those that existed).
+        fields: &'a [&'a [u8]],
+    },
 }
 
 impl Mutation<'_> {
-    /// The key this mutation changes, if it concerns one key.
+    /// The key this mutation changes (for a rename, the old name), if it concerns a key.
     #[must_use]
     pub fn key(&self) -> Option<&[u8]> {
         match self {
@@ -58,7 +80,10 @@ impl Mutation<'_> {
             | Self::Expire { key, .. }
             | Self::Persist { key }
             | Self::Expired { key }
-            | Self::Evicted { key } => Some(key),
+            | Self::Evicted { key }
+            | Self::HSet { key, .. }
+            | Self::HDel { key, .. } => Some(key),
+            Self::Rename { from, .. } => Some(from),
             Self::Flush => None,
         }
     }

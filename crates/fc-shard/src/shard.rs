@@ -9,11 +9,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::arena::{self, Arena, ArenaFull, MAX_KEY_LEN, MAX_VALUE_LEN};
 use crate::clock::Clock;
+use crate::error::RedisObjectResult;
 use crate::error::StoreError;
 use crate::eviction::{EvictionPolicy, INDEX_BYTES_PER_ENTRY, charge};
 use crate::index::Index;
 use crate::listener::{Listener, Removal, RemovalCause};
 use crate::mutation::{Mutation, MutationSink};
+use crate::object::{Emitter, KeyType, Object, Objects, slot_of};
 use crate::s3fifo::{self, Queued, Queues};
 use crate::stats::{KeyTtl, MaintenanceReport, ShardStatsSnapshot};
 
@@ -73,6 +75,8 @@ pub(crate) struct Shard {
     /// `removals` until the caller has released the shard's lock.
     deliver_inline: bool,
     removals: Vec<Removal>,
+    /// Redis objects of the shard's hash, list, set and sorted-set keys.
+    objects: Objects,
 }
 
 /// Reads an entry needs while in S3-FIFO's small queue to move to the main queue.
@@ -134,6 +138,7 @@ impl Shard {
             listener: None,
             deliver_inline: false,
             removals: Vec::new(),
+            objects: Objects::default(),
         }
     }
 
@@ -181,12 +186,18 @@ impl Shard {
             return;
         };
         let chunk = self.arena.chunk(loc);
+        // An object is reported by its key alone (its value is not a byte string).
+        let value = if arena::kind_of(chunk) == arena::KIND_STRING {
+            arena::value_of(chunk)
+        } else {
+            &[]
+        };
         if self.deliver_inline {
-            listener.deliver(arena::key_of(chunk), arena::value_of(chunk), cause);
+            listener.deliver(arena::key_of(chunk), value, cause);
         } else {
             self.removals.push(Removal {
                 key: arena::key_of(chunk).into(),
-                value: arena::value_of(chunk).into(),
+                value: value.into(),
                 cause,
             });
         }
@@ -242,10 +253,19 @@ impl Shard {
     #[inline(always)]
     pub(crate) fn lookup(&self, tag: u32, key: &[u8], clock: &Clock) -> Lookup {
         let found = match self.find(tag, key) {
-            Some(loc) if is_expired(arena::expiry_of(self.arena.chunk(loc)), clock) => {
-                Lookup::Expired
+            Some(loc) => {
+                let chunk = self.arena.chunk(loc);
+                if arena::special_bits(chunk) == 0 {
+                    Lookup::Hit(loc)
+                } else if is_expired(arena::expiry_of(chunk), clock) {
+                    Lookup::Expired
+                } else if arena::kind_of(chunk) != arena::KIND_STRING {
+                    // String reads see strings only (the typed reads report WRONGTYPE).
+                    Lookup::Miss
+                } else {
+                    Lookup::Hit(loc)
+                }
             }
-            Some(loc) => Lookup::Hit(loc),
             None => Lookup::Miss,
         };
         let counter = if let Lookup::Hit(loc) = found {
@@ -264,7 +284,9 @@ impl Shard {
     /// atomics and, in a bounded shard, counts the read for eviction.
     #[inline(always)]
     pub(crate) fn lookup_mut(&mut self, tag: u32, key: &[u8], clock: &Clock) -> Option<u32> {
-        let found = self.find_live_mut(tag, key, clock);
+        let found = self
+            .find_live_mut(tag, key, clock)
+            .filter(|&loc| arena::kind_of(self.arena.chunk(loc)) == arena::KIND_STRING);
         if let Some(loc) = found {
             *self.hits.get_mut() += 1;
             if self.track_reads {
@@ -274,6 +296,26 @@ impl Shard {
             *self.misses.get_mut() += 1;
         }
         found
+    }
+
+    /// The live entry of `key`, any kind (expired entries are reaped); counts nothing.
+    pub(crate) fn live_entry(&mut self, tag: u32, key: &[u8], clock: &Clock) -> Option<u32> {
+        self.find_live_mut(tag, key, clock)
+    }
+
+    /// The chunk of the entry at `loc`.
+    pub(crate) fn chunk(&self, loc: u32) -> &[u8] {
+        self.arena.chunk(loc)
+    }
+
+    /// `TYPE` as an object operation.
+    pub(crate) fn type_of(
+        &self,
+        tag: u32,
+        key: &[u8],
+        clock: &Clock,
+    ) -> RedisObjectResult<Option<KeyType>> {
+        Ok(self.key_type(tag, key, clock))
     }
 
     /// Exclusive lookup without counting a hit or miss (EXISTS, TTL, writes).
@@ -315,7 +357,7 @@ impl Shard {
             },
         );
         self.note_removal(loc, RemovalCause::Expired);
-        self.arena.remove(loc);
+        self.free_entry(loc);
     }
 
     /// Re-checks under exclusive access and removes `key` if it is still expired.
@@ -364,6 +406,9 @@ impl Shard {
                     };
                     self.record_removal(loc, cause);
                 }
+                // A string replacing an object: the object goes once the write has succeeded.
+                let old_object =
+                    (old.kind != arena::KIND_STRING).then(|| slot_of(self.arena.value(loc)));
                 let arena = &mut self.arena;
                 let queue = if bounded { arena.meta(loc) & 3 } else { 0 };
                 let new_loc = match arena.replace(loc, key, value, expire_at_ms) {
@@ -378,6 +423,9 @@ impl Shard {
                     }
                 };
                 self.index.set_loc(pos, new_loc);
+                if let Some(slot) = old_object {
+                    self.objects.remove(slot);
+                }
                 self.stored_bytes = self.stored_bytes + value.len() as u64 - old.value_len as u64;
                 if old.expire_at_ms.is_some() {
                     self.expires -= 1;
@@ -542,7 +590,9 @@ impl Shard {
     /// Bytes charged against the budget: entries' footprints plus their index share.
     #[inline]
     pub(crate) fn used_memory(&self) -> u64 {
-        self.arena.live_bytes() as u64 + INDEX_BYTES_PER_ENTRY * self.index.len() as u64
+        self.arena.live_bytes() as u64
+            + INDEX_BYTES_PER_ENTRY * self.index.len() as u64
+            + self.objects.bytes
     }
 
     /// One S3-FIFO eviction (or expired reclaim), sparing `protect`; false when nothing but
@@ -682,7 +732,7 @@ impl Shard {
         }
         let chunk = self.arena.chunk(loc);
         let head = arena::header(chunk);
-        let freed = charge(head.key_len, head.value_len);
+        let freed = charge(head.key_len, head.value_len) + self.object_bytes_of(chunk);
         self.stored_bytes -= (head.key_len + head.value_len) as u64;
         Self::leave_queue(&mut self.queues, &self.arena, loc, head);
         if head.expire_at_ms.is_some() {
@@ -699,7 +749,7 @@ impl Shard {
             },
         );
         self.note_removal(loc, RemovalCause::Evicted);
-        self.arena.remove(loc);
+        self.free_entry(loc);
     }
 
     /// Deletes `key`; true when a live entry was removed (an expired one is reaped and reported
@@ -726,7 +776,7 @@ impl Shard {
         };
         Self::emit_borrowed(&self.sink, self.id, &mut self.seq, mutation);
         self.note_removal(loc, cause);
-        self.arena.remove(loc);
+        self.free_entry(loc);
         live
     }
 
@@ -840,6 +890,7 @@ impl Shard {
         }
         self.index = Index::new();
         self.arena.clear();
+        self.objects.clear();
         self.stored_bytes = 0;
         self.hand = 0;
         if let Some(queues) = &mut self.queues {
@@ -858,6 +909,335 @@ impl Shard {
             let live = arena::expiry_of(chunk).is_none_or(|at| now <= at);
             live.then(|| arena::key_of(chunk).to_vec())
         }));
+    }
+
+    // ----- Redis objects ------------------------------------------------------------------------
+
+    /// Estimated bytes of the object an entry's chunk points at (0 for a string).
+    fn object_bytes_of(&self, chunk: &[u8]) -> u64 {
+        if arena::kind_of(chunk) == arena::KIND_STRING {
+            0
+        } else {
+            self.objects
+                .get(slot_of(arena::value_of(chunk)))
+                .mem_bytes() as u64
+        }
+    }
+
+    /// Frees the entry at `loc` (already out of the index), with its object if it has one.
+    fn free_entry(&mut self, loc: u32) {
+        let chunk = self.arena.chunk(loc);
+        if arena::kind_of(chunk) != arena::KIND_STRING {
+            self.objects.remove(slot_of(arena::value_of(chunk)));
+        }
+        self.arena.remove(loc);
+    }
+
+    /// The live entry of `key` for a read, counting the hit or miss (and, in a bounded shard,
+    /// the use); any kind.
+    fn lookup_entry(&self, tag: u32, key: &[u8], clock: &Clock) -> Option<u32> {
+        let found = self
+            .find(tag, key)
+            .filter(|&loc| !is_expired(arena::expiry_of(self.arena.chunk(loc)), clock));
+        if let Some(loc) = found {
+            if self.track_reads {
+                self.arena.bump_freq(loc);
+            }
+            self.hits.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.misses.fetch_add(1, Ordering::Relaxed);
+        }
+        found
+    }
+
+    /// Runs `read` on the object of `key` when it is of `kind` (`Ok(None)` when the key is
+    /// missing or expired, [`StoreError::WrongType`] when it holds another type). Works under a
+    /// shared lock: an expired key reads as missing and is left for a writer to reclaim.
+    pub(crate) fn read_object<R>(
+        &self,
+        tag: u32,
+        key: &[u8],
+        kind: u32,
+        clock: &Clock,
+        read: impl FnOnce(&Object) -> R,
+    ) -> RedisObjectResult<Option<R>> {
+        let Some(loc) = self.lookup_entry(tag, key, clock) else {
+            return Ok(None);
+        };
+        let chunk = self.arena.chunk(loc);
+        if arena::kind_of(chunk) != kind {
+            return Err(StoreError::WrongType);
+        }
+        Ok(Some(read(
+            self.objects.get(slot_of(arena::value_of(chunk))),
+        )))
+    }
+
+    /// The live string value of `key`: [`StoreError::WrongType`] for an object.
+    pub(crate) fn read_string(
+        &self,
+        tag: u32,
+        key: &[u8],
+        clock: &Clock,
+    ) -> RedisObjectResult<Option<&[u8]>> {
+        let Some(loc) = self.lookup_entry(tag, key, clock) else {
+            return Ok(None);
+        };
+        let chunk = self.arena.chunk(loc);
+        if arena::kind_of(chunk) != arena::KIND_STRING {
+            return Err(StoreError::WrongType);
+        }
+        Ok(Some(arena::value_of(chunk)))
+    }
+
+    /// Under [`EvictionPolicy::NoEviction`], a write that may grow the shard is refused once the
+    /// shard is at or past its budget (as Redis refuses `denyoom` commands over `maxmemory`).
+    fn check_object_room(&self, adding: u64) -> Result<(), StoreError> {
+        if self.budget == u64::MAX || self.policy != EvictionPolicy::NoEviction {
+            return Ok(());
+        }
+        let used = self.used_memory();
+        if used + adding > self.budget {
+            return Err(StoreError::OutOfMemory {
+                shard: self.id,
+                used,
+                budget: self.budget,
+                needed: adding,
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs `write` on the object of `key` when it is of `kind`; creates it with `create` when
+    /// the key is missing (without `create`, a missing key gives `Ok(None)` and changes nothing).
+    /// [`StoreError::WrongType`] when the key holds another type. Afterwards: an object left
+    /// empty is deleted with its key (Redis never keeps an empty aggregate), its memory estimate
+    /// is re-charged, and a bounded shard evicts back to its budget. `write` emits its own
+    /// mutations through the [`Emitter`]; an error from it must leave the object unchanged.
+    pub(crate) fn write_object<R>(
+        &mut self,
+        tag: u32,
+        key: &[u8],
+        kind: u32,
+        create: Option<fn() -> Object>,
+        clock: &Clock,
+        write: impl FnOnce(&mut Object, &mut Emitter<'_>) -> RedisObjectResult<R>,
+    ) -> RedisObjectResult<Option<R>> {
+        let bounded = self.budget != u64::MAX;
+        let loc = match self.find_live_mut(tag, key, clock) {
+            Some(loc) => {
+                if arena::kind_of(self.arena.chunk(loc)) != kind {
+                    return Err(StoreError::WrongType);
+                }
+                if create.is_some() {
+                    self.check_object_room(0)?;
+                }
+                loc
+            }
+            None => {
+                let Some(make) = create else {
+                    return Ok(None);
+                };
+                check_sizes(key, &[0; 4])?;
+                self.check_object_room(charge(key.len(), 4))?;
+                let slot = self.objects.insert(make());
+                let loc = match self.arena.insert(key, &slot.to_le_bytes(), None) {
+                    Ok(loc) => loc,
+                    Err(ArenaFull) => {
+                        self.objects.remove(slot);
+                        return Err(StoreError::ShardFull { shard: self.id });
+                    }
+                };
+                self.arena.set_kind(loc, kind);
+                self.index.insert(tag, loc);
+                self.stored_bytes += (key.len() + 4) as u64;
+                if bounded {
+                    self.after_bounded_insert(tag, loc, charge(key.len(), 4));
+                }
+                loc
+            }
+        };
+        let object = self.objects.get_mut(slot_of(self.arena.value(loc)));
+        let before = object.mem_bytes() as u64;
+        let mut emitter = Emitter {
+            sink: self.sink.as_deref(),
+            shard: self.id,
+            seq: &mut self.seq,
+            key,
+        };
+        let result = write(object, &mut emitter);
+        let (after, empty) = (object.mem_bytes() as u64, object.is_empty());
+        self.objects.bytes = self.objects.bytes + after - before;
+        if empty {
+            self.remove_emptied(tag, loc);
+        } else if bounded {
+            if self.track_reads {
+                self.arena.bump_freq_mut(loc);
+            }
+            if self.used_memory() > self.budget {
+                self.shrink_to_budget(loc, clock);
+            }
+        }
+        result.map(Some)
+    }
+
+    /// Removes an object key whose last element a write removed (the write's own mutation
+    /// says so; no separate delete is emitted).
+    fn remove_emptied(&mut self, tag: u32, loc: u32) {
+        if !self.index.remove_loc(tag, loc) {
+            return;
+        }
+        let head = arena::header(self.arena.chunk(loc));
+        self.stored_bytes -= (head.key_len + head.value_len) as u64;
+        Self::leave_queue(&mut self.queues, &self.arena, loc, head);
+        if head.expire_at_ms.is_some() {
+            self.expires -= 1;
+        }
+        self.note_removal(loc, RemovalCause::Deleted);
+        self.free_entry(loc);
+    }
+
+    /// The type of a live key.
+    pub(crate) fn key_type(&self, tag: u32, key: &[u8], clock: &Clock) -> Option<KeyType> {
+        let loc = self.find(tag, key)?;
+        let chunk = self.arena.chunk(loc);
+        if is_expired(arena::expiry_of(chunk), clock) {
+            return None;
+        }
+        Some(KeyType::of_kind(arena::kind_of(chunk)))
+    }
+
+    /// An order-independent digest of the live contents: the wrapping sum over keys of a hash
+    /// of (key, type, expiry, value digest). Two shards with the same keys, types, values and
+    /// expiries agree however they got there.
+    pub(crate) fn digest(&self, clock: &Clock) -> u64 {
+        let now = clock.now_ms();
+        self.index.iter().fold(0u64, |sum, loc| {
+            let chunk = self.arena.chunk(loc);
+            let head = arena::header(chunk);
+            if head.expire_at_ms.is_some_and(|at| now > at) {
+                return sum;
+            }
+            let value = if head.kind == arena::KIND_STRING {
+                crate::object::digest_parts(&[arena::value_of(chunk)])
+            } else {
+                self.objects.get(slot_of(arena::value_of(chunk))).digest()
+            };
+            let expiry = head.expire_at_ms.map_or([0xFF; 8], u64::to_le_bytes);
+            sum.wrapping_add(crate::object::digest_parts(&[
+                arena::key_of(chunk),
+                &[head.kind as u8],
+                &expiry,
+                &value.to_le_bytes(),
+            ]))
+        })
+    }
+
+    /// One step of `SCAN` over this shard: the keys whose index position falls in the next
+    /// window after `cursor` (positions in the index's 32-bit hash order, so the cursor means
+    /// the same thing however the index grows), filtered by `pattern` and `key_type`. Returns
+    /// the next cursor (`None` when the shard is done).
+    pub(crate) fn scan(
+        &self,
+        cursor: u64,
+        count: usize,
+        pattern: Option<&[u8]>,
+        key_type: Option<KeyType>,
+        clock: &Clock,
+        out: &mut Vec<Vec<u8>>,
+    ) -> Option<u64> {
+        let now = if self.expires > 0 { clock.now_ms() } else { 0 };
+        self.index.scan(cursor, count, |loc| {
+            let chunk = self.arena.chunk(loc);
+            let key = arena::key_of(chunk);
+            let live = arena::expiry_of(chunk).is_none_or(|at| now <= at);
+            if live
+                && key_type.is_none_or(|t| KeyType::of_kind(arena::kind_of(chunk)) == t)
+                && pattern.is_none_or(|p| crate::glob::glob_match(p, key, false))
+            {
+                out.push(key.to_vec());
+            }
+        })
+    }
+
+    /// Moves the value, type and expiry of `from` to `to` (replacing what `to` held); the
+    /// caller has routed both keys here. `Ok(false)` for `RENAMENX` when `to` exists.
+    pub(crate) fn rename(
+        &mut self,
+        from: (u32, &[u8]),
+        to: (u32, &[u8]),
+        only_if_absent: bool,
+        clock: &Clock,
+    ) -> RedisObjectResult<bool> {
+        let (from_tag, from_key) = from;
+        let (to_tag, to_key) = to;
+        let Some(loc) = self.find_live_mut(from_tag, from_key, clock) else {
+            return Err(StoreError::NoSuchKey);
+        };
+        check_sizes(to_key, &[])?;
+        if from_key == to_key {
+            return Ok(!only_if_absent);
+        }
+        if self.find_live_mut(to_tag, to_key, clock).is_some() {
+            if only_if_absent {
+                return Ok(false);
+            }
+            self.delete(to_tag, to_key, clock);
+        }
+        let chunk = self.arena.chunk(loc);
+        let head = arena::header(chunk);
+        let value = arena::value_of(chunk).to_vec();
+        let freq = if self.track_reads {
+            self.arena.freq(loc)
+        } else {
+            0
+        };
+        // Out of the index and the queues under the old key, in under the new one; an object
+        // keeps its slot (the new entry's value is the same slot number).
+        self.index.remove_loc(from_tag, loc);
+        Self::leave_queue(&mut self.queues, &self.arena, loc, head);
+        self.stored_bytes -= (head.key_len + head.value_len) as u64;
+        self.arena.remove(loc);
+        let new_loc = match self.arena.insert(to_key, &value, head.expire_at_ms) {
+            Ok(new_loc) => new_loc,
+            Err(ArenaFull) => {
+                // Put the old entry back where it can go (its own class has room: it just
+                // freed a chunk).
+                let back = self
+                    .arena
+                    .insert(from_key, &value, head.expire_at_ms)
+                    .expect("the chunk just freed");
+                self.arena.set_kind(back, head.kind);
+                self.index.insert(from_tag, back);
+                self.stored_bytes += (head.key_len + head.value_len) as u64;
+                if self.budget != u64::MAX {
+                    self.after_bounded_insert(from_tag, back, charge(head.key_len, head.value_len));
+                }
+                return Err(StoreError::ShardFull { shard: self.id });
+            }
+        };
+        self.arena.set_kind(new_loc, head.kind);
+        self.index.insert(to_tag, new_loc);
+        self.stored_bytes += (to_key.len() + value.len()) as u64;
+        if self.budget != u64::MAX {
+            self.after_bounded_insert(to_tag, new_loc, charge(to_key.len(), value.len()));
+            if self.track_reads {
+                self.arena.set_freq(new_loc, freq);
+            }
+        }
+        Self::emit_borrowed(
+            &self.sink,
+            self.id,
+            &mut self.seq,
+            Mutation::Rename {
+                from: from_key,
+                to: to_key,
+            },
+        );
+        if self.used_memory() > self.budget {
+            self.shrink_to_budget(new_loc, clock);
+        }
+        Ok(true)
     }
 
     /// Counters and sizes.

@@ -22,7 +22,7 @@ use crate::store::LocalEmbeddedStore;
 
 /// Exclusive access to a shard that, once released, hands the entries the operation removed to
 /// the store's removal listener: the listener runs after the lock is gone.
-struct ShardWrite<'a> {
+pub(crate) struct ShardWrite<'a> {
     guard: Option<RwLockWriteGuard<'a, Shard>>,
 }
 
@@ -233,6 +233,60 @@ impl EmbeddedStore {
     #[inline]
     fn shard(&self, route: &EmbeddedKeyRoute) -> &RwLock<Shard> {
         &self.shards[self.router.shard_of(route)]
+    }
+
+    /// Runs `f` on `key`'s shard under its read lock (with the key's tag and the clock).
+    #[inline]
+    pub(crate) fn with_shard_read<R>(
+        &self,
+        key: &[u8],
+        f: impl FnOnce(&Shard, u32, &Clock) -> R,
+    ) -> R {
+        let route = self.router.route_key(key);
+        let shard = self.shard(&route).read();
+        f(&shard, tag_of(route.key_hash()), &self.clock)
+    }
+
+    /// Runs `f` on `key`'s shard under its write lock (removal listeners run after it unlocks).
+    #[inline]
+    pub(crate) fn with_shard_write<R>(
+        &self,
+        key: &[u8],
+        f: impl FnOnce(&mut Shard, u32, &Clock) -> R,
+    ) -> R {
+        let route = self.router.route_key(key);
+        let mut shard = self.shard(&route).write_shard();
+        f(&mut shard, tag_of(route.key_hash()), &self.clock)
+    }
+
+    /// Runs `f` with every shard in `shards` (ascending, distinct) write-locked, in that order
+    /// (a fixed order: no deadlock between two such calls).
+    pub(crate) fn with_shards_write<R>(
+        &self,
+        shards: &[usize],
+        f: impl FnOnce(&mut [ShardWrite<'_>], &Clock) -> R,
+    ) -> R {
+        let mut guards: Vec<ShardWrite<'_>> = shards
+            .iter()
+            .map(|&s| self.shards[s].write_shard())
+            .collect();
+        f(&mut guards, &self.clock)
+    }
+
+    /// Runs `f` on shard `shard` under its read lock.
+    pub(crate) fn with_shard_index_read<R>(
+        &self,
+        shard: usize,
+        f: impl FnOnce(&Shard, &Clock) -> R,
+    ) -> R {
+        f(&self.shards[shard].read(), &self.clock)
+    }
+
+    /// Runs `f` on every shard in turn under its read lock.
+    pub(crate) fn for_each_shard_read(&self, mut f: impl FnMut(usize, &Shard, &Clock)) {
+        for (i, shard) in self.shards.iter().enumerate() {
+            f(i, &shard.read(), &self.clock);
+        }
     }
 
     /// Removes `key` from shard `shard` if it is (still) expired: the write half of lazy expiry.

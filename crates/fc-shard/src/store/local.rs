@@ -246,6 +246,34 @@ impl LocalEmbeddedStore {
         }
     }
 
+    /// Runs `f` on `key`'s shard (with the key's tag and the clock), or reports the owner.
+    #[inline]
+    pub(crate) fn with_owned_shard<R>(
+        &mut self,
+        key: &[u8],
+        f: impl FnOnce(&mut Shard, u32, &Clock) -> Result<R, StoreError>,
+    ) -> Result<R, StoreError> {
+        let route = self.router.route_key(key);
+        let i = self.local_index(&route)?;
+        f(&mut self.shards[i], tag_of(route.key_hash()), &self.clock)
+    }
+
+    /// The local index of `key`'s shard and its tag, or who owns it.
+    pub(crate) fn locate_key(&self, key: &[u8]) -> Result<(usize, u32), StoreError> {
+        let route = self.router.route_key(key);
+        Ok((self.local_index(&route)?, tag_of(route.key_hash())))
+    }
+
+    /// The owned shards (local index order) and the clock.
+    pub(crate) fn shards_and_clock(&mut self) -> (&mut [Shard], &Clock) {
+        (&mut self.shards, &self.clock)
+    }
+
+    /// The store's shard number of local shard `i`.
+    pub(crate) fn global_shard(&self, i: usize) -> usize {
+        self.shards[i].id()
+    }
+
     // ----- writes -------------------------------------------------------------------------------
 
     /// Stores `value` under `key`; `ttl_ms` relative to now, `None` for no expiry.
@@ -404,17 +432,12 @@ impl LocalEmbeddedStore {
         self.get_view(key).map(<[u8]>::to_vec)
     }
 
-    /// [`LocalEmbeddedStore::get`] that reports a key owned elsewhere.
+    /// [`LocalEmbeddedStore::get`] that reports a key owned elsewhere, or holding another type.
     ///
     /// # Errors
-    /// [`StoreError::NotOwner`].
+    /// [`StoreError::NotOwner`], [`StoreError::WrongType`].
     pub fn try_get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        let route = self.router.route_key(key);
-        let i = self.local_index(&route)?;
-        let shard = &mut self.shards[i];
-        Ok(shard
-            .lookup_mut(tag_of(route.key_hash()), key, &self.clock)
-            .map(|loc| shard.value(loc).to_vec()))
+        self.with_owned_shard(key, |shard, tag, clock| shard.get_string(tag, key, clock))
     }
 
     /// The value of `key`, borrowed (no copy, no allocation).

@@ -2,6 +2,7 @@
 
 mod embedded;
 mod local;
+mod objects;
 
 use std::sync::Arc;
 
@@ -9,6 +10,7 @@ use fc_route::{EmbeddedKeyRoute, EmbeddedRouteMode, ShardRouter};
 
 pub use embedded::{EmbeddedStore, SharedEmbeddedStore, ValueRef};
 pub use local::{LocalEmbeddedStore, LocalEmbeddedStoreBootstrap};
+pub use objects::ScanOptions;
 
 use crate::clock::Clock;
 use crate::error::StoreError;

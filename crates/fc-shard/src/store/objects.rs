@@ -1,0 +1,490 @@
+//! Redis objects and string commands on the store kinds: one list, two thin adapters.
+//!
+//! Each operation lives once, on the shard (`object/*.rs`); the macro below gives
+//! [`EmbeddedStore`] (read lock for reads, write lock for writes; [`SharedEmbeddedStore`]
+//! derefs to it) and [`LocalEmbeddedStore`] (no lock; [`StoreError::NotOwner`] for a key of
+//! another worker) the same method with the same documentation.
+//!
+//! [`SharedEmbeddedStore`]: crate::SharedEmbeddedStore
+
+use super::{EmbeddedStore, LocalEmbeddedStore};
+use crate::error::{RedisObjectResult, StoreError};
+use crate::object::KeyType;
+use crate::object::hash::{FieldValue, RandomField};
+use crate::object::string::{GetExExpiry, SetOptions, SetOutcome};
+
+macro_rules! object_ops {
+    ($(
+        $(#[$meta:meta])*
+        $mode:ident fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;
+    )*) => {
+        impl EmbeddedStore {
+            $(
+                $(#[$meta])*
+                ///
+                /// # Errors
+                /// [`StoreError::WrongType`] when the key holds another type, and the errors the
+                /// operation names.
+                pub fn $name(&self, key: &[u8] $(, $arg: $ty)*) -> RedisObjectResult<$ret> {
+                    object_ops!(@$mode self, key, |shard, tag, clock| {
+                        shard.$name(tag, key $(, $arg)*, clock)
+                    })
+                }
+            )*
+        }
+
+        impl LocalEmbeddedStore {
+            $(
+                $(#[$meta])*
+                ///
+                /// # Errors
+                /// [`StoreError::NotOwner`] for a key of another worker,
+                /// [`StoreError::WrongType`] when the key holds another type, and the errors
+                /// the operation names.
+                pub fn $name(&mut self, key: &[u8] $(, $arg: $ty)*) -> RedisObjectResult<$ret> {
+                    self.with_owned_shard(key, |shard, tag, clock| {
+                        shard.$name(tag, key $(, $arg)*, clock)
+                    })
+                }
+            )*
+        }
+    };
+    (@read $store:ident, $key:ident, $f:expr) => { $store.with_shard_read($key, $f) };
+    (@write $store:ident, $key:ident, $f:expr) => { $store.with_shard_write($key, $f) };
+}
+
+object_ops! {
+    // ----- keys ---------------------------------------------------------------------------------
+
+    /// `TYPE`: the type of a live key.
+    read fn type_of() -> Option<KeyType>;
+
+    // ----- strings ------------------------------------------------------------------------------
+
+    /// `GET` that tells a key of another type ([`StoreError::WrongType`]) from a missing one.
+    read fn get_string() -> Option<Vec<u8>>;
+    /// `SET key value [NX|XX] [GET] [EX|PX|EXAT|PXAT|KEEPTTL]`.
+    ///
+    /// ```
+    /// use fc_shard::{EmbeddedStore, SetCondition, SetOptions};
+    ///
+    /// let store = EmbeddedStore::new(4);
+    /// let nx = SetOptions { condition: SetCondition::IfAbsent, ..SetOptions::default() };
+    /// assert!(store.set_with(b"lock", b"me", nx)?.written);
+    /// assert!(!store.set_with(b"lock", b"you", nx)?.written);
+    /// let get = SetOptions { get: true, ..SetOptions::default() };
+    /// assert_eq!(store.set_with(b"lock", b"free", get)?.previous, Some(b"me".to_vec()));
+    /// # Ok::<(), fc_shard::StoreError>(())
+    /// ```
+    write fn set_with(value: &[u8], options: SetOptions) -> SetOutcome;
+    /// `INCRBY` (`INCR`, `DECR` and `DECRBY` are [`EmbeddedStore::incr`] and friends): the new
+    /// value. A missing key counts from 0; the key keeps its expiry.
+    /// [`StoreError::NotAnInteger`] when the value is not an integer in Redis's strict form,
+    /// [`StoreError::Overflow`] past the `i64` range.
+    ///
+    /// ```
+    /// use fc_shard::{EmbeddedStore, StoreError};
+    ///
+    /// let store = EmbeddedStore::new(4);
+    /// assert_eq!(store.incr_by(b"hits", 5)?, 5);
+    /// store.set(b"name", b"ada", None);
+    /// assert_eq!(store.incr_by(b"name", 1), Err(StoreError::NotAnInteger));
+    /// assert_eq!(
+    ///     StoreError::NotAnInteger.to_string(),
+    ///     "ERR value is not an integer or out of range"
+    /// );
+    /// # Ok::<(), StoreError>(())
+    /// ```
+    write fn incr_by(delta: i64) -> i64;
+    /// `INCRBYFLOAT`: the new value as stored (see the crate docs on float formatting).
+    /// [`StoreError::NotAFloat`], [`StoreError::NanOrInfinity`].
+    write fn incr_by_float(delta: f64) -> Vec<u8>;
+    /// `APPEND`: the new length. [`StoreError::StringTooLong`] past 512 MiB.
+    write fn append(suffix: &[u8]) -> usize;
+    /// `SETRANGE`: the new length. [`StoreError::OffsetOutOfRange`] for a negative offset,
+    /// [`StoreError::StringTooLong`] past 512 MiB.
+    write fn set_range(offset: i64, bytes: &[u8]) -> usize;
+    /// `GETDEL`.
+    write fn get_del() -> Option<Vec<u8>>;
+    /// `GETEX`.
+    write fn get_ex(expiry: GetExExpiry) -> Option<Vec<u8>>;
+    /// `STRLEN` (0 for a missing key).
+    read fn strlen() -> usize;
+    /// `GETRANGE` (empty for a missing key).
+    read fn get_range(start: i64, end: i64) -> Vec<u8>;
+
+    // ----- hashes -------------------------------------------------------------------------------
+
+    /// `HSET key field value [field value ...]`: how many fields were new.
+    ///
+    /// ```
+    /// use fc_shard::{EmbeddedStore, KeyType, StoreError};
+    ///
+    /// let store = EmbeddedStore::new(4);
+    /// assert_eq!(store.hset(b"user:1", &[(b"name", b"ada"), (b"lang", b"en")])?, 2);
+    /// assert_eq!(store.hget(b"user:1", b"name")?, Some(b"ada".to_vec()));
+    /// assert_eq!(store.type_of(b"user:1")?, Some(KeyType::Hash));
+    /// assert_eq!(store.hincrby(b"user:1", b"visits", 3)?, 3);
+    /// store.set(b"plain", b"x", None);
+    /// assert_eq!(store.hget(b"plain", b"name"), Err(StoreError::WrongType));
+    /// // Removing the last field removes the key.
+    /// assert_eq!(store.hdel(b"user:1", &[b"name", b"lang", b"visits"])?, 3);
+    /// assert!(!store.exists(b"user:1"));
+    /// # Ok::<(), StoreError>(())
+    /// ```
+    write fn hset(pairs: &[(&[u8], &[u8])]) -> usize;
+    /// `HSETNX`: true when the field was absent and is now set.
+    write fn hsetnx(field: &[u8], value: &[u8]) -> bool;
+    /// `HDEL`: how many of the fields existed (the key goes with its last field).
+    write fn hdel(fields: &[&[u8]]) -> usize;
+    /// `HINCRBY`: the field's new value. [`StoreError::HashValueNotAnInteger`],
+    /// [`StoreError::Overflow`].
+    write fn hincrby(field: &[u8], delta: i64) -> i64;
+    /// `HINCRBYFLOAT`: the field's new value as stored. [`StoreError::HashValueNotAFloat`],
+    /// [`StoreError::NanOrInfinity`].
+    write fn hincrbyfloat(field: &[u8], delta: f64) -> Vec<u8>;
+    /// `HGET`.
+    read fn hget(field: &[u8]) -> Option<Vec<u8>>;
+    /// `HMGET`: one answer per field.
+    read fn hmget(fields: &[&[u8]]) -> Vec<Option<Vec<u8>>>;
+    /// `HGETALL`: field/value pairs.
+    read fn hgetall() -> Vec<FieldValue>;
+    /// `HKEYS`.
+    read fn hkeys() -> Vec<Vec<u8>>;
+    /// `HVALS`.
+    read fn hvals() -> Vec<Vec<u8>>;
+    /// `HLEN`.
+    read fn hlen() -> usize;
+    /// `HEXISTS`.
+    read fn hexists(field: &[u8]) -> bool;
+    /// `HSTRLEN`.
+    read fn hstrlen(field: &[u8]) -> usize;
+    /// `HRANDFIELD key [count [WITHVALUES]]`: no count gives at most one field; a positive
+    /// count that many distinct fields; a negative count exactly `-count`, repeats allowed.
+    read fn hrandfield(count: Option<i64>, with_values: bool) -> Vec<RandomField>;
+    /// `HSCAN key cursor [MATCH pattern] [COUNT count]`: the next cursor (0 when done) and
+    /// field/value pairs. A field present for the whole scan is returned at least once.
+    read fn hscan(cursor: u64, pattern: Option<&[u8]>, count: usize) -> (u64, Vec<FieldValue>);
+}
+
+/// `SCAN`'s options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScanOptions<'a> {
+    /// `MATCH`: a glob pattern keys must match.
+    pub pattern: Option<&'a [u8]>,
+    /// `TYPE`: the type keys must have.
+    pub key_type: Option<KeyType>,
+    /// `COUNT`: about how many keys to examine per call (default 10).
+    pub count: usize,
+}
+
+impl Default for ScanOptions<'_> {
+    fn default() -> Self {
+        Self {
+            pattern: None,
+            key_type: None,
+            count: 10,
+        }
+    }
+}
+
+/// Shard and in-shard position of a `SCAN` cursor (0 starts at shard 0).
+fn split_cursor(cursor: u64) -> (usize, u64) {
+    ((cursor >> 32) as usize, cursor & 0xFFFF_FFFF)
+}
+
+/// The cursor after a window of `shard`: continue in it at `next`, or move to `next_shard`
+/// (`None`: the scan is over, cursor 0).
+fn join_cursor(shard: usize, next: Option<u64>, next_shard: Option<usize>) -> u64 {
+    match (next, next_shard) {
+        (Some(pos), _) => ((shard as u64) << 32) | pos,
+        (None, Some(s)) => (s as u64) << 32,
+        (None, None) => 0,
+    }
+}
+
+/// Windows one `SCAN` call may walk while collecting fewer than `count` keys.
+const SCAN_WINDOWS_PER_CALL: usize = 64;
+
+impl EmbeddedStore {
+    /// `GET` that reports [`StoreError::WrongType`] for a key of another type.
+    ///
+    /// # Errors
+    /// [`StoreError::WrongType`].
+    pub fn try_get(&self, key: &[u8]) -> RedisObjectResult<Option<Vec<u8>>> {
+        self.get_string(key)
+    }
+
+    /// `INCR`.
+    ///
+    /// # Errors
+    /// As [`EmbeddedStore::incr_by`].
+    pub fn incr(&self, key: &[u8]) -> RedisObjectResult<i64> {
+        self.incr_by(key, 1)
+    }
+
+    /// `DECR`.
+    ///
+    /// # Errors
+    /// As [`EmbeddedStore::incr_by`].
+    pub fn decr(&self, key: &[u8]) -> RedisObjectResult<i64> {
+        self.incr_by(key, -1)
+    }
+
+    /// `DECRBY` (Redis refuses `i64::MIN` as a decrement: it cannot be negated).
+    ///
+    /// # Errors
+    /// [`StoreError::Overflow`] for `i64::MIN`, and as [`EmbeddedStore::incr_by`].
+    pub fn decr_by(&self, key: &[u8], delta: i64) -> RedisObjectResult<i64> {
+        self.incr_by(key, delta.checked_neg().ok_or(StoreError::Overflow)?)
+    }
+
+    /// `GETSET`: stores `value` (clearing any expiry) and returns the old value.
+    ///
+    /// # Errors
+    /// [`StoreError::WrongType`], writing nothing.
+    pub fn get_set(&self, key: &[u8], value: &[u8]) -> RedisObjectResult<Option<Vec<u8>>> {
+        let options = SetOptions {
+            get: true,
+            ..SetOptions::default()
+        };
+        Ok(self.set_with(key, value, options)?.previous)
+    }
+
+    /// `MSETNX`: sets every pair only if none of the keys exists (of any type), atomically
+    /// (every shard involved is locked, in shard order, for the check and the writes).
+    ///
+    /// # Errors
+    /// The first write error (for example [`StoreError::OutOfMemory`]); writes made before it
+    /// stay.
+    pub fn msetnx(&self, pairs: &[(&[u8], &[u8])]) -> RedisObjectResult<bool> {
+        let routes: Vec<_> = pairs.iter().map(|(k, _)| self.route_key(k)).collect();
+        let mut shards: Vec<usize> = routes.iter().map(|r| self.router().shard_of(r)).collect();
+        shards.sort_unstable();
+        shards.dedup();
+        self.with_shards_write(&shards, |guards, clock| {
+            let slot = |route| shards.binary_search(&route).expect("locked above");
+            let tag = |r: &fc_route::EmbeddedKeyRoute| crate::shard::tag_of(r.key_hash());
+            for ((key, _), route) in pairs.iter().zip(&routes) {
+                let i = slot(self.router().shard_of(route));
+                if guards[i].occupied(tag(route), key, clock) {
+                    return Ok(false);
+                }
+            }
+            for ((key, value), route) in pairs.iter().zip(&routes) {
+                let i = slot(self.router().shard_of(route));
+                guards[i].set(tag(route), key, value, None, clock)?;
+            }
+            Ok(true)
+        })
+    }
+
+    /// `RENAME` (or `RENAMENX` with `only_if_absent`): moves the value, type and expiry of
+    /// `from` to `to`, replacing what `to` held. Both keys must route to one shard (as in a
+    /// Redis cluster slot: use a hash tag, `{user:1}:a` and `{user:1}:b`). `Ok(false)` when
+    /// `only_if_absent` and `to` exists.
+    ///
+    /// # Errors
+    /// [`StoreError::NoSuchKey`] when `from` does not exist, [`StoreError::CrossShard`].
+    pub fn rename(&self, from: &[u8], to: &[u8], only_if_absent: bool) -> RedisObjectResult<bool> {
+        let (a, b) = (self.route_key(from), self.route_key(to));
+        let (sa, sb) = (self.router().shard_of(&a), self.router().shard_of(&b));
+        if sa != sb {
+            return Err(StoreError::CrossShard {
+                first: sa,
+                second: sb,
+            });
+        }
+        self.with_shards_write(&[sa], |guards, clock| {
+            let tag = |r: &fc_route::EmbeddedKeyRoute| crate::shard::tag_of(r.key_hash());
+            guards[0].rename((tag(&a), from), (tag(&b), to), only_if_absent, clock)
+        })
+    }
+
+    /// `SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]`: the next cursor (0 when the
+    /// scan is complete) and a batch of keys. As in Redis, a key present from the first call
+    /// to the last is returned (here exactly once), a key added or removed meanwhile may or may
+    /// not be, and a batch may be empty before the end.
+    ///
+    /// ```
+    /// use fc_shard::{EmbeddedStore, ScanOptions};
+    ///
+    /// let store = EmbeddedStore::new(4);
+    /// for i in 0..100 {
+    ///     store.set(format!("user:{i}"), b"x", None);
+    /// }
+    /// let options = ScanOptions { pattern: Some(b"user:1*"), ..ScanOptions::default() };
+    /// let (mut cursor, mut found) = (0, Vec::new());
+    /// loop {
+    ///     let (next, keys) = store.scan(cursor, options);
+    ///     found.extend(keys);
+    ///     if next == 0 { break; }
+    ///     cursor = next;
+    /// }
+    /// assert_eq!(found.len(), 11); // user:1, user:10..user:19
+    /// ```
+    #[must_use]
+    pub fn scan(&self, cursor: u64, options: ScanOptions<'_>) -> (u64, Vec<Vec<u8>>) {
+        let (mut shard, mut pos) = split_cursor(cursor);
+        let mut out = Vec::new();
+        let shards = self.shard_count();
+        if shard >= shards {
+            return (0, out);
+        }
+        for _ in 0..SCAN_WINDOWS_PER_CALL {
+            let next = self.with_shard_index_read(shard, |s, clock| {
+                s.scan(
+                    pos,
+                    options.count,
+                    options.pattern,
+                    options.key_type,
+                    clock,
+                    &mut out,
+                )
+            });
+            let next_shard = (shard + 1 < shards).then_some(shard + 1);
+            let cursor = join_cursor(shard, next, next_shard);
+            if cursor == 0 || out.len() >= options.count {
+                return (cursor, out);
+            }
+            (shard, pos) = split_cursor(cursor);
+        }
+        let next = ((shard as u64) << 32) | pos;
+        (next, out)
+    }
+
+    /// An order-independent digest of the live contents (keys, types, values, expiries): two
+    /// stores with the same contents agree, whatever their shard counts or histories.
+    #[must_use]
+    pub fn digest(&self) -> u64 {
+        let mut sum = 0u64;
+        self.for_each_shard_read(|_, shard, clock| sum = sum.wrapping_add(shard.digest(clock)));
+        sum
+    }
+}
+
+impl LocalEmbeddedStore {
+    /// `INCR`.
+    ///
+    /// # Errors
+    /// As [`LocalEmbeddedStore::incr_by`].
+    pub fn incr(&mut self, key: &[u8]) -> RedisObjectResult<i64> {
+        self.incr_by(key, 1)
+    }
+
+    /// `DECR`.
+    ///
+    /// # Errors
+    /// As [`LocalEmbeddedStore::incr_by`].
+    pub fn decr(&mut self, key: &[u8]) -> RedisObjectResult<i64> {
+        self.incr_by(key, -1)
+    }
+
+    /// `DECRBY`.
+    ///
+    /// # Errors
+    /// [`StoreError::Overflow`] for `i64::MIN`, and as [`LocalEmbeddedStore::incr_by`].
+    pub fn decr_by(&mut self, key: &[u8], delta: i64) -> RedisObjectResult<i64> {
+        self.incr_by(key, delta.checked_neg().ok_or(StoreError::Overflow)?)
+    }
+
+    /// `GETSET`.
+    ///
+    /// # Errors
+    /// [`StoreError::WrongType`], [`StoreError::NotOwner`].
+    pub fn get_set(&mut self, key: &[u8], value: &[u8]) -> RedisObjectResult<Option<Vec<u8>>> {
+        let options = SetOptions {
+            get: true,
+            ..SetOptions::default()
+        };
+        Ok(self.set_with(key, value, options)?.previous)
+    }
+
+    /// `MSETNX` over keys this worker owns (see [`EmbeddedStore::msetnx`]).
+    ///
+    /// # Errors
+    /// [`StoreError::NotOwner`] (before anything is written), and the first write error.
+    pub fn msetnx(&mut self, pairs: &[(&[u8], &[u8])]) -> RedisObjectResult<bool> {
+        let located = pairs
+            .iter()
+            .map(|(k, _)| self.locate_key(k))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (shards, clock) = self.shards_and_clock();
+        for ((key, _), &(i, tag)) in pairs.iter().zip(&located) {
+            if shards[i].occupied(tag, key, clock) {
+                return Ok(false);
+            }
+        }
+        for ((key, value), &(i, tag)) in pairs.iter().zip(&located) {
+            shards[i].set(tag, key, value, None, clock)?;
+        }
+        Ok(true)
+    }
+
+    /// `RENAME` / `RENAMENX` within one owned shard (see [`EmbeddedStore::rename`]).
+    ///
+    /// # Errors
+    /// [`StoreError::NoSuchKey`], [`StoreError::CrossShard`], [`StoreError::NotOwner`].
+    pub fn rename(
+        &mut self,
+        from: &[u8],
+        to: &[u8],
+        only_if_absent: bool,
+    ) -> RedisObjectResult<bool> {
+        let (i, from_tag) = self.locate_key(from)?;
+        let (j, to_tag) = self.locate_key(to)?;
+        if i != j {
+            return Err(StoreError::CrossShard {
+                first: self.global_shard(i),
+                second: self.global_shard(j),
+            });
+        }
+        let (shards, clock) = self.shards_and_clock();
+        shards[i].rename((from_tag, from), (to_tag, to), only_if_absent, clock)
+    }
+
+    /// `SCAN` over this worker's shards (see [`EmbeddedStore::scan`]); the cursor names shards
+    /// of the whole store, so it is only meaningful to the worker that returned it.
+    #[must_use]
+    pub fn scan(&mut self, cursor: u64, options: ScanOptions<'_>) -> (u64, Vec<Vec<u8>>) {
+        let (global, mut pos) = split_cursor(cursor);
+        let mut out = Vec::new();
+        let owned: Vec<usize> = self.owned_shards().collect();
+        let Some(mut i) = owned.iter().position(|&s| s >= global) else {
+            return (0, out);
+        };
+        if owned[i] != global {
+            pos = 0;
+        }
+        let (shards, clock) = self.shards_and_clock();
+        for _ in 0..SCAN_WINDOWS_PER_CALL {
+            let next = shards[i].scan(
+                pos,
+                options.count,
+                options.pattern,
+                options.key_type,
+                clock,
+                &mut out,
+            );
+            let cursor = join_cursor(owned[i], next, owned.get(i + 1).copied());
+            if cursor == 0 || out.len() >= options.count {
+                return (cursor, out);
+            }
+            if next.is_none() {
+                i += 1;
+            }
+            pos = split_cursor(cursor).1;
+        }
+        (((owned[i] as u64) << 32) | pos, out)
+    }
+
+    /// The digest of this worker's shards (see [`EmbeddedStore::digest`]); the digests of all
+    /// workers of one store add up (wrapping) to the store's.
+    #[must_use]
+    pub fn digest(&mut self) -> u64 {
+        let (shards, clock) = self.shards_and_clock();
+        shards
+            .iter()
+            .fold(0u64, |sum, s| sum.wrapping_add(s.digest(clock)))
+    }
+}
