@@ -423,4 +423,49 @@ mod tests {
             prop_assert!(index.buckets.iter().all(|b| b.overflow() == 0));
         }
     }
+
+    /// Entries whose tags crowd few home buckets (so many sit displaced past their home).
+    fn crowded_tags() -> impl Strategy<Value = Vec<u32>> {
+        proptest::collection::vec(
+            prop_oneof![any::<u32>(), (0u32..4).prop_map(|t| t * 7 + 1)],
+            1..600,
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn scan_visits_each_entry_once_across_growth(
+            tags in crowded_tags(),
+            counts in proptest::collection::vec(1usize..40, 1..50),
+            grow_after in 0usize..30,
+        ) {
+            let mut index = Index::new();
+            let (first, later) = tags.split_at(tags.len() / 2);
+            for (loc, &tag) in first.iter().enumerate() {
+                index.insert(tag, loc as u32);
+            }
+            let mut seen = HashMap::new();
+            let mut cursor = 0;
+            let mut calls = 0;
+            loop {
+                let count = counts[calls % counts.len()];
+                let next = index.scan(cursor, count, |loc| *seen.entry(loc).or_insert(0) += 1);
+                calls += 1;
+                if calls == grow_after {
+                    // Doubles the index (maybe more than once) mid-scan.
+                    for (i, &tag) in later.iter().enumerate() {
+                        index.insert(tag, (first.len() + i) as u32);
+                    }
+                }
+                match next {
+                    Some(c) => { prop_assert!(c > cursor); cursor = c; }
+                    None => break,
+                }
+            }
+            for loc in 0..first.len() as u32 {
+                prop_assert_eq!(seen.get(&loc), Some(&1), "loc {} of {}", loc, first.len());
+            }
+            prop_assert!(seen.values().all(|&n| n == 1));
+        }
+    }
 }
