@@ -97,6 +97,14 @@ pub enum StoreError {
     /// A list index past either end (`LSET`).
     #[error("ERR index out of range")]
     IndexOutOfRange,
+    /// `LPOS` with a rank of 0 (or `i64::MIN`).
+    #[error(
+        "ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the last match"
+    )]
+    RankZero,
+    /// `ZADD ... INCR` / `ZINCRBY` whose result is NaN (`inf` + `-inf`).
+    #[error("ERR resulting score is not a number (NaN)")]
+    ScoreNan,
     /// An operation on several keys that must share a shard got keys of different shards.
     #[error("keys of one operation route to different shards ({first} and {second})")]
     CrossShard {
@@ -125,6 +133,8 @@ impl StoreError {
                 | Self::OffsetOutOfRange
                 | Self::NoSuchKey
                 | Self::IndexOutOfRange
+                | Self::RankZero
+                | Self::ScoreNan
         )
     }
 }

@@ -1,11 +1,15 @@
 //! Storage-level mutation events: what persistence and replication consume.
 //!
+//! Every mutation is deterministic: applying a shard's mutations in sequence order to a store
+//! that held the same contents gives the same contents (random choices — `SPOP`, `SRANDMEMBER`
+//! — and computed values — `INCRBYFLOAT`, `HINCRBYFLOAT` — are logged as their results).
+//!
 //! A store built with a [`MutationSink`] calls it for every change, inside the owning shard's
 //! critical section, in the order the changes happen, each with the shard's next sequence number
 //! (per shard, starting at 1, no gaps). A store without a sink pays one branch per write.
 
 /// One change to a shard's contents. Borrowed: a sink that keeps it must copy what it needs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub enum Mutation<'a> {
     /// `key` now holds `value`, expiring at `expire_at_ms` (absolute Unix ms) or never.
@@ -68,6 +72,91 @@ pub enum Mutation<'a> {
         /// The fields removed (only those that existed).
         fields: &'a [&'a [u8]],
     },
+    /// `items` were pushed, one at a time in order, at `end` of the list at `key` (created if
+    /// missing).
+    ListPush {
+        /// The key.
+        key: &'a [u8],
+        /// Which end.
+        end: crate::ListEnd,
+        /// The elements, in push order.
+        items: &'a [&'a [u8]],
+    },
+    /// `count` elements were popped from `end` of the list at `key`.
+    ListPop {
+        /// The key.
+        key: &'a [u8],
+        /// Which end.
+        end: crate::ListEnd,
+        /// How many (at least one).
+        count: usize,
+    },
+    /// The element at position `index` (from the head) of the list at `key` is now `value`.
+    ListSet {
+        /// The key.
+        key: &'a [u8],
+        /// Position from the head.
+        index: usize,
+        /// The new element.
+        value: &'a [u8],
+    },
+    /// `LTRIM key start stop` was applied (Redis's clamping).
+    ListTrim {
+        /// The key.
+        key: &'a [u8],
+        /// First rank kept.
+        start: i64,
+        /// Last rank kept.
+        stop: i64,
+    },
+    /// `LREM key count value` was applied.
+    ListRem {
+        /// The key.
+        key: &'a [u8],
+        /// Occurrences from the head (> 0), the tail (< 0) or all (0).
+        count: i64,
+        /// The element removed.
+        value: &'a [u8],
+    },
+    /// `value` was inserted next to the first `pivot` of the list at `key`.
+    ListInsert {
+        /// The key.
+        key: &'a [u8],
+        /// Before or after the pivot.
+        position: crate::InsertPosition,
+        /// The element it went next to.
+        pivot: &'a [u8],
+        /// The element inserted.
+        value: &'a [u8],
+    },
+    /// Members added to the set at `key` (created if missing).
+    SAdd {
+        /// The key.
+        key: &'a [u8],
+        /// Members that were new.
+        members: &'a [&'a [u8]],
+    },
+    /// Members removed from the set at `key` (the key goes with its last member).
+    SRem {
+        /// The key.
+        key: &'a [u8],
+        /// Members that were there.
+        members: &'a [&'a [u8]],
+    },
+    /// Members of the sorted set at `key` (created if missing) now have these scores.
+    ZAdd {
+        /// The key.
+        key: &'a [u8],
+        /// `(score, member)`, the resulting scores.
+        entries: &'a [(f64, &'a [u8])],
+    },
+    /// Members removed from the sorted set at `key` (the key goes with its last member).
+    ZRem {
+        /// The key.
+        key: &'a [u8],
+        /// Members that were there.
+        members: &'a [&'a [u8]],
+    },
 }
 
 impl Mutation<'_> {
@@ -82,7 +171,17 @@ impl Mutation<'_> {
             | Self::Expired { key }
             | Self::Evicted { key }
             | Self::HSet { key, .. }
-            | Self::HDel { key, .. } => Some(key),
+            | Self::HDel { key, .. }
+            | Self::ListPush { key, .. }
+            | Self::ListPop { key, .. }
+            | Self::ListSet { key, .. }
+            | Self::ListTrim { key, .. }
+            | Self::ListRem { key, .. }
+            | Self::ListInsert { key, .. }
+            | Self::SAdd { key, .. }
+            | Self::SRem { key, .. }
+            | Self::ZAdd { key, .. }
+            | Self::ZRem { key, .. } => Some(key),
             Self::Rename { from, .. } => Some(from),
             Self::Flush => None,
         }

@@ -950,6 +950,41 @@ impl Shard {
         found
     }
 
+    /// The object of `key` when it is of `kind` (`Ok(None)` when missing or expired),
+    /// WRONGTYPE for another type; counts the hit or miss.
+    pub(crate) fn object_ref(
+        &self,
+        tag: u32,
+        key: &[u8],
+        kind: u32,
+        clock: &Clock,
+    ) -> RedisObjectResult<Option<&Object>> {
+        let Some(loc) = self.lookup_entry(tag, key, clock) else {
+            return Ok(None);
+        };
+        let chunk = self.arena.chunk(loc);
+        if arena::kind_of(chunk) != kind {
+            return Err(StoreError::WrongType);
+        }
+        Ok(Some(self.objects.get(slot_of(arena::value_of(chunk)))))
+    }
+
+    /// [`StoreError::WrongType`] when `key` is live and holds a type other than `kind`.
+    pub(crate) fn expect_kind(
+        &mut self,
+        tag: u32,
+        key: &[u8],
+        kind: u32,
+        clock: &Clock,
+    ) -> RedisObjectResult<()> {
+        match self.find_live_mut(tag, key, clock) {
+            Some(loc) if arena::kind_of(self.arena.chunk(loc)) != kind => {
+                Err(StoreError::WrongType)
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Runs `read` on the object of `key` when it is of `kind` (`Ok(None)` when the key is
     /// missing or expired, [`StoreError::WrongType`] when it holds another type). Works under a
     /// shared lock: an expired key reads as missing and is left for a writer to reclaim.

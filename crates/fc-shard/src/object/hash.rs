@@ -88,12 +88,14 @@ impl Hash {
 fn as_hash(object: &Object) -> &Hash {
     match object {
         Object::Hash(h) => h,
+        _ => unreachable!("kind checked by the shard"),
     }
 }
 
 fn as_hash_mut(object: &mut Object) -> &mut Hash {
     match object {
         Object::Hash(h) => h,
+        _ => unreachable!("kind checked by the shard"),
     }
 }
 

@@ -1,4 +1,4 @@
-//! Redis objects: hashes (and, to come, lists, sets and sorted sets) stored beside the arena.
+//! Redis objects: hashes, lists, sets and sorted sets, stored beside the arena.
 //!
 //! An object key is an ordinary arena entry whose kind bits name the type and whose 4-byte
 //! value is the object's slot in the shard's [`Objects`] table. The entry keeps what every key
@@ -12,8 +12,11 @@
 //! emptied object, accounting and eviction).
 
 pub(crate) mod hash;
+pub(crate) mod list;
 pub(crate) mod number;
+pub(crate) mod set;
 pub(crate) mod string;
+pub(crate) mod zset;
 
 use std::cell::Cell;
 
@@ -21,12 +24,17 @@ use crate::arena;
 use crate::mutation::{Mutation, MutationSink};
 
 pub(crate) use hash::Hash;
+pub(crate) use list::List;
+pub(crate) use set::Set;
+pub(crate) use zset::ZSet;
 
 /// The hasher of object tables: foldhash (fast, seeded per table, the one hashbrown uses).
 pub(crate) type Hasher = foldhash::fast::RandomState;
 /// An insertion-indexed hash map: O(1) lookup, O(1) random access by position (random fields,
 /// stable scan cursors), O(1) `swap_remove`.
 pub(crate) type FastMap<K, V> = indexmap::IndexMap<K, V, Hasher>;
+/// The set counterpart of [`FastMap`].
+pub(crate) type FastSet<T> = indexmap::IndexSet<T, Hasher>;
 
 /// The Redis type of a key (`TYPE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -80,6 +88,9 @@ impl KeyType {
 #[derive(Debug)]
 pub(crate) enum Object {
     Hash(Hash),
+    List(List),
+    Set(Set),
+    ZSet(ZSet),
 }
 
 impl Object {
@@ -87,12 +98,18 @@ impl Object {
     pub(crate) fn mem_bytes(&self) -> usize {
         match self {
             Self::Hash(h) => h.mem_bytes(),
+            Self::List(l) => l.mem_bytes(),
+            Self::Set(s) => s.mem_bytes(),
+            Self::ZSet(z) => z.mem_bytes(),
         }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
         match self {
             Self::Hash(h) => h.is_empty(),
+            Self::List(l) => l.is_empty(),
+            Self::Set(s) => s.is_empty(),
+            Self::ZSet(z) => z.is_empty(),
         }
     }
 
@@ -100,6 +117,9 @@ impl Object {
     pub(crate) fn digest(&self) -> u64 {
         match self {
             Self::Hash(h) => h.digest(),
+            Self::List(l) => l.digest(),
+            Self::Set(s) => s.digest(),
+            Self::ZSet(z) => z.digest(),
         }
     }
 }

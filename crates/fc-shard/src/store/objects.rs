@@ -8,10 +8,15 @@
 //! [`SharedEmbeddedStore`]: crate::SharedEmbeddedStore
 
 use super::{EmbeddedStore, LocalEmbeddedStore};
+use crate::clock::Clock;
 use crate::error::{RedisObjectResult, StoreError};
 use crate::object::KeyType;
 use crate::object::hash::{FieldValue, RandomField};
+use crate::object::list::{InsertPosition, ListEnd, LposOptions};
+use crate::object::set::{Members, SetAlgebra};
 use crate::object::string::{GetExExpiry, SetOptions, SetOutcome};
+use crate::object::zset::{ScoredMember, ZAddOptions, ZAddOutcome, ZRange};
+use crate::shard::Shard;
 
 macro_rules! object_ops {
     ($(
@@ -165,7 +170,294 @@ object_ops! {
     /// `HSCAN key cursor [MATCH pattern] [COUNT count]`: the next cursor (0 when done) and
     /// field/value pairs. A field present for the whole scan is returned at least once.
     read fn hscan(cursor: u64, pattern: Option<&[u8]>, count: usize) -> (u64, Vec<FieldValue>);
+
+    // ----- lists --------------------------------------------------------------------------------
+
+    /// `LPUSH`/`RPUSH`, or with `only_if_exists` `LPUSHX`/`RPUSHX`: the new length (0 when
+    /// `only_if_exists` and the key is missing). Elements are pushed one at a time, so
+    /// `LPUSH k a b c` leaves `c b a`.
+    ///
+    /// ```
+    /// use fc_shard::{EmbeddedStore, ListEnd};
+    ///
+    /// let store = EmbeddedStore::new(4);
+    /// store.lpush(b"jobs", &[b"a", b"b"])?;
+    /// store.rpush(b"jobs", &[b"z"])?;
+    /// assert_eq!(store.lrange(b"jobs", 0, -1)?, vec![b"b".to_vec(), b"a".to_vec(), b"z".to_vec()]);
+    /// assert_eq!(store.pop(b"jobs", ListEnd::Right, 1)?, Some(vec![b"z".to_vec()]));
+    /// # Ok::<(), fc_shard::StoreError>(())
+    /// ```
+    write fn push(end: ListEnd, items: &[&[u8]], only_if_exists: bool) -> usize;
+    /// `LPUSH`: the new length.
+    write fn lpush(items: &[&[u8]]) -> usize;
+    /// `RPUSH`: the new length.
+    write fn rpush(items: &[&[u8]]) -> usize;
+    /// `LPOP`/`RPOP key count`: up to `count` elements; `None` when the key is missing.
+    write fn pop(end: ListEnd, count: usize) -> Option<Members>;
+    /// `LPOP key count`.
+    write fn lpop(count: usize) -> Option<Members>;
+    /// `RPOP key count`.
+    write fn rpop(count: usize) -> Option<Members>;
+    /// `LSET`. [`StoreError::NoSuchKey`], [`StoreError::IndexOutOfRange`].
+    write fn lset(index: i64, value: &[u8]) -> ();
+    /// `LREM`: how many occurrences went (count > 0 from the head, < 0 from the tail, 0 all).
+    write fn lrem(count: i64, value: &[u8]) -> usize;
+    /// `LTRIM` (an empty range deletes the key).
+    write fn ltrim(start: i64, stop: i64) -> ();
+    /// `LINSERT`: the new length; -1 when the pivot is absent; 0 when the key is.
+    write fn linsert(position: InsertPosition, pivot: &[u8], value: &[u8]) -> i64;
+    /// `LRANGE` (negative indexes from the tail, clamped as Redis).
+    read fn lrange(start: i64, stop: i64) -> Members;
+    /// `LLEN`.
+    read fn llen() -> usize;
+    /// `LINDEX`.
+    read fn lindex(index: i64) -> Option<Vec<u8>>;
+    /// `LPOS key element [RANK rank] [COUNT count] [MAXLEN maxlen]`: positions of matches.
+    /// [`StoreError::RankZero`].
+    read fn lpos(element: &[u8], options: LposOptions) -> Vec<usize>;
+
+    // ----- sets ---------------------------------------------------------------------------------
+
+    /// `SADD`: how many members were new.
+    ///
+    /// ```
+    /// use fc_shard::EmbeddedStore;
+    ///
+    /// let store = EmbeddedStore::new(4);
+    /// assert_eq!(store.sadd(b"tags", &[b"rust", b"cache", b"rust"])?, 2);
+    /// assert!(store.sismember(b"tags", b"cache")?);
+    /// assert_eq!(store.scard(b"tags")?, 2);
+    /// # Ok::<(), fc_shard::StoreError>(())
+    /// ```
+    write fn sadd(members: &[&[u8]]) -> usize;
+    /// `SREM`: how many members were there.
+    write fn srem(members: &[&[u8]]) -> usize;
+    /// `SPOP key count`: up to `count` random members, removed.
+    write fn spop(count: usize) -> Members;
+    /// `SMEMBERS`.
+    read fn smembers() -> Members;
+    /// `SISMEMBER`.
+    read fn sismember(member: &[u8]) -> bool;
+    /// `SMISMEMBER`.
+    read fn smismember(members: &[&[u8]]) -> Vec<bool>;
+    /// `SCARD`.
+    read fn scard() -> usize;
+    /// `SRANDMEMBER key [count]`: `None` at most one; positive: distinct; negative: exactly
+    /// `-count`, repeats allowed.
+    read fn srandmember(count: Option<i64>) -> Members;
+    /// `SSCAN key cursor [MATCH pattern] [COUNT count]`.
+    read fn sscan(cursor: u64, pattern: Option<&[u8]>, count: usize) -> (u64, Members);
+
+    // ----- sorted sets --------------------------------------------------------------------------
+
+    /// `ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member ...`. [`StoreError::NotAFloat`] for
+    /// a NaN score, [`StoreError::ScoreNan`] when `INCR` gives NaN. (The option combinations
+    /// Redis refuses — `NX` with `XX`, `GT`/`LT` with `NX`, `INCR` with several pairs — are
+    /// the caller's to refuse.)
+    ///
+    /// ```
+    /// use fc_shard::{EmbeddedStore, ZAddOptions, ZRange};
+    ///
+    /// let store = EmbeddedStore::new(4);
+    /// let entries: [(f64, &[u8]); 3] = [(1.0, b"one"), (2.0, b"two"), (3.0, b"three")];
+    /// assert_eq!(store.zadd(b"board", &entries, ZAddOptions::default())?.count, 3);
+    /// assert_eq!(store.zrank(b"board", b"three", true)?, Some((0, 3.0)));
+    /// let top = store.zrange(b"board", ZRange::Rank(0, 1), true, None)?;
+    /// assert_eq!(top, vec![(b"three".to_vec(), 3.0), (b"two".to_vec(), 2.0)]);
+    /// # Ok::<(), fc_shard::StoreError>(())
+    /// ```
+    write fn zadd(entries: &[(f64, &[u8])], options: ZAddOptions) -> ZAddOutcome;
+    /// `ZINCRBY`: the member's new score.
+    write fn zincrby(delta: f64, member: &[u8]) -> f64;
+    /// `ZREM`: how many members were there.
+    write fn zrem(members: &[&[u8]]) -> usize;
+    /// `ZREMRANGEBYRANK`/`ZREMRANGEBYSCORE`/`ZREMRANGEBYLEX`: how many went.
+    write fn zremrange(range: ZRange<'_>) -> usize;
+    /// `ZPOPMIN` (or `ZPOPMAX` with `highest`) `key count`.
+    write fn zpop(highest: bool, count: usize) -> Vec<ScoredMember>;
+    /// `ZRANGE key start stop [BYSCORE|BYLEX] [REV] [LIMIT offset count]` with scores
+    /// (bounds lower first; `rev` walks from the top; `limit` = `(offset, count)`, a negative
+    /// count meaning all). Covers `ZRANGEBYSCORE`, `ZREVRANGEBYSCORE`, `ZRANGEBYLEX`, ...
+    read fn zrange(range: ZRange<'_>, rev: bool, limit: Option<(usize, i64)>) -> Vec<ScoredMember>;
+    /// `ZCOUNT` / `ZLEXCOUNT`: how many entries a range selects.
+    read fn zcount(range: ZRange<'_>) -> usize;
+    /// `ZSCORE`.
+    read fn zscore(member: &[u8]) -> Option<f64>;
+    /// `ZMSCORE`.
+    read fn zmscore(members: &[&[u8]]) -> Vec<Option<f64>>;
+    /// `ZCARD`.
+    read fn zcard() -> usize;
+    /// `ZRANK` (`ZREVRANK` with `rev`): the rank and the score.
+    read fn zrank(member: &[u8], rev: bool) -> Option<(usize, f64)>;
+    /// `ZSCAN key cursor [MATCH pattern] [COUNT count]`.
+    read fn zscan(cursor: u64, pattern: Option<&[u8]>, count: usize) -> (u64, Vec<ScoredMember>);
 }
+
+/// The keys' shard (all must share it) and their tags.
+fn one_shard(
+    router: &fc_route::ShardRouter,
+    keys: &[&[u8]],
+) -> RedisObjectResult<(usize, Vec<u32>)> {
+    let routes: Vec<_> = keys.iter().map(|k| router.route_key(k)).collect();
+    let first = routes.first().map_or(0, |r| router.shard_of(r));
+    for route in &routes {
+        let shard = router.shard_of(route);
+        if shard != first {
+            return Err(StoreError::CrossShard {
+                first,
+                second: shard,
+            });
+        }
+    }
+    let tags = routes
+        .iter()
+        .map(|r| crate::shard::tag_of(r.key_hash()))
+        .collect();
+    Ok((first, tags))
+}
+
+/// Operations over several keys of one shard, shared by both store kinds.
+fn multi_key<R>(
+    keys: &[&[u8]],
+    router: &fc_route::ShardRouter,
+    run: impl FnOnce(usize, &[u32]) -> RedisObjectResult<R>,
+) -> RedisObjectResult<R> {
+    let (shard, tags) = one_shard(router, keys)?;
+    run(shard, &tags)
+}
+
+macro_rules! multi_key_ops {
+    ($store:ty, $self_ty:ty, $with:ident) => {
+        impl $store {
+            /// `LMOVE source destination LEFT|RIGHT LEFT|RIGHT` (and `RPOPLPUSH`): the element
+            /// moved, `None` when the source is missing. Both keys must share a shard (use a
+            /// hash tag).
+            ///
+            /// # Errors
+            /// [`StoreError::WrongType`] (nothing moves), [`StoreError::CrossShard`].
+            pub fn lmove(
+                self: $self_ty,
+                source: &[u8],
+                destination: &[u8],
+                from: ListEnd,
+                to: ListEnd,
+            ) -> RedisObjectResult<Option<Vec<u8>>> {
+                self.$with(&[source, destination], |shard, tags, clock| {
+                    shard.lmove((tags[0], source), (tags[1], destination), from, to, clock)
+                })
+            }
+
+            /// `SMOVE`: true when `member` moved. Both keys must share a shard.
+            ///
+            /// # Errors
+            /// [`StoreError::WrongType`] (nothing moves), [`StoreError::CrossShard`].
+            pub fn smove(
+                self: $self_ty,
+                source: &[u8],
+                destination: &[u8],
+                member: &[u8],
+            ) -> RedisObjectResult<bool> {
+                self.$with(&[source, destination], |shard, tags, clock| {
+                    shard.smove((tags[0], source), (tags[1], destination), member, clock)
+                })
+            }
+
+            /// `SINTER` / `SUNION` / `SDIFF` over keys of one shard (missing keys are empty
+            /// sets).
+            ///
+            /// # Errors
+            /// [`StoreError::WrongType`], [`StoreError::CrossShard`].
+            pub fn set_combine(
+                self: $self_ty,
+                keys: &[&[u8]],
+                algebra: SetAlgebra,
+            ) -> RedisObjectResult<Members> {
+                self.$with(keys, |shard, tags, clock| {
+                    let pairs: Vec<(u32, &[u8])> =
+                        tags.iter().copied().zip(keys.iter().copied()).collect();
+                    shard.set_combine(&pairs, algebra, usize::MAX, clock)
+                })
+            }
+
+            /// `SINTERCARD numkeys key ... [LIMIT limit]` (`limit` 0: no limit).
+            ///
+            /// # Errors
+            /// [`StoreError::WrongType`], [`StoreError::CrossShard`].
+            pub fn sintercard(
+                self: $self_ty,
+                keys: &[&[u8]],
+                limit: usize,
+            ) -> RedisObjectResult<usize> {
+                let limit = if limit == 0 { usize::MAX } else { limit };
+                self.$with(keys, |shard, tags, clock| {
+                    let pairs: Vec<(u32, &[u8])> =
+                        tags.iter().copied().zip(keys.iter().copied()).collect();
+                    Ok(shard
+                        .set_combine(&pairs, SetAlgebra::Intersection, limit, clock)?
+                        .len())
+                })
+            }
+
+            /// `SINTERSTORE` / `SUNIONSTORE` / `SDIFFSTORE`: the result's size; `destination`
+            /// is replaced (whatever its type) or, for an empty result, deleted.
+            ///
+            /// # Errors
+            /// [`StoreError::WrongType`] for a source, [`StoreError::CrossShard`].
+            pub fn set_store(
+                self: $self_ty,
+                destination: &[u8],
+                keys: &[&[u8]],
+                algebra: SetAlgebra,
+            ) -> RedisObjectResult<usize> {
+                let mut all = vec![destination];
+                all.extend_from_slice(keys);
+                self.$with(&all, |shard, tags, clock| {
+                    let pairs: Vec<(u32, &[u8])> = tags[1..]
+                        .iter()
+                        .copied()
+                        .zip(keys.iter().copied())
+                        .collect();
+                    shard.set_store((tags[0], destination), &pairs, algebra, clock)
+                })
+            }
+        }
+    };
+}
+
+impl EmbeddedStore {
+    /// Runs `f` on the one shard all `keys` route to, under its write lock.
+    fn with_keys_shard<R>(
+        &self,
+        keys: &[&[u8]],
+        f: impl FnOnce(&mut Shard, &[u32], &Clock) -> RedisObjectResult<R>,
+    ) -> RedisObjectResult<R> {
+        multi_key(keys, self.router(), |shard, tags| {
+            self.with_shards_write(&[shard], |guards, clock| f(&mut guards[0], tags, clock))
+        })
+    }
+}
+
+impl LocalEmbeddedStore {
+    /// Runs `f` on the one owned shard all `keys` route to.
+    fn with_keys_shard<R>(
+        &mut self,
+        keys: &[&[u8]],
+        f: impl FnOnce(&mut Shard, &[u32], &Clock) -> RedisObjectResult<R>,
+    ) -> RedisObjectResult<R> {
+        let router = *self.router();
+        multi_key(keys, &router, |_, tags| {
+            let Some(first) = keys.first() else {
+                return f(&mut Shard::new(0, None), tags, &Clock::System);
+            };
+            let (i, _) = self.locate_key(first)?;
+            let (shards, clock) = self.shards_and_clock();
+            f(&mut shards[i], tags, clock)
+        })
+    }
+}
+
+multi_key_ops!(EmbeddedStore, &Self, with_keys_shard);
+multi_key_ops!(LocalEmbeddedStore, &mut Self, with_keys_shard);
 
 /// `SCAN`'s options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
