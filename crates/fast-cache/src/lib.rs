@@ -94,6 +94,25 @@
 //! With [`storage::EmbeddedRouteMode::session_prefix`], every key of a session lands on one shard
 //! and a session read takes one lock.
 //!
+//! ## Redis data types
+//! Strings with counters and ranges, hashes, lists, sets and sorted sets, with Redis's
+//! semantics: the wrong type is [`storage::StoreError::WrongType`] (its text is Redis's reply),
+//! an aggregate that becomes empty is deleted, writes keep the key's TTL.
+//! ```
+//! use fast_cache::storage::{EmbeddedStore, StoreError, ZAddOptions, ZRange};
+//!
+//! let cache = EmbeddedStore::new(4);
+//! cache.hset(b"user:1", &[(b"name", b"ada"), (b"visits", b"1")])?;
+//! assert_eq!(cache.hincrby(b"user:1", b"visits", 1)?, 2);
+//! cache.rpush(b"queue", &[b"job-1", b"job-2"])?;
+//! assert_eq!(cache.lpop(b"queue", 1)?, Some(vec![b"job-1".to_vec()]));
+//! cache.zadd(b"board", &[(10.0, b"ada"), (7.5, b"bob")], ZAddOptions::default())?;
+//! let best = cache.zrange(b"board", ZRange::Rank(0, 0), true, None)?;
+//! assert_eq!(best, vec![(b"ada".to_vec(), 10.0)]);
+//! assert_eq!(cache.sadd(b"queue", &[b"x"]), Err(StoreError::WrongType));
+//! # Ok::<(), StoreError>(())
+//! ```
+//!
 //! ## Features
 //! - `embedded` (default): [`storage::EmbeddedStore`] and [`storage::SharedEmbeddedStore`].
 //! - `sharded` (default): [`storage::LocalEmbeddedStore`] for thread-per-core workers.
@@ -106,9 +125,12 @@ pub mod storage {
     };
     pub use fc_shard::{
         Clock, DEFAULT_MAINTENANCE_BUDGET, EmbeddedStore, EmbeddedStoreBuilder, EvictionPolicy,
-        INDEX_BYTES_PER_ENTRY, KeyTtl, MAX_KEY_LEN, MaintenanceReport, ManualClock, Mutation,
-        MutationSink, PackedBatch, PackedSessionWrite, RemovalCause, RemovalListener,
-        ShardStatsSnapshot, SharedEmbeddedStore, StoreError, TierStatsSnapshot, ValueRef,
+        FieldValue, GetExExpiry, INDEX_BYTES_PER_ENTRY, InsertPosition, KeyTtl, KeyType, LexBound,
+        ListEnd, LposOptions, MAX_KEY_LEN, MAX_STRING_LEN, MaintenanceReport, ManualClock, Members,
+        Mutation, MutationSink, PackedBatch, PackedSessionWrite, RandomField, RedisObjectResult,
+        RemovalCause, RemovalListener, ScanOptions, ScoreBound, ScoredMember, SetAlgebra,
+        SetCondition, SetExpiry, SetOptions, SetOutcome, ShardStatsSnapshot, SharedEmbeddedStore,
+        StoreError, TierStatsSnapshot, ValueRef, ZAddOptions, ZAddOutcome, ZRange,
     };
     #[cfg(feature = "sharded")]
     pub use fc_shard::{LocalEmbeddedStore, LocalEmbeddedStoreBootstrap};

@@ -230,27 +230,29 @@ impl ZSet {
         }
     }
 
-    /// Sets `member`'s score; true when the member is new.
-    pub(crate) fn insert(&mut self, member: &[u8], score: f64) -> bool {
+    /// Where `member` is in the score map, and its score.
+    fn find(&self, member: &[u8]) -> Option<(usize, f64)> {
+        self.scores.get_full(member).map(|(i, _, &s)| (i, s))
+    }
+
+    /// Moves the member at map position `i` (score `old`) to `score`.
+    fn rescore(&mut self, i: usize, old: f64, score: f64) {
         let score = if score == 0.0 { 0.0 } else { score };
-        match self.scores.get_full(member) {
-            Some((i, _, &old)) => {
-                if old != score {
-                    let shared = Arc::clone(self.scores.get_index(i).expect("found").0);
-                    self.order_remove(old, member);
-                    self.order_insert(score, shared);
-                    self.scores[i] = score;
-                }
-                false
-            }
-            None => {
-                let shared: Member = member.into();
-                self.scores.insert(Arc::clone(&shared), score);
-                self.order_insert(score, shared);
-                self.payload += member.len();
-                true
-            }
+        if old != score {
+            let shared = Arc::clone(self.scores.get_index(i).expect("found").0);
+            self.order_remove(old, &shared);
+            self.order_insert(score, shared);
+            self.scores[i] = score;
         }
+    }
+
+    /// Adds a member known to be absent.
+    fn add_new(&mut self, member: &[u8], score: f64) {
+        let score = if score == 0.0 { 0.0 } else { score };
+        let shared: Member = member.into();
+        self.scores.insert(Arc::clone(&shared), score);
+        self.order_insert(score, shared);
+        self.payload += member.len();
     }
 
     /// Removes `member`; true when it was there.
@@ -371,9 +373,12 @@ impl Shard {
         let outcome = self.write_object(tag, key, KIND_ZSET, create, clock, |object, emit| {
             let zset = as_zset_mut(object);
             let mut outcome = ZAddOutcome::default();
+            let logging = emit.sink.is_some();
             let mut logged: Vec<(f64, &[u8])> = Vec::new();
+            let mut changes = 0;
             for &(score, member) in entries {
-                let old = zset.score(member);
+                let found = zset.find(member);
+                let old = found.map(|(_, s)| s);
                 let new = match old {
                     None if options.only_existing => continue,
                     Some(_) if options.only_new => continue,
@@ -391,23 +396,25 @@ impl Shard {
                 if options.incr {
                     outcome.score = Some(if new == 0.0 { 0.0 } else { new });
                 }
-                match old {
+                match found {
                     None => {
-                        zset.insert(member, new);
+                        zset.add_new(member, new);
                         outcome.count += 1;
-                        logged.push((new, member));
                     }
-                    Some(old) if old != new => {
-                        zset.insert(member, new);
+                    Some((i, old)) if old != new => {
+                        zset.rescore(i, old, new);
                         if options.changed {
                             outcome.count += 1;
                         }
-                        logged.push((new, member));
                     }
-                    Some(_) => {}
+                    Some(_) => continue,
+                }
+                changes += 1;
+                if logging {
+                    logged.push((new, member));
                 }
             }
-            if !logged.is_empty() {
+            if changes > 0 {
                 emit.emit(Mutation::ZAdd {
                     key: emit.key,
                     entries: &logged,
