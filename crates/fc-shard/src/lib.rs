@@ -2,8 +2,10 @@
 //!
 //! **Owns:** the shard (an exclusively owned hash index over a slab arena of entries), expiry
 //! (lazy on access plus bounded [`EmbeddedStore::process_maintenance`] sweeps), memory budgets
-//! and eviction ([`EvictionPolicy`]: refuse, CLOCK or S3-FIFO), statistics, [`Mutation`]
-//! events, packed batches, and the three embedded store kinds:
+//! and eviction ([`EvictionPolicy`]: refuse, CLOCK or S3-FIFO), removal listeners, Redis's data
+//! types (strings with counters and ranges, hashes, lists, sets, sorted sets, `SCAN`, `RENAME`,
+//! digests) with Redis's semantics and error texts ([`RedisObjectResult`]), statistics,
+//! [`Mutation`] events, packed batches, and the three embedded store kinds:
 //!
 //! | store | handle | synchronisation |
 //! | --- | --- | --- |
@@ -25,6 +27,14 @@
 //! Each entry is one chunk of a size-class page: a 16-byte header, the key, the value. The index
 //! stores 8 bytes per entry (32 hash bits and the chunk location). An overwrite that needs the
 //! same size class writes in place; nothing is allocated per entry below 16 KiB.
+//!
+//! ## Redis data types
+//! Methods named after Redis's commands on [`EmbeddedStore`] (and [`SharedEmbeddedStore`]) and
+//! [`LocalEmbeddedStore`]: `hset`, `lpush`, `sadd`, `zadd`, `incr_by`, `set_with`, `scan`, ...
+//! A key of another type gives [`StoreError::WrongType`]; every Redis-visible error's `Display`
+//! is Redis's reply text. Differences from Redis: `INCRBYFLOAT`/`HINCRBYFLOAT` compute in `f64`
+//! (Redis: `long double`), so a sum like `0.1 + 0.2` prints `0.30000000000000004`; `-0` scores
+//! are stored as `0`; operations over several keys need them on one shard (a hash tag).
 //!
 //! ## Example
 //! ```

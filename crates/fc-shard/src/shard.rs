@@ -161,6 +161,12 @@ impl Shard {
         }
     }
 
+    /// Whether removals wait for delivery.
+    #[inline(always)]
+    pub(crate) fn has_removals(&self) -> bool {
+        !self.removals.is_empty()
+    }
+
     /// Queued removals and the listener to deliver them to (nothing without a listener).
     #[inline]
     pub(crate) fn take_removals(&mut self) -> Option<(Arc<Listener>, Vec<Removal>)> {

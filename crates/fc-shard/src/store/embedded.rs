@@ -42,15 +42,27 @@ impl std::ops::DerefMut for ShardWrite<'_> {
     }
 }
 
-impl Drop for ShardWrite<'_> {
-    #[inline]
-    fn drop(&mut self) {
+impl ShardWrite<'_> {
+    /// Unlocks, then hands the queued removals to the listener.
+    #[cold]
+    #[inline(never)]
+    fn unlock_and_deliver(&mut self) {
         if let Some(mut guard) = self.guard.take() {
             let pending = guard.take_removals();
             drop(guard);
             if let Some((listener, removals)) = pending {
                 listener.deliver_all(removals);
             }
+        }
+    }
+}
+
+impl Drop for ShardWrite<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        // The common case (nothing removed, or no listener) is one test before the unlock.
+        if self.guard.as_ref().is_some_and(|g| g.has_removals()) {
+            self.unlock_and_deliver();
         }
     }
 }
