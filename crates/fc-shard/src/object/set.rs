@@ -14,8 +14,9 @@ use crate::mutation::Mutation;
 use crate::shard::Shard;
 
 /// Estimated bytes per member beyond its bytes: the entry (hash + box: 24), index and control
-/// (~10) and the allocation header with rounding (~16).
-pub(crate) const MEMBER_OVERHEAD: usize = 50;
+/// (~10, up to twice that just after the table grows) and the allocation header with rounding
+/// (~16).
+pub(crate) const MEMBER_OVERHEAD: usize = 56;
 const SET_OVERHEAD: usize = 64;
 
 /// How several sets combine.
