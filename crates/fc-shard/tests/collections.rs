@@ -527,6 +527,22 @@ fn big_zsets_keep_order_and_ranks() {
     for w in all.windows(2) {
         assert!((w[0].1, &w[0].0) < (w[1].1, &w[1].0), "{w:?}");
     }
+    // Windows from either end, across block boundaries.
+    for (start, stop) in [
+        (0, 9),
+        (-10, -1),
+        (2_400, 2_700),
+        (-2_600, -2_300),
+        (4_990, 6_000),
+    ] {
+        let got = store
+            .zrange(b"big", ZRange::Rank(start, stop), false, None)
+            .unwrap();
+        let len = all.len() as i64;
+        let a = if start < 0 { start + len } else { start } as usize;
+        let b = (if stop < 0 { stop + len } else { stop }.min(len - 1)) as usize;
+        assert_eq!(got, all[a..=b].to_vec(), "{start}..={stop}");
+    }
     for (rank, (m, s)) in all.iter().enumerate().step_by(97) {
         assert_eq!(store.zrank(b"big", m, false), Ok(Some((rank, *s))));
     }

@@ -314,8 +314,17 @@ impl ZSet {
         &self,
         range: std::ops::Range<usize>,
     ) -> impl DoubleEndedIterator<Item = (f64, &[u8])> {
-        let mut skip = range.start;
-        let mut first = 0;
+        // Find the block of the first rank from whichever end is nearer.
+        let (mut first, mut skip) = (0, range.start);
+        if range.start > self.len() / 2 {
+            let mut start = self.len();
+            first = self.blocks.len();
+            while first > 0 && start > range.start {
+                first -= 1;
+                start -= self.blocks[first].len();
+            }
+            skip = range.start - start;
+        }
         while first < self.blocks.len() && skip >= self.blocks[first].len() {
             skip -= self.blocks[first].len();
             first += 1;
