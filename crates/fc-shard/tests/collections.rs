@@ -8,9 +8,12 @@ use std::sync::Arc;
 
 use fc_shard::{
     EmbeddedStore, InsertPosition, KeyType, LexBound, ListEnd, LocalEmbeddedStore, LposOptions,
-    Mutation, ScoreBound, SetAlgebra, SetExpiry, SetOptions, StoreError, ZAddOptions, ZRange,
+    Mutation, ScoreBound, SetAlgebra, StoreError, ZAddOptions, ZRange,
 };
 use proptest::prelude::*;
+
+mod common;
+use common::replay;
 
 fn v(items: &[&str]) -> Vec<Vec<u8>> {
     items.iter().map(|s| s.as_bytes().to_vec()).collect()
@@ -964,64 +967,6 @@ fn apply(store: &mut Any, op: &Op) -> String {
         Op::ZRank(key, x) => short(both!(store, s => s.zrank(&k(*key), &e(*x), false))),
         Op::ZPop(key, h, c) => short(both!(store, s => s.zpop(&k(*key), *h, usize::from(*c)))),
         Op::Del(key) => format!("{}", both!(store, s => s.delete(&k(*key)))),
-    }
-}
-
-/// Applies a mutation to a replica, as a WAL replay or a replica would.
-fn replay(replica: &EmbeddedStore, m: &Mutation<'_>) {
-    match *m {
-        Mutation::Set {
-            key,
-            value,
-            expire_at_ms,
-        } => {
-            let expiry = expire_at_ms.map_or(SetExpiry::Clear, SetExpiry::AtMs);
-            let options = SetOptions {
-                expiry,
-                ..SetOptions::default()
-            };
-            replica.set_with(key, value, options).unwrap();
-        }
-        Mutation::Delete { key } | Mutation::Expired { key } | Mutation::Evicted { key } => {
-            replica.delete(key);
-        }
-        Mutation::ListPush { key, end, items } => {
-            replica.push(key, end, items, false).unwrap();
-        }
-        Mutation::ListPop { key, end, count } => {
-            assert_eq!(
-                replica.pop(key, end, count).unwrap().map(|p| p.len()),
-                Some(count)
-            );
-        }
-        Mutation::ListSet { key, index, value } => {
-            replica.lset(key, index as i64, value).unwrap();
-        }
-        Mutation::ListTrim { key, start, stop } => replica.ltrim(key, start, stop).unwrap(),
-        Mutation::ListRem { key, count, value } => {
-            replica.lrem(key, count, value).unwrap();
-        }
-        Mutation::ListInsert {
-            key,
-            position,
-            pivot,
-            value,
-        } => {
-            replica.linsert(key, position, pivot, value).unwrap();
-        }
-        Mutation::SAdd { key, members } => {
-            replica.sadd(key, members).unwrap();
-        }
-        Mutation::SRem { key, members } => {
-            replica.srem(key, members).unwrap();
-        }
-        Mutation::ZAdd { key, entries } => {
-            replica.zadd(key, entries, ZAddOptions::default()).unwrap();
-        }
-        Mutation::ZRem { key, members } => {
-            replica.zrem(key, members).unwrap();
-        }
-        _ => panic!("unexpected mutation {m:?}"),
     }
 }
 

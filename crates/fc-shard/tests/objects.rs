@@ -14,6 +14,9 @@ use fc_shard::{
 };
 use proptest::prelude::*;
 
+mod common;
+use common::replay;
+
 const START_MS: u64 = 1_700_000_000_000;
 
 fn clocked(shards: usize) -> (EmbeddedStore, ManualClock) {
@@ -816,44 +819,6 @@ fn store_apply(store: &mut Any, op: &Op) -> String {
         Op::HLen(key) => format!("{:?}", both!(store, s => s.hlen(&k(*key)))),
         Op::Del(key) => format!("{}", both!(store, s => s.delete(&k(*key)))),
         Op::Rename(a, b) => format!("{:?}", both!(store, s => s.rename(&k(*a), &k(*b), false))),
-    }
-}
-
-/// Applies a mutation to a replica, as a WAL replay or a replica would.
-fn replay(replica: &EmbeddedStore, m: &Mutation<'_>) {
-    match *m {
-        Mutation::Set {
-            key,
-            value,
-            expire_at_ms,
-        } => {
-            let expiry = expire_at_ms.map_or(SetExpiry::Clear, SetExpiry::AtMs);
-            let options = SetOptions {
-                expiry,
-                ..SetOptions::default()
-            };
-            replica.set_with(key, value, options).unwrap();
-        }
-        Mutation::Delete { key } | Mutation::Expired { key } | Mutation::Evicted { key } => {
-            replica.delete(key);
-        }
-        Mutation::Expire { key, expire_at_ms } => {
-            replica.expire_at_ms(key, expire_at_ms);
-        }
-        Mutation::Persist { key } => {
-            replica.persist(key);
-        }
-        Mutation::Flush => replica.clear(),
-        Mutation::Rename { from, to } => {
-            replica.rename(from, to, false).unwrap();
-        }
-        Mutation::HSet { key, pairs } => {
-            replica.hset(key, pairs).unwrap();
-        }
-        Mutation::HDel { key, fields } => {
-            replica.hdel(key, fields).unwrap();
-        }
-        _ => panic!("unknown mutation {m:?}"),
     }
 }
 
