@@ -71,7 +71,14 @@ fn allowed_closure(name: &str) -> Option<Vec<&'static str>> {
 }
 
 /// External crates that the storage and codec layers must never link (they own no runtime).
-const RUNTIME_FREE: &[&str] = &["fc-route", "fc-shard", "fc-resp", "fc-fcnp", "fc-snapshot"];
+const RUNTIME_FREE: &[&str] = &[
+    "fc-route",
+    "fc-shard",
+    "fc-resp",
+    "fc-fcnp",
+    "fc-wal",
+    "fc-snapshot",
+];
 const RUNTIMES: &[&str] = &["tokio", "monoio", "async-std", "smol"];
 
 fn main() -> anyhow::Result<()> {

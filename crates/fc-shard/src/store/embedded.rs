@@ -218,6 +218,13 @@ impl EmbeddedStore {
         &self.clock
     }
 
+    /// Replaces the store's clock. A loader replaying a log sets a clock stopped at 0 first, so
+    /// no entry counts as expired while the history is rebuilt (as Redis does not expire keys
+    /// while loading), then puts the real clock back.
+    pub fn set_clock(&mut self, clock: impl Into<Clock>) {
+        self.clock = clock.into();
+    }
+
     /// The route of `key` (hash it once, reuse with the `*_routed` methods).
     #[must_use]
     pub fn route_key(&self, key: &[u8]) -> EmbeddedKeyRoute {
@@ -828,6 +835,14 @@ impl EmbeddedStore {
     pub fn stats_snapshot(&self) -> TierStatsSnapshot {
         TierStatsSnapshot {
             shards: self.shards.iter().map(|s| s.read().stats()).collect(),
+        }
+    }
+
+    /// Removes every key of shard `shard` (one [`crate::Mutation::Flush`] of that shard; what
+    /// a log replays for a shard's flush). Out-of-range shards are ignored.
+    pub fn clear_shard(&self, shard: usize) {
+        if let Some(lock) = self.shards.get(shard) {
+            lock.write_shard().clear();
         }
     }
 

@@ -1,0 +1,389 @@
+//! The writing side: one [`ShardLog`] per shard (segments, rotation, fsync policy, poisoning)
+//! and [`WalSink`], the [`MutationSink`] that feeds them.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use fc_shard::{Mutation, MutationSink};
+use parking_lot::Mutex;
+
+use crate::error::WalError;
+use crate::frame::{SegmentHeader, encode_frame};
+use crate::record::encode_mutation;
+
+/// When appended frames are forced to disk (`fdatasync`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+#[non_exhaustive]
+pub enum FsyncPolicy {
+    /// After every frame, before the write returns (nothing acknowledged is ever lost).
+    Always,
+    /// At most a second after a frame was written (a power loss loses up to ~1 s per shard).
+    #[default]
+    EverySec,
+    /// Never: the OS writes back when it likes.
+    No,
+}
+
+impl FsyncPolicy {
+    /// The policy of a Redis `appendfsync` name.
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name.to_ascii_lowercase().as_str() {
+            "always" => Some(Self::Always),
+            "everysec" => Some(Self::EverySec),
+            "no" => Some(Self::No),
+            _ => None,
+        }
+    }
+}
+
+/// Where and how the log is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalConfig {
+    /// The data directory (segments go under `<dir>/wal/shard-NNNN/`).
+    pub dir: PathBuf,
+    /// When frames reach the disk.
+    pub fsync: FsyncPolicy,
+    /// A segment is closed and a new one started once it passes this many bytes.
+    pub segment_bytes: u64,
+}
+
+impl WalConfig {
+    /// Defaults (`everysec`, 64 MiB segments) under `dir`.
+    #[must_use]
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            fsync: FsyncPolicy::EverySec,
+            segment_bytes: 64 << 20,
+        }
+    }
+
+    /// The directory of shard `shard`'s segments.
+    #[must_use]
+    pub fn shard_dir(&self, shard: usize) -> PathBuf {
+        self.dir.join("wal").join(format!("shard-{shard:04}"))
+    }
+}
+
+/// The file name of a segment whose first frame has sequence number `first_seq`.
+#[must_use]
+pub fn segment_name(first_seq: u64) -> String {
+    format!("{first_seq:020}.fcw")
+}
+
+/// Counters of a log (or the sum over shards).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WalStatsSnapshot {
+    /// Frames appended.
+    pub frames: u64,
+    /// Bytes appended (frames and segment headers).
+    pub bytes: u64,
+    /// `fdatasync` calls.
+    pub fsyncs: u64,
+    /// Total time in `fdatasync`, microseconds.
+    pub fsync_micros: u64,
+    /// Longest single `fdatasync`, microseconds.
+    pub fsync_max_micros: u64,
+    /// Segments opened.
+    pub segments: u64,
+    /// Failed writes truncated back to the last good frame.
+    pub truncations: u64,
+}
+
+impl WalStatsSnapshot {
+    fn add(&mut self, other: &Self) {
+        self.frames += other.frames;
+        self.bytes += other.bytes;
+        self.fsyncs += other.fsyncs;
+        self.fsync_micros += other.fsync_micros;
+        self.fsync_max_micros = self.fsync_max_micros.max(other.fsync_max_micros);
+        self.segments += other.segments;
+        self.truncations += other.truncations;
+    }
+}
+
+/// One shard's log.
+#[derive(Debug)]
+pub struct ShardLog {
+    shard: u32,
+    shard_count: u32,
+    dir: PathBuf,
+    fsync: FsyncPolicy,
+    segment_bytes: u64,
+    file: Option<(File, PathBuf)>,
+    /// Bytes in the current segment that are known good.
+    segment_len: u64,
+    next_seq: u64,
+    last_sync: Instant,
+    dirty: bool,
+    buf: Vec<u8>,
+    poisoned: Option<WalError>,
+    stats: WalStatsSnapshot,
+}
+
+fn io_error(path: &Path, err: &std::io::Error) -> WalError {
+    WalError::Io {
+        path: path.to_path_buf(),
+        message: err.to_string(),
+    }
+}
+
+/// Fsyncs a directory so a created or renamed name in it survives a crash.
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), WalError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io_error(dir, &e))
+}
+
+impl ShardLog {
+    /// A log for shard `shard` of `shard_count` whose next frame has sequence `next_seq`; its
+    /// first append starts a new segment.
+    ///
+    /// # Errors
+    /// [`WalError::Io`] when the shard's directory cannot be created.
+    pub fn open(
+        config: &WalConfig,
+        shard: usize,
+        shard_count: usize,
+        next_seq: u64,
+    ) -> Result<Self, WalError> {
+        let dir = config.shard_dir(shard);
+        fs::create_dir_all(&dir).map_err(|e| io_error(&dir, &e))?;
+        Ok(Self {
+            shard: shard as u32,
+            shard_count: shard_count as u32,
+            dir,
+            fsync: config.fsync,
+            segment_bytes: config.segment_bytes.max(1),
+            file: None,
+            segment_len: 0,
+            next_seq: next_seq.max(1),
+            last_sync: Instant::now(),
+            dirty: false,
+            buf: Vec::new(),
+            poisoned: None,
+            stats: WalStatsSnapshot::default(),
+        })
+    }
+
+    /// The sequence number the next frame gets.
+    #[must_use]
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// The error that stopped this log, if one did.
+    #[must_use]
+    pub fn poisoned(&self) -> Option<&WalError> {
+        self.poisoned.as_ref()
+    }
+
+    /// Counters.
+    #[must_use]
+    pub fn stats(&self) -> WalStatsSnapshot {
+        self.stats
+    }
+
+    fn fail(&mut self, err: WalError) -> WalError {
+        self.poisoned = Some(err.clone());
+        err
+    }
+
+    /// Closes the current segment (fsynced) and opens the next, named by `first_seq`.
+    fn rotate(&mut self) -> Result<(), WalError> {
+        if self.file.is_some() {
+            self.sync()?;
+        }
+        let path = self.dir.join(segment_name(self.next_seq));
+        // Never over an existing segment: a name taken means frames this log would overwrite
+        // (recovery removes frame-less segments), so that is an error, not a truncation.
+        let mut file = OpenOptions::new()
+            .create_new(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| io_error(&path, &e))?;
+        let header = SegmentHeader {
+            shard: self.shard,
+            shard_count: self.shard_count,
+            first_seq: self.next_seq,
+        }
+        .encode();
+        file.write_all(&header)
+            .and_then(|()| file.sync_all())
+            .map_err(|e| io_error(&path, &e))?;
+        sync_dir(&self.dir)?;
+        self.segment_len = header.len() as u64;
+        self.stats.bytes += header.len() as u64;
+        self.stats.segments += 1;
+        self.file = Some((file, path));
+        Ok(())
+    }
+
+    /// Appends `mutation` as the next frame; returns its sequence number. With
+    /// [`FsyncPolicy::Always`] the frame is on disk when this returns.
+    ///
+    /// # Errors
+    /// [`WalError::Poisoned`] after an earlier failure; otherwise the I/O error, which poisons
+    /// the log (after truncating a partial frame away).
+    pub fn append(&mut self, mutation: &Mutation<'_>) -> Result<u64, WalError> {
+        if let Some(err) = &self.poisoned {
+            return Err(WalError::Poisoned {
+                shard: self.shard as usize,
+                cause: Box::new(err.clone()),
+            });
+        }
+        if self.file.is_none() || self.segment_len >= self.segment_bytes {
+            self.rotate().map_err(|e| self.fail(e))?;
+        }
+        let seq = self.next_seq;
+        let mut payload = std::mem::take(&mut self.buf);
+        payload.clear();
+        encode_mutation(mutation, &mut payload);
+        let mut frame = Vec::with_capacity(payload.len() + 24);
+        encode_frame(seq, &payload, &mut frame);
+        self.buf = payload;
+        let (file, path) = self.file.as_mut().expect("rotated above");
+        if let Err(e) = file.write_all(&frame) {
+            let err = io_error(path, &e);
+            // A short write leaves a partial frame: cut back to the last good one.
+            let _ = file.set_len(self.segment_len);
+            self.stats.truncations += 1;
+            return Err(self.fail(err));
+        }
+        self.segment_len += frame.len() as u64;
+        self.next_seq += 1;
+        self.dirty = true;
+        self.stats.frames += 1;
+        self.stats.bytes += frame.len() as u64;
+        match self.fsync {
+            FsyncPolicy::Always => self.sync()?,
+            FsyncPolicy::EverySec if self.last_sync.elapsed() >= Duration::from_secs(1) => {
+                self.sync()?;
+            }
+            _ => {}
+        }
+        Ok(seq)
+    }
+
+    /// Forces written frames to disk (`fdatasync`).
+    ///
+    /// # Errors
+    /// The I/O error, which poisons the log.
+    pub fn sync(&mut self) -> Result<(), WalError> {
+        self.last_sync = Instant::now();
+        if !self.dirty {
+            return Ok(());
+        }
+        let Some((file, path)) = &self.file else {
+            return Ok(());
+        };
+        let started = Instant::now();
+        if let Err(e) = file.sync_data() {
+            let err = io_error(path, &e);
+            return Err(self.fail(err));
+        }
+        let micros = started.elapsed().as_micros() as u64;
+        self.dirty = false;
+        self.stats.fsyncs += 1;
+        self.stats.fsync_micros += micros;
+        self.stats.fsync_max_micros = self.stats.fsync_max_micros.max(micros);
+        Ok(())
+    }
+}
+
+/// The [`MutationSink`] that logs a store: one [`ShardLog`] per shard, each behind its own
+/// lock (taken inside the store's shard lock, so never contended by another shard).
+///
+/// A sink cannot fail a store's write, so an append error is kept: [`WalSink::health`] reports
+/// it and every later append of that shard fails fast (poisoned). A server checks `health`
+/// before accepting writes (Redis's `MISCONF` behaviour).
+#[derive(Debug)]
+pub struct WalSink {
+    logs: Vec<Mutex<ShardLog>>,
+    /// While recovery replays the log into the store, the store's own mutations are not logged
+    /// again.
+    replaying: AtomicBool,
+}
+
+impl WalSink {
+    /// A sink over one log per shard, the next sequence numbers given per shard.
+    ///
+    /// # Errors
+    /// [`WalError::Io`] when a shard's directory cannot be created.
+    pub fn open(config: &WalConfig, next_seqs: &[u64]) -> Result<Self, WalError> {
+        let count = next_seqs.len();
+        let logs = next_seqs
+            .iter()
+            .enumerate()
+            .map(|(shard, &next)| ShardLog::open(config, shard, count, next).map(Mutex::new))
+            .collect::<Result<_, _>>()?;
+        Ok(Self {
+            logs,
+            replaying: AtomicBool::new(false),
+        })
+    }
+
+    pub(crate) fn set_replaying(&self, replaying: bool) {
+        self.replaying.store(replaying, Ordering::Release);
+    }
+
+    pub(crate) fn set_next_seqs(&self, next: &[u64]) {
+        for (log, &seq) in self.logs.iter().zip(next) {
+            log.lock().next_seq = seq.max(1);
+        }
+    }
+
+    /// `Err` with the first shard's failure when any shard's log has failed.
+    ///
+    /// # Errors
+    /// The [`WalError`] that poisoned a shard's log.
+    pub fn health(&self) -> Result<(), WalError> {
+        for log in &self.logs {
+            if let Some(err) = log.lock().poisoned() {
+                return Err(err.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// Fsyncs every shard's log (the `everysec` timer, `SAVE`, shutdown).
+    ///
+    /// # Errors
+    /// The first failure (every shard is still attempted).
+    pub fn sync_all(&self) -> Result<(), WalError> {
+        let mut first = Ok(());
+        for log in &self.logs {
+            if let Err(err) = log.lock().sync() {
+                first = first.and(Err(err));
+            }
+        }
+        first
+    }
+
+    /// Counters summed over shards.
+    #[must_use]
+    pub fn stats(&self) -> WalStatsSnapshot {
+        let mut total = WalStatsSnapshot::default();
+        for log in &self.logs {
+            total.add(&log.lock().stats());
+        }
+        total
+    }
+}
+
+impl MutationSink for WalSink {
+    fn on_mutation(&self, shard: usize, _seq: u64, mutation: &Mutation<'_>) {
+        if self.replaying.load(Ordering::Acquire) {
+            return;
+        }
+        if let Some(log) = self.logs.get(shard) {
+            // The error is kept in the log (poisoned) and reported by `health`.
+            let _ = log.lock().append(mutation);
+        }
+    }
+}

@@ -1,0 +1,563 @@
+//! Frame payloads: one [`Mutation`] each, encoded compactly (layout in `docs/DURABILITY.md`),
+//! and [`Record`], the owned mutation a payload decodes to.
+
+use fc_shard::{
+    EmbeddedStore, InsertPosition, ListEnd, Mutation, SetExpiry, SetOptions, StoreError,
+    ZAddOptions,
+};
+
+/// Why a payload could not be decoded (its frame's CRC was right: a format this build does not
+/// know, or a writer bug).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PayloadError {
+    /// The payload ended inside a field.
+    #[error("payload ends inside a field")]
+    Truncated,
+    /// Bytes follow the last field.
+    #[error("{0} bytes after the last field")]
+    Trailing(usize),
+    /// The first byte names no known mutation.
+    #[error("unknown mutation tag {0}")]
+    UnknownTag(u8),
+    /// A field holds a value outside its range.
+    #[error("invalid {0}")]
+    Invalid(&'static str),
+}
+
+// ----- writing --------------------------------------------------------------------------------
+
+fn put_uvar(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn put_svar(out: &mut Vec<u8>, v: i64) {
+    put_uvar(out, ((v << 1) ^ (v >> 63)) as u64);
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    put_uvar(out, b.len() as u64);
+    out.extend_from_slice(b);
+}
+
+fn put_list(out: &mut Vec<u8>, items: &[&[u8]]) {
+    put_uvar(out, items.len() as u64);
+    for item in items {
+        put_bytes(out, item);
+    }
+}
+
+fn end_byte(end: ListEnd) -> u8 {
+    match end {
+        ListEnd::Left => 0,
+        _ => 1,
+    }
+}
+
+/// Appends the payload of `mutation` to `out`.
+///
+/// # Panics
+/// On a mutation variant this build cannot encode (a newer `fc-shard`): the log must not skip
+/// a change silently.
+pub fn encode_mutation(mutation: &Mutation<'_>, out: &mut Vec<u8>) {
+    match *mutation {
+        Mutation::Set {
+            key,
+            value,
+            expire_at_ms,
+        } => {
+            out.push(1);
+            put_bytes(out, key);
+            put_bytes(out, value);
+            match expire_at_ms {
+                Some(at) => {
+                    out.push(1);
+                    out.extend_from_slice(&at.to_le_bytes());
+                }
+                None => out.push(0),
+            }
+        }
+        Mutation::Delete { key } => {
+            out.push(2);
+            put_bytes(out, key);
+        }
+        Mutation::Expire { key, expire_at_ms } => {
+            out.push(3);
+            put_bytes(out, key);
+            out.extend_from_slice(&expire_at_ms.to_le_bytes());
+        }
+        Mutation::Persist { key } => {
+            out.push(4);
+            put_bytes(out, key);
+        }
+        Mutation::Expired { key } => {
+            out.push(5);
+            put_bytes(out, key);
+        }
+        Mutation::Evicted { key } => {
+            out.push(6);
+            put_bytes(out, key);
+        }
+        Mutation::Flush => out.push(7),
+        Mutation::Rename { from, to } => {
+            out.push(8);
+            put_bytes(out, from);
+            put_bytes(out, to);
+        }
+        Mutation::HSet { key, pairs } => {
+            out.push(9);
+            put_bytes(out, key);
+            put_uvar(out, pairs.len() as u64);
+            for (f, v) in pairs {
+                put_bytes(out, f);
+                put_bytes(out, v);
+            }
+        }
+        Mutation::HDel { key, fields } => {
+            out.push(10);
+            put_bytes(out, key);
+            put_list(out, fields);
+        }
+        Mutation::ListPush { key, end, items } => {
+            out.push(11);
+            put_bytes(out, key);
+            out.push(end_byte(end));
+            put_list(out, items);
+        }
+        Mutation::ListPop { key, end, count } => {
+            out.push(12);
+            put_bytes(out, key);
+            out.push(end_byte(end));
+            put_uvar(out, count as u64);
+        }
+        Mutation::ListSet { key, index, value } => {
+            out.push(13);
+            put_bytes(out, key);
+            put_uvar(out, index as u64);
+            put_bytes(out, value);
+        }
+        Mutation::ListTrim { key, start, stop } => {
+            out.push(14);
+            put_bytes(out, key);
+            put_svar(out, start);
+            put_svar(out, stop);
+        }
+        Mutation::ListRem { key, count, value } => {
+            out.push(15);
+            put_bytes(out, key);
+            put_svar(out, count);
+            put_bytes(out, value);
+        }
+        Mutation::ListInsert {
+            key,
+            position,
+            pivot,
+            value,
+        } => {
+            out.push(16);
+            put_bytes(out, key);
+            out.push(u8::from(position != InsertPosition::Before));
+            put_bytes(out, pivot);
+            put_bytes(out, value);
+        }
+        Mutation::SAdd { key, members } => {
+            out.push(17);
+            put_bytes(out, key);
+            put_list(out, members);
+        }
+        Mutation::SRem { key, members } => {
+            out.push(18);
+            put_bytes(out, key);
+            put_list(out, members);
+        }
+        Mutation::ZAdd { key, entries } => {
+            out.push(19);
+            put_bytes(out, key);
+            put_uvar(out, entries.len() as u64);
+            for (score, member) in entries {
+                out.extend_from_slice(&score.to_le_bytes());
+                put_bytes(out, member);
+            }
+        }
+        Mutation::ZRem { key, members } => {
+            out.push(20);
+            put_bytes(out, key);
+            put_list(out, members);
+        }
+        ref other => panic!("fc-wal cannot encode {other:?}: update fc-wal with fc-shard"),
+    }
+}
+
+// ----- reading --------------------------------------------------------------------------------
+
+/// A decoded mutation, owned.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+#[expect(
+    missing_docs,
+    reason = "fields mirror fc_shard::Mutation's, documented there"
+)]
+pub enum Record {
+    Set {
+        key: Vec<u8>,
+        value: Vec<u8>,
+        expire_at_ms: Option<u64>,
+    },
+    Delete {
+        key: Vec<u8>,
+    },
+    Expire {
+        key: Vec<u8>,
+        expire_at_ms: u64,
+    },
+    Persist {
+        key: Vec<u8>,
+    },
+    Expired {
+        key: Vec<u8>,
+    },
+    Evicted {
+        key: Vec<u8>,
+    },
+    Flush,
+    Rename {
+        from: Vec<u8>,
+        to: Vec<u8>,
+    },
+    HSet {
+        key: Vec<u8>,
+        pairs: Vec<(Vec<u8>, Vec<u8>)>,
+    },
+    HDel {
+        key: Vec<u8>,
+        fields: Vec<Vec<u8>>,
+    },
+    ListPush {
+        key: Vec<u8>,
+        end: ListEnd,
+        items: Vec<Vec<u8>>,
+    },
+    ListPop {
+        key: Vec<u8>,
+        end: ListEnd,
+        count: usize,
+    },
+    ListSet {
+        key: Vec<u8>,
+        index: usize,
+        value: Vec<u8>,
+    },
+    ListTrim {
+        key: Vec<u8>,
+        start: i64,
+        stop: i64,
+    },
+    ListRem {
+        key: Vec<u8>,
+        count: i64,
+        value: Vec<u8>,
+    },
+    ListInsert {
+        key: Vec<u8>,
+        position: InsertPosition,
+        pivot: Vec<u8>,
+        value: Vec<u8>,
+    },
+    SAdd {
+        key: Vec<u8>,
+        members: Vec<Vec<u8>>,
+    },
+    SRem {
+        key: Vec<u8>,
+        members: Vec<Vec<u8>>,
+    },
+    ZAdd {
+        key: Vec<u8>,
+        entries: Vec<(f64, Vec<u8>)>,
+    },
+    ZRem {
+        key: Vec<u8>,
+        members: Vec<Vec<u8>>,
+    },
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+}
+
+impl Reader<'_> {
+    fn u8(&mut self) -> Result<u8, PayloadError> {
+        let (&b, rest) = self.buf.split_first().ok_or(PayloadError::Truncated)?;
+        self.buf = rest;
+        Ok(b)
+    }
+
+    fn u64_le(&mut self) -> Result<u64, PayloadError> {
+        let (word, rest) = self
+            .buf
+            .split_first_chunk::<8>()
+            .ok_or(PayloadError::Truncated)?;
+        self.buf = rest;
+        Ok(u64::from_le_bytes(*word))
+    }
+
+    fn uvar(&mut self) -> Result<u64, PayloadError> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.u8()?;
+            v |= u64::from(b & 0x7F) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(PayloadError::Invalid("varint"))
+    }
+
+    fn svar(&mut self) -> Result<i64, PayloadError> {
+        let v = self.uvar()?;
+        Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
+    }
+
+    fn usize(&mut self) -> Result<usize, PayloadError> {
+        usize::try_from(self.uvar()?).map_err(|_| PayloadError::Invalid("length"))
+    }
+
+    fn bytes(&mut self) -> Result<Vec<u8>, PayloadError> {
+        let len = self.usize()?;
+        if len > self.buf.len() {
+            return Err(PayloadError::Truncated);
+        }
+        let (b, rest) = self.buf.split_at(len);
+        self.buf = rest;
+        Ok(b.to_vec())
+    }
+
+    /// An element count, bounded by the bytes left (every element takes at least one byte)
+    /// before anything is allocated for it.
+    fn count(&mut self) -> Result<usize, PayloadError> {
+        let n = self.usize()?;
+        if n > self.buf.len() {
+            return Err(PayloadError::Truncated);
+        }
+        Ok(n)
+    }
+
+    fn list(&mut self) -> Result<Vec<Vec<u8>>, PayloadError> {
+        let n = self.count()?;
+        (0..n).map(|_| self.bytes()).collect()
+    }
+
+    fn end(&mut self) -> Result<ListEnd, PayloadError> {
+        match self.u8()? {
+            0 => Ok(ListEnd::Left),
+            1 => Ok(ListEnd::Right),
+            _ => Err(PayloadError::Invalid("list end")),
+        }
+    }
+}
+
+impl Record {
+    /// Decodes one payload.
+    ///
+    /// # Errors
+    /// [`PayloadError`] for a payload this build cannot read.
+    pub fn decode(payload: &[u8]) -> Result<Self, PayloadError> {
+        let mut r = Reader { buf: payload };
+        let tag = r.u8()?;
+        let record = match tag {
+            1 => {
+                let key = r.bytes()?;
+                let value = r.bytes()?;
+                let expire_at_ms = match r.u8()? {
+                    0 => None,
+                    1 => Some(r.u64_le()?),
+                    _ => return Err(PayloadError::Invalid("expiry flag")),
+                };
+                Self::Set {
+                    key,
+                    value,
+                    expire_at_ms,
+                }
+            }
+            2 => Self::Delete { key: r.bytes()? },
+            3 => Self::Expire {
+                key: r.bytes()?,
+                expire_at_ms: r.u64_le()?,
+            },
+            4 => Self::Persist { key: r.bytes()? },
+            5 => Self::Expired { key: r.bytes()? },
+            6 => Self::Evicted { key: r.bytes()? },
+            7 => Self::Flush,
+            8 => Self::Rename {
+                from: r.bytes()?,
+                to: r.bytes()?,
+            },
+            9 => {
+                let key = r.bytes()?;
+                let n = r.count()?;
+                let pairs = (0..n)
+                    .map(|_| Ok((r.bytes()?, r.bytes()?)))
+                    .collect::<Result<_, PayloadError>>()?;
+                Self::HSet { key, pairs }
+            }
+            10 => Self::HDel {
+                key: r.bytes()?,
+                fields: r.list()?,
+            },
+            11 => Self::ListPush {
+                key: r.bytes()?,
+                end: r.end()?,
+                items: r.list()?,
+            },
+            12 => Self::ListPop {
+                key: r.bytes()?,
+                end: r.end()?,
+                count: r.usize()?,
+            },
+            13 => Self::ListSet {
+                key: r.bytes()?,
+                index: r.usize()?,
+                value: r.bytes()?,
+            },
+            14 => Self::ListTrim {
+                key: r.bytes()?,
+                start: r.svar()?,
+                stop: r.svar()?,
+            },
+            15 => Self::ListRem {
+                key: r.bytes()?,
+                count: r.svar()?,
+                value: r.bytes()?,
+            },
+            16 => Self::ListInsert {
+                key: r.bytes()?,
+                position: match r.u8()? {
+                    0 => InsertPosition::Before,
+                    1 => InsertPosition::After,
+                    _ => return Err(PayloadError::Invalid("insert position")),
+                },
+                pivot: r.bytes()?,
+                value: r.bytes()?,
+            },
+            17 => Self::SAdd {
+                key: r.bytes()?,
+                members: r.list()?,
+            },
+            18 => Self::SRem {
+                key: r.bytes()?,
+                members: r.list()?,
+            },
+            19 => {
+                let key = r.bytes()?;
+                let n = r.count()?;
+                let entries = (0..n)
+                    .map(|_| {
+                        let score = f64::from_bits(r.u64_le()?);
+                        if score.is_nan() {
+                            return Err(PayloadError::Invalid("score"));
+                        }
+                        Ok((score, r.bytes()?))
+                    })
+                    .collect::<Result<_, PayloadError>>()?;
+                Self::ZAdd { key, entries }
+            }
+            20 => Self::ZRem {
+                key: r.bytes()?,
+                members: r.list()?,
+            },
+            other => return Err(PayloadError::UnknownTag(other)),
+        };
+        if !r.buf.is_empty() {
+            return Err(PayloadError::Trailing(r.buf.len()));
+        }
+        Ok(record)
+    }
+
+    /// Applies the change to `store` (whose shard `shard` it was logged by), as the live store
+    /// made it.
+    ///
+    /// # Errors
+    /// A [`StoreError`] when the store cannot take the change (a store of another shard count,
+    /// a full shard): recovery reports it and stops.
+    pub fn apply(&self, store: &EmbeddedStore, shard: usize) -> Result<(), StoreError> {
+        fn refs(items: &[Vec<u8>]) -> Vec<&[u8]> {
+            items.iter().map(Vec::as_slice).collect()
+        }
+        match self {
+            Self::Set {
+                key,
+                value,
+                expire_at_ms,
+            } => {
+                let expiry = expire_at_ms.map_or(SetExpiry::Clear, SetExpiry::AtMs);
+                let options = SetOptions {
+                    expiry,
+                    ..SetOptions::default()
+                };
+                store.set_with(key, value, options)?;
+            }
+            Self::Delete { key } | Self::Expired { key } | Self::Evicted { key } => {
+                store.delete(key);
+            }
+            Self::Expire { key, expire_at_ms } => {
+                store.expire_at_ms(key, *expire_at_ms);
+            }
+            Self::Persist { key } => {
+                store.persist(key);
+            }
+            Self::Flush => store.clear_shard(shard),
+            Self::Rename { from, to } => {
+                store.rename(from, to, false)?;
+            }
+            Self::HSet { key, pairs } => {
+                let pairs: Vec<(&[u8], &[u8])> =
+                    pairs.iter().map(|(f, v)| (&f[..], &v[..])).collect();
+                store.hset(key, &pairs)?;
+            }
+            Self::HDel { key, fields } => {
+                store.hdel(key, &refs(fields))?;
+            }
+            Self::ListPush { key, end, items } => {
+                store.push(key, *end, &refs(items), false)?;
+            }
+            Self::ListPop { key, end, count } => {
+                store.pop(key, *end, *count)?;
+            }
+            Self::ListSet { key, index, value } => {
+                let index = i64::try_from(*index).map_err(|_| StoreError::IndexOutOfRange)?;
+                store.lset(key, index, value)?;
+            }
+            Self::ListTrim { key, start, stop } => store.ltrim(key, *start, *stop)?,
+            Self::ListRem { key, count, value } => {
+                store.lrem(key, *count, value)?;
+            }
+            Self::ListInsert {
+                key,
+                position,
+                pivot,
+                value,
+            } => {
+                store.linsert(key, *position, pivot, value)?;
+            }
+            Self::SAdd { key, members } => {
+                store.sadd(key, &refs(members))?;
+            }
+            Self::SRem { key, members } => {
+                store.srem(key, &refs(members))?;
+            }
+            Self::ZAdd { key, entries } => {
+                let entries: Vec<(f64, &[u8])> =
+                    entries.iter().map(|(s, m)| (*s, &m[..])).collect();
+                store.zadd(key, &entries, ZAddOptions::default())?;
+            }
+            Self::ZRem { key, members } => {
+                store.zrem(key, &refs(members))?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,297 @@
+//! Recovery: replaying each shard's segments into a store, with the damage policy of a
+//! [`RecoveryMode`] (see `docs/DURABILITY.md`).
+
+use std::fs::{self, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use fc_shard::EmbeddedStore;
+
+use crate::error::WalError;
+use crate::frame::{FRAME_MAGIC, FrameRead, SEGMENT_HEADER_LEN, SegmentHeader, decode_frame};
+use crate::log::{WalConfig, sync_dir};
+use crate::record::Record;
+
+/// What recovery does about damage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+#[non_exhaustive]
+pub enum RecoveryMode {
+    /// A damaged tail of a shard's newest segment (nothing valid after it) is truncated,
+    /// fsynced and reported; damage anywhere else refuses to start.
+    #[default]
+    TolerateTail,
+    /// Any damage refuses to start; nothing is changed on disk.
+    Strict,
+    /// Replay stops at the first damage of a shard; what follows is reported, not deleted.
+    PointInTime,
+}
+
+/// A tail cut away (or, in point-in-time mode, left unread).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    /// The segment.
+    pub path: PathBuf,
+    /// Where the damage starts.
+    pub offset: u64,
+    /// Bytes from there to the end of the segment.
+    pub bytes: u64,
+    /// What was wrong.
+    pub reason: String,
+}
+
+/// What recovery found in one shard's log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShardRecovery {
+    /// Frames replayed.
+    pub frames: u64,
+    /// Sequence number of the last frame replayed (0: none).
+    pub last_seq: u64,
+    /// Segments read.
+    pub segments: usize,
+    /// The tail truncated (tolerate-tail) or not read (point-in-time), if any.
+    pub damage: Option<Damage>,
+}
+
+/// What recovery did, per shard.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// One entry per shard.
+    pub shards: Vec<ShardRecovery>,
+    /// Bytes of segments read.
+    pub bytes: u64,
+    /// Time taken.
+    pub elapsed: Duration,
+}
+
+impl RecoveryReport {
+    /// Frames replayed over all shards.
+    #[must_use]
+    pub fn frames(&self) -> u64 {
+        self.shards.iter().map(|s| s.frames).sum()
+    }
+
+    /// The next sequence number of each shard's log.
+    #[must_use]
+    pub fn next_seqs(&self) -> Vec<u64> {
+        self.shards.iter().map(|s| s.last_seq + 1).collect()
+    }
+}
+
+fn io_error(path: &Path, err: &std::io::Error) -> WalError {
+    WalError::Io {
+        path: path.to_path_buf(),
+        message: err.to_string(),
+    }
+}
+
+/// A shard's segments in log order.
+fn segments(dir: &Path) -> Result<Vec<PathBuf>, WalError> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_error(dir, &e)),
+    };
+    let mut paths = Vec::new();
+    for entry in entries {
+        let path = entry.map_err(|e| io_error(dir, &e))?.path();
+        if path.extension().is_some_and(|e| e == "fcw") {
+            paths.push(path);
+        }
+    }
+    paths.sort();
+    Ok(paths)
+}
+
+/// Whether a valid frame starts anywhere in `bytes` (damage before one is not a tail).
+fn valid_frame_follows(bytes: &[u8]) -> bool {
+    let mut at = 0;
+    while let Some(found) = bytes[at..]
+        .windows(FRAME_MAGIC.len())
+        .position(|w| w == FRAME_MAGIC)
+    {
+        if matches!(decode_frame(&bytes[at + found..]), FrameRead::Frame { .. }) {
+            return true;
+        }
+        at += found + 1;
+    }
+    false
+}
+
+/// Cuts `path` back to `len` bytes and makes that durable.
+fn truncate(path: &Path, len: u64) -> Result<(), WalError> {
+    let file = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| io_error(path, &e))?;
+    file.set_len(len)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| io_error(path, &e))
+}
+
+/// Replays the log under `config.dir` into `store` (which must have the shard count that wrote
+/// it), shard by shard, applying `mode` to damage.
+///
+/// # Errors
+/// [`WalError::Corrupt`] for damage `mode` refuses (with file and offset),
+/// [`WalError::ShardCount`], [`WalError::Apply`], [`WalError::Io`].
+pub fn recover(
+    config: &WalConfig,
+    store: &EmbeddedStore,
+    mode: RecoveryMode,
+) -> Result<RecoveryReport, WalError> {
+    let started = Instant::now();
+    let mut report = RecoveryReport::default();
+    for shard in 0..store.shard_count() {
+        let dir = config.shard_dir(shard);
+        let (found, bytes) = recover_shard(&dir, shard, store, mode)?;
+        report.bytes += bytes;
+        report.shards.push(found);
+    }
+    report.elapsed = started.elapsed();
+    Ok(report)
+}
+
+fn recover_shard(
+    dir: &Path,
+    shard: usize,
+    store: &EmbeddedStore,
+    mode: RecoveryMode,
+) -> Result<(ShardRecovery, u64), WalError> {
+    let paths = segments(dir)?;
+    let mut found = ShardRecovery::default();
+    let mut read_bytes = 0;
+    let mut expected: Option<u64> = None;
+    for (i, path) in paths.iter().enumerate() {
+        let newest = i + 1 == paths.len();
+        let bytes = fs::read(path).map_err(|e| io_error(path, &e))?;
+        read_bytes += bytes.len() as u64;
+        found.segments += 1;
+        let corrupt = |offset: usize, reason: &str| WalError::Corrupt {
+            path: path.clone(),
+            offset: offset as u64,
+            reason: reason.to_string(),
+        };
+        let Some(header) = SegmentHeader::decode(&bytes) else {
+            // A newest segment torn while its header was written holds nothing.
+            let torn_at_creation = newest && bytes.len() < SEGMENT_HEADER_LEN;
+            match mode {
+                RecoveryMode::TolerateTail if torn_at_creation => {
+                    fs::remove_file(path).map_err(|e| io_error(path, &e))?;
+                    sync_dir(dir)?;
+                    found.damage = Some(Damage {
+                        path: path.clone(),
+                        offset: 0,
+                        bytes: bytes.len() as u64,
+                        reason: "segment header torn".into(),
+                    });
+                    break;
+                }
+                RecoveryMode::PointInTime => {
+                    found.damage = Some(Damage {
+                        path: path.clone(),
+                        offset: 0,
+                        bytes: bytes.len() as u64,
+                        reason: "bad segment header".into(),
+                    });
+                    break;
+                }
+                _ => return Err(corrupt(0, "bad segment header")),
+            }
+        };
+        if header.shard as usize != shard || header.shard_count as usize != store.shard_count() {
+            return Err(WalError::ShardCount {
+                path: path.clone(),
+                shard: header.shard,
+                shard_count: header.shard_count,
+                expected: store.shard_count(),
+            });
+        }
+        if let Some(next) = expected
+            && header.first_seq != next
+        {
+            let reason = format!(
+                "segment starts at {} where {next} was due",
+                header.first_seq
+            );
+            if mode == RecoveryMode::PointInTime {
+                found.damage = Some(Damage {
+                    path: path.clone(),
+                    offset: 0,
+                    bytes: bytes.len() as u64,
+                    reason,
+                });
+                break;
+            }
+            return Err(corrupt(0, &reason));
+        }
+        let mut next_seq = header.first_seq;
+        let mut at = SEGMENT_HEADER_LEN;
+        let mut stop = false;
+        while at < bytes.len() {
+            let problem = match decode_frame(&bytes[at..]) {
+                FrameRead::Frame { seq, payload, len } => {
+                    if seq != next_seq {
+                        Some(format!("frame sequence {seq} where {next_seq} was due"))
+                    } else {
+                        match Record::decode(payload) {
+                            Ok(record) => {
+                                record.apply(store, shard).map_err(|e| WalError::Apply {
+                                    path: path.clone(),
+                                    offset: at as u64,
+                                    message: e.to_string(),
+                                })?;
+                                found.frames += 1;
+                                found.last_seq = seq;
+                                next_seq += 1;
+                                at += len;
+                                None
+                            }
+                            Err(e) => Some(format!("undecodable payload: {e}")),
+                        }
+                    }
+                }
+                FrameRead::Incomplete => Some("torn frame at the end".to_string()),
+                FrameRead::Bad(reason) => Some(reason.to_string()),
+            };
+            let Some(reason) = problem else {
+                continue;
+            };
+            let is_tail = newest && !valid_frame_follows(&bytes[at + 1..]);
+            let damage = Damage {
+                path: path.clone(),
+                offset: at as u64,
+                bytes: (bytes.len() - at) as u64,
+                reason,
+            };
+            match mode {
+                RecoveryMode::TolerateTail if is_tail => {
+                    truncate(path, at as u64)?;
+                    found.damage = Some(damage);
+                }
+                RecoveryMode::PointInTime => {
+                    found.damage = Some(damage);
+                    stop = true;
+                }
+                _ => return Err(corrupt(at, &damage.reason)),
+            }
+            break;
+        }
+        if stop {
+            break;
+        }
+        if next_seq == header.first_seq && newest && mode != RecoveryMode::PointInTime {
+            // A newest segment without frames holds nothing: remove it, so the writer can
+            // start the segment of that name afresh.
+            fs::remove_file(path).map_err(|e| io_error(path, &e))?;
+            sync_dir(dir)?;
+        }
+        expected = Some(next_seq);
+    }
+    // An empty log continues from the store's start.
+    if found.last_seq == 0
+        && let Some(next) = expected
+    {
+        found.last_seq = next.saturating_sub(1);
+    }
+    Ok((found, read_bytes))
+}
