@@ -71,6 +71,33 @@ fn wal_append(bencher: Bencher<'_, '_>) {
     });
 }
 
+/// The log with a 64 KiB write buffer (one `write(2)` per ~64 KiB of frames).
+#[divan::bench]
+fn wal_append_buffered(bencher: Bencher<'_, '_>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = WalConfig {
+        fsync: FsyncPolicy::No,
+        segment_bytes: 1 << 40,
+        write_buffer_bytes: 64 << 10,
+        ..WalConfig::new(dir.path())
+    };
+    let mut log = ShardLog::open(&config, 0, 1, 1).expect("open");
+    let keys = keys();
+    let value = [0xAB; 64];
+    let bytes: usize = frames(&keys, &value).iter().map(Vec::len).sum();
+    bencher.counter(BytesCount::new(bytes)).bench_local(|| {
+        for key in &keys {
+            let m = Mutation::Set {
+                key,
+                value: &value,
+                expire_at_ms: None,
+            };
+            black_box(log.append(&m).expect("append"));
+        }
+        log.flush().expect("flush");
+    });
+}
+
 #[divan::bench]
 fn plain_write(bencher: Bencher<'_, '_>) {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -11,7 +11,7 @@ use fc_shard::{Mutation, MutationSink};
 use parking_lot::Mutex;
 
 use crate::error::WalError;
-use crate::frame::{SegmentHeader, encode_frame};
+use crate::frame::SegmentHeader;
 use crate::record::encode_mutation;
 
 /// When appended frames are forced to disk (`fdatasync`).
@@ -49,6 +49,11 @@ pub struct WalConfig {
     pub fsync: FsyncPolicy,
     /// A segment is closed and a new one started once it passes this many bytes.
     pub segment_bytes: u64,
+    /// Frames are gathered in memory up to this many bytes before one `write(2)` (0: every
+    /// frame is written at once). A process killed before [`WalSink::flush_all`] loses what
+    /// was gathered, so a server flushes before it sends the replies of a batch of commands;
+    /// `always` writes every frame at once regardless.
+    pub write_buffer_bytes: usize,
 }
 
 impl WalConfig {
@@ -59,6 +64,7 @@ impl WalConfig {
             dir: dir.into(),
             fsync: FsyncPolicy::EverySec,
             segment_bytes: 64 << 20,
+            write_buffer_bytes: 0,
         }
     }
 
@@ -116,12 +122,14 @@ pub struct ShardLog {
     fsync: FsyncPolicy,
     segment_bytes: u64,
     file: Option<(File, PathBuf)>,
-    /// Bytes in the current segment that are known good.
+    /// Bytes of the current segment written to the OS (all whole frames).
     segment_len: u64,
+    /// Frames encoded but not yet written.
+    pending: Vec<u8>,
+    buffer_bytes: usize,
     next_seq: u64,
     last_sync: Instant,
     dirty: bool,
-    buf: Vec<u8>,
     poisoned: Option<WalError>,
     stats: WalStatsSnapshot,
 }
@@ -162,10 +170,11 @@ impl ShardLog {
             segment_bytes: config.segment_bytes.max(1),
             file: None,
             segment_len: 0,
+            pending: Vec::new(),
+            buffer_bytes: config.write_buffer_bytes,
             next_seq: next_seq.max(1),
             last_sync: Instant::now(),
             dirty: false,
-            buf: Vec::new(),
             poisoned: None,
             stats: WalStatsSnapshot::default(),
         })
@@ -224,8 +233,9 @@ impl ShardLog {
         Ok(())
     }
 
-    /// Appends `mutation` as the next frame; returns its sequence number. With
-    /// [`FsyncPolicy::Always`] the frame is on disk when this returns.
+    /// Appends `mutation` as the next frame; returns its sequence number. The frame is written
+    /// to the OS now (or, with a write buffer, by the next [`ShardLog::flush`]); with
+    /// [`FsyncPolicy::Always`] it is on disk when this returns.
     ///
     /// # Errors
     /// [`WalError::Poisoned`] after an earlier failure; otherwise the I/O error, which poisons
@@ -237,44 +247,68 @@ impl ShardLog {
                 cause: Box::new(err.clone()),
             });
         }
-        if self.file.is_none() || self.segment_len >= self.segment_bytes {
+        if self.file.is_none() || self.segment_len + self.pending.len() as u64 >= self.segment_bytes
+        {
             self.rotate().map_err(|e| self.fail(e))?;
         }
         let seq = self.next_seq;
-        let mut payload = std::mem::take(&mut self.buf);
-        payload.clear();
-        encode_mutation(mutation, &mut payload);
-        let mut frame = Vec::with_capacity(payload.len() + 24);
-        encode_frame(seq, &payload, &mut frame);
-        self.buf = payload;
-        let (file, path) = self.file.as_mut().expect("rotated above");
-        if let Err(e) = file.write_all(&frame) {
-            let err = io_error(path, &e);
-            // A short write leaves a partial frame: cut back to the last good one.
-            let _ = file.set_len(self.segment_len);
-            self.stats.truncations += 1;
-            return Err(self.fail(err));
-        }
-        self.segment_len += frame.len() as u64;
+        let before = self.pending.len();
+        // The payload is encoded in place, after a header whose length is filled in after.
+        self.pending.extend_from_slice(&crate::frame::FRAME_MAGIC);
+        self.pending.extend_from_slice(&[0u8; 8]); // flags, reserved, length
+        self.pending.extend_from_slice(&seq.to_le_bytes());
+        encode_mutation(mutation, &mut self.pending);
+        let len = self.pending.len() - before - crate::frame::FRAME_HEADER_LEN;
+        self.pending[before + 8..before + 12].copy_from_slice(&(len as u32).to_le_bytes());
+        let crc = crc32c::crc32c(&self.pending[before + 4..]);
+        self.pending.extend_from_slice(&crc.to_le_bytes());
         self.next_seq += 1;
-        self.dirty = true;
         self.stats.frames += 1;
-        self.stats.bytes += frame.len() as u64;
+        self.stats.bytes += (self.pending.len() - before) as u64;
         match self.fsync {
             FsyncPolicy::Always => self.sync()?,
-            FsyncPolicy::EverySec if self.last_sync.elapsed() >= Duration::from_secs(1) => {
-                self.sync()?;
-            }
+            _ if self.pending.len() >= self.buffer_bytes => self.flush()?,
             _ => {}
+        }
+        if self.fsync == FsyncPolicy::EverySec && self.last_sync.elapsed() >= Duration::from_secs(1)
+        {
+            self.sync()?;
         }
         Ok(seq)
     }
 
-    /// Forces written frames to disk (`fdatasync`).
+    /// Writes the frames gathered in memory to the OS (one `write(2)`).
+    ///
+    /// # Errors
+    /// The I/O error, which poisons the log after cutting the segment back to its last whole
+    /// frame.
+    pub fn flush(&mut self) -> Result<(), WalError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let Some((file, path)) = self.file.as_mut() else {
+            return Ok(());
+        };
+        if let Err(e) = file.write_all(&self.pending) {
+            let err = io_error(path, &e);
+            // A short write leaves a partial frame: cut back to the last whole one.
+            let _ = file.set_len(self.segment_len);
+            self.stats.truncations += 1;
+            self.pending.clear();
+            return Err(self.fail(err));
+        }
+        self.segment_len += self.pending.len() as u64;
+        self.pending.clear();
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// Writes gathered frames and forces everything written to disk (`fdatasync`).
     ///
     /// # Errors
     /// The I/O error, which poisons the log.
     pub fn sync(&mut self) -> Result<(), WalError> {
+        self.flush()?;
         self.last_sync = Instant::now();
         if !self.dirty {
             return Ok(());
@@ -349,6 +383,21 @@ impl WalSink {
             }
         }
         Ok(())
+    }
+
+    /// Writes every shard's gathered frames to the OS (a server calls it before sending the
+    /// replies of the commands it just ran).
+    ///
+    /// # Errors
+    /// The first failure (every shard is still attempted).
+    pub fn flush_all(&self) -> Result<(), WalError> {
+        let mut first = Ok(());
+        for log in &self.logs {
+            if let Err(err) = log.lock().flush() {
+                first = first.and(Err(err));
+            }
+        }
+        first
     }
 
     /// Fsyncs every shard's log (the `everysec` timer, `SAVE`, shutdown).
