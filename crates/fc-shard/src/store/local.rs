@@ -163,6 +163,12 @@ impl LocalEmbeddedStore {
         Ok(EmbeddedStore::from_parts(router, clock, shards))
     }
 
+    /// The store's clock.
+    #[must_use]
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
     /// This worker's index.
     #[must_use]
     pub fn worker_index(&self) -> usize {

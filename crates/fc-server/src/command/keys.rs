@@ -1,0 +1,211 @@
+//! Keys: DEL, EXISTS, EXPIRE family, TTL family, PERSIST, TYPE, RENAME, KEYS, DBSIZE, FLUSHALL.
+
+use fc_shard::{KeyTtl, ScanOptions};
+
+use super::{Ctx, Route, Spec, count, spec};
+
+pub(super) fn specs() -> Vec<Spec> {
+    vec![
+        spec("expire", -3, Route::Key, expire),
+        spec("pexpire", -3, Route::Key, pexpire),
+        spec("expireat", -3, Route::Key, expireat),
+        spec("pexpireat", -3, Route::Key, pexpireat),
+        spec("ttl", 2, Route::Key, ttl),
+        spec("pttl", 2, Route::Key, pttl),
+        spec("expiretime", 2, Route::Key, expiretime),
+        spec("pexpiretime", 2, Route::Key, pexpiretime),
+        spec("persist", 2, Route::Key, persist),
+        spec("type", 2, Route::Key, key_type),
+        spec("rename", 3, Route::Key, rename),
+        spec("renamenx", 3, Route::Key, renamenx),
+    ]
+}
+
+pub(super) fn del_one(ctx: &mut Ctx<'_>) {
+    let gone = ctx.store.try_delete(&ctx.args[1]).unwrap_or(false);
+    ctx.out.integer(i64::from(gone));
+}
+
+pub(super) fn exists_one(ctx: &mut Ctx<'_>) {
+    let found = ctx.store.exists(&ctx.args[1]);
+    ctx.out.integer(i64::from(found));
+}
+
+pub(super) fn dbsize(ctx: &mut Ctx<'_>) {
+    count(&mut ctx.out, ctx.store.len());
+}
+
+pub(super) fn flushall(ctx: &mut Ctx<'_>) {
+    ctx.store.clear();
+    ctx.out.ok();
+}
+
+pub(super) fn keys(ctx: &mut Ctx<'_>) {
+    let pattern = ctx.args[1].clone();
+    let options = ScanOptions {
+        pattern: (&pattern[..] != b"*").then_some(&pattern[..]),
+        count: 4096,
+        ..ScanOptions::default()
+    };
+    let mut found = Vec::new();
+    let mut cursor = 0;
+    loop {
+        let (next, keys) = ctx.store.scan(cursor, options);
+        found.extend(keys);
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    super::bulk_array(&mut ctx.out, &found);
+}
+
+fn now_ms(ctx: &Ctx<'_>) -> u64 {
+    ctx.store.clock().now_ms()
+}
+
+/// EXPIRE and friends: `at_ms` absolute; the NX/XX/GT/LT options; a time not after now deletes.
+fn expire_common(ctx: &mut Ctx<'_>, at_ms: i128) {
+    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+    for i in 3..ctx.args.len() {
+        match ctx.args[i].to_ascii_lowercase().as_slice() {
+            b"nx" => nx = true,
+            b"xx" => xx = true,
+            b"gt" => gt = true,
+            b"lt" => lt = true,
+            _ => {
+                let text = format!(
+                    "ERR Unsupported option {}",
+                    String::from_utf8_lossy(&ctx.args[i])
+                );
+                return ctx.out.error(text.as_bytes());
+            }
+        }
+    }
+    if nx && (xx || gt || lt) {
+        return ctx
+            .out
+            .error(b"ERR NX and XX, GT or LT options at the same time are not compatible");
+    }
+    if gt && lt {
+        return ctx
+            .out
+            .error(b"ERR GT and LT options at the same time are not compatible");
+    }
+    let key = ctx.args[1].clone();
+    let current = ctx.store.pttl_millis(&key);
+    let now = now_ms(ctx);
+    let current_at = match current {
+        KeyTtl::Missing => return ctx.out.integer(0),
+        KeyTtl::Persistent => None,
+        KeyTtl::ExpiresIn(ms) => Some(i128::from(now + ms)),
+    };
+    let allowed = match current_at {
+        None => !xx && !gt,
+        Some(cur) => !nx && (!gt || at_ms > cur) && (!lt || at_ms < cur),
+    };
+    if !allowed {
+        return ctx.out.integer(0);
+    }
+    if at_ms <= i128::from(now) {
+        let _ = ctx.store.try_delete(&key);
+    } else {
+        ctx.store
+            .expire_at_ms(&key, u64::try_from(at_ms).unwrap_or(u64::MAX));
+    }
+    ctx.out.integer(1);
+}
+
+/// The relative or absolute time argument, scaled to ms; Redis's overflow error.
+fn time_arg(ctx: &mut Ctx<'_>, scale: i128, relative: bool) -> Option<i128> {
+    let n = i128::from(ctx.int(2)?);
+    let base = if relative { i128::from(now_ms(ctx)) } else { 0 };
+    let at = n * scale + base;
+    if n.abs() > i128::from(i64::MAX) / scale || at > i128::from(i64::MAX) {
+        let name = String::from_utf8_lossy(&ctx.args[0]).to_ascii_lowercase();
+        let text = format!("ERR invalid expire time in '{name}' command");
+        ctx.out.error(text.as_bytes());
+        return None;
+    }
+    Some(at)
+}
+
+fn expire(ctx: &mut Ctx<'_>) {
+    if let Some(at) = time_arg(ctx, 1000, true) {
+        expire_common(ctx, at);
+    }
+}
+
+fn pexpire(ctx: &mut Ctx<'_>) {
+    if let Some(at) = time_arg(ctx, 1, true) {
+        expire_common(ctx, at);
+    }
+}
+
+fn expireat(ctx: &mut Ctx<'_>) {
+    if let Some(at) = time_arg(ctx, 1000, false) {
+        expire_common(ctx, at);
+    }
+}
+
+fn pexpireat(ctx: &mut Ctx<'_>) {
+    if let Some(at) = time_arg(ctx, 1, false) {
+        expire_common(ctx, at);
+    }
+}
+
+fn ttl(ctx: &mut Ctx<'_>) {
+    let t = ctx.store.ttl_seconds(&ctx.args[1]);
+    ctx.out.integer(t.to_redis());
+}
+
+fn pttl(ctx: &mut Ctx<'_>) {
+    let t = ctx.store.pttl_millis(&ctx.args[1]);
+    ctx.out.integer(t.to_redis());
+}
+
+fn expiretime_in(ctx: &mut Ctx<'_>, scale: u64) {
+    let now = now_ms(ctx);
+    match ctx.store.pttl_millis(&ctx.args[1]) {
+        KeyTtl::Missing => ctx.out.integer(-2),
+        KeyTtl::Persistent => ctx.out.integer(-1),
+        KeyTtl::ExpiresIn(ms) => ctx.out.integer(((now + ms) / scale) as i64),
+    }
+}
+
+fn expiretime(ctx: &mut Ctx<'_>) {
+    expiretime_in(ctx, 1000);
+}
+
+fn pexpiretime(ctx: &mut Ctx<'_>) {
+    expiretime_in(ctx, 1);
+}
+
+fn persist(ctx: &mut Ctx<'_>) {
+    let done = ctx.store.persist(&ctx.args[1]);
+    ctx.out.integer(i64::from(done));
+}
+
+fn key_type(ctx: &mut Ctx<'_>) {
+    let t = ctx.store.type_of(&ctx.args[1]);
+    ctx.reply(t, |out, t| {
+        out.simple(t.map_or("none", |t| t.redis_name()).as_bytes());
+    });
+}
+
+fn rename(ctx: &mut Ctx<'_>) {
+    // A missing source is "no such key" whatever the destination's shard (as Redis answers).
+    if !ctx.store.exists(&ctx.args[1]) {
+        return ctx.out.error(b"ERR no such key");
+    }
+    let r = ctx.store.rename(&ctx.args[1], &ctx.args[2], false);
+    ctx.reply(r, |out, _| out.ok());
+}
+
+fn renamenx(ctx: &mut Ctx<'_>) {
+    if !ctx.store.exists(&ctx.args[1]) {
+        return ctx.out.error(b"ERR no such key");
+    }
+    let r = ctx.store.rename(&ctx.args[1], &ctx.args[2], true);
+    ctx.reply(r, |out, done| out.integer(i64::from(done)));
+}

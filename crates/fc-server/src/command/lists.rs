@@ -1,0 +1,130 @@
+//! Lists.
+
+use fc_shard::{InsertPosition, ListEnd};
+
+use super::{Ctx, Route, Spec, bulk_array, bulk_or_null, count, spec};
+
+pub(super) fn specs() -> Vec<Spec> {
+    let k = Route::Key;
+    vec![
+        spec("lpush", -3, k, lpush),
+        spec("rpush", -3, k, rpush),
+        spec("lpushx", -3, k, lpushx),
+        spec("rpushx", -3, k, rpushx),
+        spec("lpop", -2, k, lpop),
+        spec("rpop", -2, k, rpop),
+        spec("lrange", 4, k, lrange),
+        spec("llen", 2, k, llen),
+        spec("lindex", 3, k, lindex),
+        spec("lset", 4, k, lset),
+        spec("lrem", 4, k, lrem),
+        spec("ltrim", 4, k, ltrim),
+        spec("linsert", 5, k, linsert),
+    ]
+}
+
+fn push(ctx: &mut Ctx<'_>, end: ListEnd, only_if_exists: bool) {
+    let items: Vec<&[u8]> = ctx.args[2..].iter().map(|a| &a[..]).collect();
+    let r = ctx.store.push(&ctx.args[1], end, &items, only_if_exists);
+    ctx.reply(r, count);
+}
+
+fn lpush(ctx: &mut Ctx<'_>) {
+    push(ctx, ListEnd::Left, false);
+}
+
+fn rpush(ctx: &mut Ctx<'_>) {
+    push(ctx, ListEnd::Right, false);
+}
+
+fn lpushx(ctx: &mut Ctx<'_>) {
+    push(ctx, ListEnd::Left, true);
+}
+
+fn rpushx(ctx: &mut Ctx<'_>) {
+    push(ctx, ListEnd::Right, true);
+}
+
+fn pop(ctx: &mut Ctx<'_>, end: ListEnd) {
+    let with_count = match ctx.args.len() {
+        2 => None,
+        3 => {
+            let Some(n) = ctx.int(2) else {
+                return;
+            };
+            if n < 0 {
+                return ctx
+                    .out
+                    .error(b"ERR value is out of range, must be positive");
+            }
+            Some(n as usize)
+        }
+        _ => return ctx.syntax_error(),
+    };
+    let r = ctx.store.pop(&ctx.args[1], end, with_count.unwrap_or(1));
+    ctx.reply(r, |out, popped| match (with_count, popped) {
+        (None, Some(mut items)) => bulk_or_null(out, items.pop()),
+        (None, None) => out.null(),
+        (Some(_), Some(items)) => bulk_array(out, &items),
+        (Some(_), None) => out.null_array(),
+    });
+}
+
+fn lpop(ctx: &mut Ctx<'_>) {
+    pop(ctx, ListEnd::Left);
+}
+
+fn rpop(ctx: &mut Ctx<'_>) {
+    pop(ctx, ListEnd::Right);
+}
+
+fn lrange(ctx: &mut Ctx<'_>) {
+    let Some(a) = ctx.int(2) else { return };
+    let Some(b) = ctx.int(3) else { return };
+    let r = ctx.store.lrange(&ctx.args[1], a, b);
+    ctx.reply(r, |out, v| bulk_array(out, &v));
+}
+
+fn llen(ctx: &mut Ctx<'_>) {
+    let r = ctx.store.llen(&ctx.args[1]);
+    ctx.reply(r, count);
+}
+
+fn lindex(ctx: &mut Ctx<'_>) {
+    let Some(i) = ctx.int(2) else { return };
+    let r = ctx.store.lindex(&ctx.args[1], i);
+    ctx.reply(r, bulk_or_null);
+}
+
+fn lset(ctx: &mut Ctx<'_>) {
+    let Some(i) = ctx.int(2) else { return };
+    let r = ctx.store.lset(&ctx.args[1], i, &ctx.args[3]);
+    ctx.reply(r, |out, ()| out.ok());
+}
+
+fn lrem(ctx: &mut Ctx<'_>) {
+    let Some(n) = ctx.int(2) else { return };
+    let r = ctx.store.lrem(&ctx.args[1], n, &ctx.args[3]);
+    ctx.reply(r, count);
+}
+
+fn ltrim(ctx: &mut Ctx<'_>) {
+    let Some(a) = ctx.int(2) else { return };
+    let Some(b) = ctx.int(3) else { return };
+    let r = ctx.store.ltrim(&ctx.args[1], a, b);
+    ctx.reply(r, |out, ()| out.ok());
+}
+
+fn linsert(ctx: &mut Ctx<'_>) {
+    let position = if ctx.is(2, "before") {
+        InsertPosition::Before
+    } else if ctx.is(2, "after") {
+        InsertPosition::After
+    } else {
+        return ctx.syntax_error();
+    };
+    let r = ctx
+        .store
+        .linsert(&ctx.args[1], position, &ctx.args[3], &ctx.args[4]);
+    ctx.reply(r, |out, n| out.integer(n));
+}

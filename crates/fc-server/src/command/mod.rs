@@ -1,0 +1,295 @@
+//! The command table: every command's name, arity, how it is routed, and its handler.
+//!
+//! Handlers run on the worker that owns the key's shard, against that worker's
+//! `LocalEmbeddedStore`, and write their reply through an [`Encoder`]. They never await and
+//! never see the connection; connection-level commands (`HELLO`, `AUTH`, `SELECT`, ...) are the
+//! connection's own (`conn.rs`). One module per command family.
+
+mod hashes;
+mod keys;
+mod lists;
+mod sets;
+mod strings;
+mod zsets;
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use bytes::Bytes;
+use fc_resp::{Encoder, number::parse_i64};
+use fc_shard::{LocalEmbeddedStore, StoreError};
+
+/// A command's implementation.
+pub(crate) type Handler = fn(&mut Ctx<'_>);
+
+/// How replies of a command split over several keys are merged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Merge {
+    /// One array of the parts' replies, in key order (`MGET`).
+    Array,
+    /// The sum of the parts' integer replies (`DEL`, `EXISTS`).
+    Sum,
+    /// `+OK` once every part answered (`MSET`, `FLUSHALL`).
+    Ok,
+    /// The parts' arrays concatenated (`KEYS`).
+    Concat,
+}
+
+/// Where a command runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// On the connection (no key, or connection state).
+    Connection,
+    /// On the owner of argument 1's shard (a second key must share the shard).
+    Key,
+    /// Split per key (`step` arguments per key from argument 1), each part on its owner with
+    /// the part handler, replies merged.
+    PerKey { step: usize, merge: Merge },
+    /// On every worker, replies merged.
+    AllWorkers(Merge),
+}
+
+/// One command.
+#[derive(Debug)]
+pub(crate) struct Spec {
+    /// Lowercase name.
+    pub(crate) name: &'static str,
+    /// Redis arity: positive = exactly, negative = at least (the name counts).
+    pub(crate) arity: i32,
+    pub(crate) route: Route,
+    pub(crate) handler: Handler,
+}
+
+impl Spec {
+    pub(crate) fn arity_ok(&self, argc: usize) -> bool {
+        let argc = argc as i32;
+        if self.arity >= 0 {
+            argc == self.arity
+        } else {
+            argc >= -self.arity
+        }
+    }
+}
+
+/// What a handler works with.
+pub(crate) struct Ctx<'a> {
+    pub(crate) store: &'a mut LocalEmbeddedStore,
+    pub(crate) args: &'a [Bytes],
+    pub(crate) out: Encoder<'a>,
+}
+
+impl Ctx<'_> {
+    /// Argument `i` as an integer; on failure replies Redis's error and returns `None`.
+    pub(crate) fn int(&mut self, i: usize) -> Option<i64> {
+        let n = parse_i64(&self.args[i]);
+        if n.is_none() {
+            self.out
+                .error(b"ERR value is not an integer or out of range");
+        }
+        n
+    }
+
+    /// Argument `i` as a float (Redis's `strtold` rules: `inf` allowed, NaN not).
+    pub(crate) fn float(&mut self, i: usize) -> Option<f64> {
+        let f = parse_float(&self.args[i]);
+        if f.is_none() {
+            self.out.error(b"ERR value is not a valid float");
+        }
+        f
+    }
+
+    pub(crate) fn syntax_error(&mut self) {
+        self.out.error(b"ERR syntax error");
+    }
+
+    /// Replies with the store's error as Redis words it.
+    pub(crate) fn store_error(&mut self, err: &StoreError) {
+        match err {
+            e if e.is_redis_reply() => self.out.error(e.to_string().as_bytes()),
+            StoreError::OutOfMemory { .. } => self
+                .out
+                .error(b"OOM command not allowed when used memory > 'maxmemory'."),
+            StoreError::CrossShard { .. } | StoreError::NotOwner { .. } => self
+                .out
+                .error(b"CROSSSLOT Keys in request don't hash to the same slot"),
+            e => self.out.error(format!("ERR {e}").as_bytes()),
+        }
+    }
+
+    /// Replies with `result`'s value through `ok`, or its error.
+    pub(crate) fn reply<T>(
+        &mut self,
+        result: Result<T, StoreError>,
+        ok: impl FnOnce(&mut Encoder<'_>, T),
+    ) {
+        match result {
+            Ok(v) => ok(&mut self.out, v),
+            Err(e) => self.store_error(&e),
+        }
+    }
+
+    /// Whether argument `i` equals `word`, ASCII case-insensitively.
+    pub(crate) fn is(&self, i: usize, word: &str) -> bool {
+        self.args[i].eq_ignore_ascii_case(word.as_bytes())
+    }
+}
+
+/// A float as Redis reads one (`inf`, `-inf`, `+inf` accepted; NaN and spaces refused).
+pub(crate) fn parse_float(bytes: &[u8]) -> Option<f64> {
+    if bytes.is_empty() || bytes[0].is_ascii_whitespace() {
+        return None;
+    }
+    let v: f64 = std::str::from_utf8(bytes).ok()?.parse().ok()?;
+    (!v.is_nan()).then_some(v)
+}
+
+/// Reply helpers shared by the families.
+pub(crate) fn bulk_or_null(out: &mut Encoder<'_>, v: Option<Vec<u8>>) {
+    match v {
+        Some(v) => out.bulk(&v),
+        None => out.null(),
+    }
+}
+
+pub(crate) fn bulk_array(out: &mut Encoder<'_>, items: &[Vec<u8>]) {
+    out.array_len(items.len());
+    for item in items {
+        out.bulk(item);
+    }
+}
+
+pub(crate) fn count(out: &mut Encoder<'_>, n: usize) {
+    out.integer(n as i64);
+}
+
+/// A no-op handler for connection-routed commands (the connection answers them).
+fn connection_only(_: &mut Ctx<'_>) {}
+
+const fn spec(name: &'static str, arity: i32, route: Route, handler: Handler) -> Spec {
+    Spec {
+        name,
+        arity,
+        route,
+        handler,
+    }
+}
+
+/// Every command, by lowercase name.
+pub(crate) static TABLE: LazyLock<HashMap<&'static str, Spec>> = LazyLock::new(|| {
+    use Route::{AllWorkers, Connection, PerKey};
+    let conn = |name, arity| spec(name, arity, Connection, connection_only);
+    let mut all = vec![
+        conn("ping", -1),
+        conn("echo", 2),
+        conn("hello", -1),
+        conn("auth", -2),
+        conn("select", 2),
+        conn("quit", -1),
+        conn("reset", 1),
+        conn("client", -2),
+        conn("command", -1),
+        conn("info", -1),
+        conn("time", 1),
+        conn("config", -2),
+        spec("dbsize", 1, AllWorkers(Merge::Sum), keys::dbsize),
+        spec("flushall", -1, AllWorkers(Merge::Ok), keys::flushall),
+        spec("flushdb", -1, AllWorkers(Merge::Ok), keys::flushall),
+        spec("keys", 2, AllWorkers(Merge::Concat), keys::keys),
+        spec(
+            "del",
+            -2,
+            PerKey {
+                step: 1,
+                merge: Merge::Sum,
+            },
+            keys::del_one,
+        ),
+        spec(
+            "unlink",
+            -2,
+            PerKey {
+                step: 1,
+                merge: Merge::Sum,
+            },
+            keys::del_one,
+        ),
+        spec(
+            "exists",
+            -2,
+            PerKey {
+                step: 1,
+                merge: Merge::Sum,
+            },
+            keys::exists_one,
+        ),
+        spec(
+            "touch",
+            -2,
+            PerKey {
+                step: 1,
+                merge: Merge::Sum,
+            },
+            keys::exists_one,
+        ),
+        spec(
+            "mget",
+            -2,
+            PerKey {
+                step: 1,
+                merge: Merge::Array,
+            },
+            strings::mget_one,
+        ),
+        spec(
+            "mset",
+            -3,
+            PerKey {
+                step: 2,
+                merge: Merge::Ok,
+            },
+            strings::mset_one,
+        ),
+    ];
+    all.extend(keys::specs());
+    all.extend(strings::specs());
+    all.extend(hashes::specs());
+    all.extend(lists::specs());
+    all.extend(sets::specs());
+    all.extend(zsets::specs());
+    all.into_iter().map(|s| (s.name, s)).collect()
+});
+
+/// The spec of a command name (any case).
+pub(crate) fn lookup(name: &[u8]) -> Option<&'static Spec> {
+    let mut lower = [0u8; 32];
+    if name.len() > lower.len() {
+        return None;
+    }
+    for (l, &c) in lower.iter_mut().zip(name) {
+        *l = c.to_ascii_lowercase();
+    }
+    let name = std::str::from_utf8(&lower[..name.len()]).ok()?;
+    TABLE.get(name)
+}
+
+/// Redis's reply for an unknown command (clients match its prefix).
+pub(crate) fn unknown_command(args: &[Bytes], out: &mut Encoder<'_>) {
+    let mut text = String::from("ERR unknown command '");
+    text.push_str(&String::from_utf8_lossy(&args[0]));
+    text.push_str("', with args beginning with: ");
+    for arg in args.iter().skip(1).take(20) {
+        text.push('\'');
+        text.push_str(&String::from_utf8_lossy(arg));
+        text.push_str("' ");
+    }
+    out.error(text.as_bytes());
+}
+
+/// Redis's reply for a wrong argument count.
+pub(crate) fn wrong_arity(name: &[u8], out: &mut Encoder<'_>) {
+    let text = format!(
+        "ERR wrong number of arguments for '{}' command",
+        String::from_utf8_lossy(name).to_ascii_lowercase()
+    );
+    out.error(text.as_bytes());
+}

@@ -1,0 +1,256 @@
+//! Strings: GET, SET and its options, counters, ranges, MGET/MSET parts.
+
+use fc_shard::{GetExExpiry, SetCondition, SetExpiry, SetOptions};
+
+use super::{Ctx, Route, Spec, bulk_or_null, count, spec};
+
+pub(super) fn specs() -> Vec<Spec> {
+    let k = Route::Key;
+    vec![
+        spec("get", 2, k, get),
+        spec("set", -3, k, set),
+        spec("setnx", 3, k, setnx),
+        spec("setex", 4, k, setex),
+        spec("psetex", 4, k, psetex),
+        spec("getset", 3, k, getset),
+        spec("getdel", 2, k, getdel),
+        spec("getex", -2, k, getex),
+        spec("append", 3, k, append),
+        spec("strlen", 2, k, strlen),
+        spec("incr", 2, k, incr),
+        spec("decr", 2, k, decr),
+        spec("incrby", 3, k, incrby),
+        spec("decrby", 3, k, decrby),
+        spec("incrbyfloat", 3, k, incrbyfloat),
+        spec("getrange", 4, k, getrange),
+        spec("substr", 4, k, getrange),
+        spec("setrange", 4, k, setrange),
+        spec("msetnx", -3, k, msetnx),
+    ]
+}
+
+fn get(ctx: &mut Ctx<'_>) {
+    let v = ctx.store.get_string(&ctx.args[1]);
+    ctx.reply(v, bulk_or_null);
+}
+
+/// `MGET`'s part: a key of another type reads as nil.
+pub(super) fn mget_one(ctx: &mut Ctx<'_>) {
+    let v = ctx.store.get_string(&ctx.args[1]).unwrap_or(None);
+    bulk_or_null(&mut ctx.out, v);
+}
+
+/// `MSET`'s part.
+pub(super) fn mset_one(ctx: &mut Ctx<'_>) {
+    let r = ctx.store.try_set(&ctx.args[1], &ctx.args[2], None);
+    ctx.reply(r, |out, ()| out.ok());
+}
+
+fn invalid_expire(ctx: &mut Ctx<'_>) {
+    let name = String::from_utf8_lossy(&ctx.args[0]).to_ascii_lowercase();
+    ctx.out
+        .error(format!("ERR invalid expire time in '{name}' command").as_bytes());
+}
+
+/// A positive time argument in ms (`scale` 1000 for seconds), or Redis's error.
+fn positive_ms(ctx: &mut Ctx<'_>, i: usize, scale: i64) -> Option<u64> {
+    let n = ctx.int(i)?;
+    match n.checked_mul(scale) {
+        Some(ms) if n > 0 => Some(ms as u64),
+        _ => {
+            invalid_expire(ctx);
+            None
+        }
+    }
+}
+
+fn set(ctx: &mut Ctx<'_>) {
+    let mut options = SetOptions::default();
+    let mut expiry_given = false;
+    let mut i = 3;
+    while i < ctx.args.len() {
+        let word = ctx.args[i].to_ascii_lowercase();
+        let has_value = i + 1 < ctx.args.len();
+        match word.as_slice() {
+            b"nx" if options.condition == SetCondition::Always => {
+                options.condition = SetCondition::IfAbsent;
+            }
+            b"xx" if options.condition == SetCondition::Always => {
+                options.condition = SetCondition::IfPresent;
+            }
+            b"get" => options.get = true,
+            b"keepttl" if !expiry_given => {
+                options.expiry = SetExpiry::Keep;
+                expiry_given = true;
+            }
+            b"ex" | b"px" | b"exat" | b"pxat" if !expiry_given && has_value => {
+                let scale = if word[0] == b'e' { 1000 } else { 1 };
+                let Some(ms) = positive_ms(ctx, i + 1, scale) else {
+                    return;
+                };
+                options.expiry = if word.len() == 2 {
+                    SetExpiry::InMs(ms)
+                } else {
+                    SetExpiry::AtMs(ms)
+                };
+                expiry_given = true;
+                i += 1;
+            }
+            _ => return ctx.syntax_error(),
+        }
+        i += 1;
+    }
+    let r = ctx.store.set_with(&ctx.args[1], &ctx.args[2], options);
+    ctx.reply(r, |out, outcome| {
+        if options.get {
+            bulk_or_null(out, outcome.previous);
+        } else if outcome.written {
+            out.ok();
+        } else {
+            out.null();
+        }
+    });
+}
+
+fn setnx(ctx: &mut Ctx<'_>) {
+    let options = SetOptions {
+        condition: SetCondition::IfAbsent,
+        ..SetOptions::default()
+    };
+    let r = ctx.store.set_with(&ctx.args[1], &ctx.args[2], options);
+    ctx.reply(r, |out, o| out.integer(i64::from(o.written)));
+}
+
+fn set_in(ctx: &mut Ctx<'_>, scale: i64) {
+    let Some(ms) = positive_ms(ctx, 2, scale) else {
+        return;
+    };
+    let options = SetOptions {
+        expiry: SetExpiry::InMs(ms),
+        ..SetOptions::default()
+    };
+    let r = ctx.store.set_with(&ctx.args[1], &ctx.args[3], options);
+    ctx.reply(r, |out, _| out.ok());
+}
+
+fn setex(ctx: &mut Ctx<'_>) {
+    set_in(ctx, 1000);
+}
+
+fn psetex(ctx: &mut Ctx<'_>) {
+    set_in(ctx, 1);
+}
+
+fn getset(ctx: &mut Ctx<'_>) {
+    let r = ctx.store.get_set(&ctx.args[1], &ctx.args[2]);
+    ctx.reply(r, bulk_or_null);
+}
+
+fn getdel(ctx: &mut Ctx<'_>) {
+    let r = ctx.store.get_del(&ctx.args[1]);
+    ctx.reply(r, bulk_or_null);
+}
+
+fn getex(ctx: &mut Ctx<'_>) {
+    let expiry = match ctx.args.len() {
+        2 => GetExExpiry::Keep,
+        3 if ctx.is(2, "persist") => GetExExpiry::Persist,
+        4 => {
+            let word = ctx.args[2].to_ascii_lowercase();
+            let scale = match word.as_slice() {
+                b"ex" | b"exat" => 1000,
+                b"px" | b"pxat" => 1,
+                _ => return ctx.syntax_error(),
+            };
+            let Some(ms) = positive_ms(ctx, 3, scale) else {
+                return;
+            };
+            if word.len() == 2 {
+                GetExExpiry::InMs(ms)
+            } else {
+                GetExExpiry::AtMs(ms)
+            }
+        }
+        _ => return ctx.syntax_error(),
+    };
+    let r = ctx.store.get_ex(&ctx.args[1], expiry);
+    ctx.reply(r, bulk_or_null);
+}
+
+fn append(ctx: &mut Ctx<'_>) {
+    let r = ctx.store.append(&ctx.args[1], &ctx.args[2]);
+    ctx.reply(r, count);
+}
+
+fn strlen(ctx: &mut Ctx<'_>) {
+    let r = ctx.store.strlen(&ctx.args[1]);
+    ctx.reply(r, count);
+}
+
+fn incr_by(ctx: &mut Ctx<'_>, delta: i64) {
+    let r = ctx.store.incr_by(&ctx.args[1], delta);
+    ctx.reply(r, |out, n| out.integer(n));
+}
+
+fn incr(ctx: &mut Ctx<'_>) {
+    incr_by(ctx, 1);
+}
+
+fn decr(ctx: &mut Ctx<'_>) {
+    incr_by(ctx, -1);
+}
+
+fn incrby(ctx: &mut Ctx<'_>) {
+    if let Some(n) = ctx.int(2) {
+        incr_by(ctx, n);
+    }
+}
+
+fn decrby(ctx: &mut Ctx<'_>) {
+    let Some(n) = ctx.int(2) else {
+        return;
+    };
+    match n.checked_neg() {
+        Some(n) => incr_by(ctx, n),
+        None => ctx.out.error(b"ERR decrement would overflow"),
+    }
+}
+
+fn incrbyfloat(ctx: &mut Ctx<'_>) {
+    let Some(delta) = ctx.float(2) else {
+        return;
+    };
+    let r = ctx.store.incr_by_float(&ctx.args[1], delta);
+    ctx.reply(r, |out, v| out.bulk(&v));
+}
+
+fn getrange(ctx: &mut Ctx<'_>) {
+    let Some(start) = ctx.int(2) else {
+        return;
+    };
+    let Some(end) = ctx.int(3) else {
+        return;
+    };
+    let r = ctx.store.get_range(&ctx.args[1], start, end);
+    ctx.reply(r, |out, v| out.bulk(&v));
+}
+
+fn setrange(ctx: &mut Ctx<'_>) {
+    let Some(offset) = ctx.int(2) else {
+        return;
+    };
+    let r = ctx.store.set_range(&ctx.args[1], offset, &ctx.args[3]);
+    ctx.reply(r, count);
+}
+
+fn msetnx(ctx: &mut Ctx<'_>) {
+    if ctx.args.len().is_multiple_of(2) {
+        return super::wrong_arity(&ctx.args[0].clone(), &mut ctx.out);
+    }
+    let pairs: Vec<(&[u8], &[u8])> = ctx.args[1..]
+        .chunks(2)
+        .map(|p| (&p[0][..], &p[1][..]))
+        .collect();
+    let r = ctx.store.msetnx(&pairs);
+    ctx.reply(r, |out, done| out.integer(i64::from(done)));
+}

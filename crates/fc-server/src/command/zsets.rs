@@ -1,0 +1,238 @@
+//! Sorted sets.
+
+use fc_shard::{ScoreBound, ScoredMember, ZAddOptions, ZRange};
+
+use super::{Ctx, Route, Spec, count, parse_float, spec};
+
+pub(super) fn specs() -> Vec<Spec> {
+    let k = Route::Key;
+    vec![
+        spec("zadd", -4, k, zadd),
+        spec("zincrby", 4, k, zincrby),
+        spec("zrem", -3, k, zrem),
+        spec("zscore", 3, k, zscore),
+        spec("zcard", 2, k, zcard),
+        spec("zrank", -3, k, zrank),
+        spec("zrevrank", -3, k, zrevrank),
+        spec("zrange", -4, k, zrange),
+        spec("zrangebyscore", -4, k, zrangebyscore),
+        spec("zcount", 4, k, zcount),
+    ]
+}
+
+fn zadd(ctx: &mut Ctx<'_>) {
+    let mut options = ZAddOptions::default();
+    let mut i = 2;
+    while i < ctx.args.len() {
+        match ctx.args[i].to_ascii_lowercase().as_slice() {
+            b"nx" => options.only_new = true,
+            b"xx" => options.only_existing = true,
+            b"gt" => options.greater = true,
+            b"lt" => options.less = true,
+            b"ch" => options.changed = true,
+            b"incr" => options.incr = true,
+            _ => break,
+        }
+        i += 1;
+    }
+    let rest = &ctx.args[i..];
+    if rest.is_empty() || !rest.len().is_multiple_of(2) {
+        return ctx.syntax_error();
+    }
+    if options.only_new && options.only_existing {
+        return ctx
+            .out
+            .error(b"ERR XX and NX options at the same time are not compatible");
+    }
+    if (options.greater && options.less) || ((options.greater || options.less) && options.only_new)
+    {
+        return ctx
+            .out
+            .error(b"ERR GT, LT, and/or NX options at the same time are not compatible");
+    }
+    if options.incr && rest.len() > 2 {
+        return ctx
+            .out
+            .error(b"ERR INCR option supports a single increment-element pair");
+    }
+    let mut entries = Vec::with_capacity(rest.len() / 2);
+    for pair in rest.chunks(2) {
+        let Some(score) = parse_float(&pair[0]) else {
+            return ctx.out.error(b"ERR value is not a valid float");
+        };
+        entries.push((score, &pair[1][..]));
+    }
+    let r = ctx.store.zadd(&ctx.args[1], &entries, options);
+    ctx.reply(r, |out, o| {
+        if options.incr {
+            match o.score {
+                Some(s) => out.double(s),
+                None => out.null(),
+            }
+        } else {
+            count(out, o.count);
+        }
+    });
+}
+
+fn zincrby(ctx: &mut Ctx<'_>) {
+    let Some(d) = ctx.float(2) else { return };
+    let r = ctx.store.zincrby(&ctx.args[1], d, &ctx.args[3]);
+    ctx.reply(r, |out, s| out.double(s));
+}
+
+fn zrem(ctx: &mut Ctx<'_>) {
+    let m: Vec<&[u8]> = ctx.args[2..].iter().map(|a| &a[..]).collect();
+    let r = ctx.store.zrem(&ctx.args[1], &m);
+    ctx.reply(r, count);
+}
+
+fn zscore(ctx: &mut Ctx<'_>) {
+    let r = ctx.store.zscore(&ctx.args[1], &ctx.args[2]);
+    ctx.reply(r, |out, s| match s {
+        Some(s) => out.double(s),
+        None => out.null(),
+    });
+}
+
+fn zcard(ctx: &mut Ctx<'_>) {
+    let r = ctx.store.zcard(&ctx.args[1]);
+    ctx.reply(r, count);
+}
+
+fn rank(ctx: &mut Ctx<'_>, rev: bool) {
+    let with_score = match ctx.args.len() {
+        3 => false,
+        4 if ctx.is(3, "withscore") => true,
+        _ => return ctx.syntax_error(),
+    };
+    let r = ctx.store.zrank(&ctx.args[1], &ctx.args[2], rev);
+    ctx.reply(r, |out, found| match found {
+        None if with_score => out.null_array(),
+        None => out.null(),
+        Some((rank, score)) if with_score => {
+            out.array_len(2);
+            out.integer(rank as i64);
+            out.double(score);
+        }
+        Some((rank, _)) => out.integer(rank as i64),
+    });
+}
+
+fn zrank(ctx: &mut Ctx<'_>) {
+    rank(ctx, false);
+}
+
+fn zrevrank(ctx: &mut Ctx<'_>) {
+    rank(ctx, true);
+}
+
+/// A score bound: `(x` exclusive, `-inf`/`+inf`.
+fn score_bound(bytes: &[u8]) -> Option<ScoreBound> {
+    match bytes.strip_prefix(b"(") {
+        Some(rest) => parse_float(rest).map(ScoreBound::exclusive),
+        None => parse_float(bytes).map(ScoreBound::inclusive),
+    }
+}
+
+fn write_entries(ctx: &mut Ctx<'_>, entries: Vec<ScoredMember>, with_scores: bool) {
+    let resp3 = ctx.out.version() == fc_resp::RespVersion::Resp3;
+    if with_scores && resp3 {
+        ctx.out.array_len(entries.len());
+        for (m, s) in entries {
+            ctx.out.array_len(2);
+            ctx.out.bulk(&m);
+            ctx.out.double(s);
+        }
+    } else {
+        ctx.out
+            .array_len(entries.len() * if with_scores { 2 } else { 1 });
+        for (m, s) in entries {
+            ctx.out.bulk(&m);
+            if with_scores {
+                ctx.out.double(s);
+            }
+        }
+    }
+}
+
+/// `ZRANGE key start stop [BYSCORE] [REV] [LIMIT offset count] [WITHSCORES]`.
+fn zrange(ctx: &mut Ctx<'_>) {
+    let (mut by_score, mut rev, mut with_scores, mut limit) = (false, false, false, None);
+    let mut i = 4;
+    while i < ctx.args.len() {
+        match ctx.args[i].to_ascii_lowercase().as_slice() {
+            b"byscore" => by_score = true,
+            b"rev" => rev = true,
+            b"withscores" => with_scores = true,
+            b"limit" if i + 2 < ctx.args.len() => {
+                let Some(offset) = ctx.int(i + 1) else { return };
+                let Some(n) = ctx.int(i + 2) else { return };
+                limit = Some((offset.max(0) as usize, n));
+                i += 2;
+            }
+            _ => return ctx.syntax_error(),
+        }
+        i += 1;
+    }
+    let range = if by_score {
+        // With REV the bounds come max first.
+        let (lo, hi) = if rev { (3, 2) } else { (2, 3) };
+        let (Some(min), Some(max)) = (score_bound(&ctx.args[lo]), score_bound(&ctx.args[hi]))
+        else {
+            return ctx.out.error(b"ERR min or max is not a float");
+        };
+        ZRange::Score(min, max)
+    } else {
+        if limit.is_some() {
+            return ctx.out.error(
+                b"ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
+            );
+        }
+        let Some(a) = ctx.int(2) else { return };
+        let Some(b) = ctx.int(3) else { return };
+        ZRange::Rank(a, b)
+    };
+    let r = ctx.store.zrange(&ctx.args[1], range, rev, limit);
+    match r {
+        Ok(entries) => write_entries(ctx, entries, with_scores),
+        Err(e) => ctx.store_error(&e),
+    }
+}
+
+/// `ZRANGEBYSCORE key min max [WITHSCORES] [LIMIT offset count]`.
+fn zrangebyscore(ctx: &mut Ctx<'_>) {
+    let (mut with_scores, mut limit) = (false, None);
+    let mut i = 4;
+    while i < ctx.args.len() {
+        if ctx.is(i, "withscores") {
+            with_scores = true;
+        } else if ctx.is(i, "limit") && i + 2 < ctx.args.len() {
+            let Some(offset) = ctx.int(i + 1) else { return };
+            let Some(n) = ctx.int(i + 2) else { return };
+            limit = Some((offset.max(0) as usize, n));
+            i += 2;
+        } else {
+            return ctx.syntax_error();
+        }
+        i += 1;
+    }
+    let (Some(min), Some(max)) = (score_bound(&ctx.args[2]), score_bound(&ctx.args[3])) else {
+        return ctx.out.error(b"ERR min or max is not a float");
+    };
+    let r = ctx
+        .store
+        .zrange(&ctx.args[1], ZRange::Score(min, max), false, limit);
+    match r {
+        Ok(entries) => write_entries(ctx, entries, with_scores),
+        Err(e) => ctx.store_error(&e),
+    }
+}
+
+fn zcount(ctx: &mut Ctx<'_>) {
+    let (Some(min), Some(max)) = (score_bound(&ctx.args[2]), score_bound(&ctx.args[3])) else {
+        return ctx.out.error(b"ERR min or max is not a float");
+    };
+    let r = ctx.store.zcount(&ctx.args[1], ZRange::Score(min, max));
+    ctx.reply(r, count);
+}

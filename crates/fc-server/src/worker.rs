@@ -1,0 +1,150 @@
+//! Workers: one thread each, a single-threaded tokio runtime, and exclusive ownership of a share
+//! of the shards (a `LocalEmbeddedStore`: no lock on the hot path). Connections are handed to
+//! workers round-robin; a command for a key another worker owns travels to that worker's inbox
+//! as a [`Job::Exec`] and its encoded reply comes back on a oneshot channel.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use fc_resp::{Encoder, RespVersion};
+use fc_shard::{LocalEmbeddedStore, ShardRouter};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::ServerConfig;
+use crate::command::{Ctx, Handler};
+
+/// Work for a worker.
+pub(crate) enum Job {
+    /// Run `handler` on this worker's shards and send back the encoded reply.
+    Exec {
+        handler: Handler,
+        args: Vec<Bytes>,
+        version: RespVersion,
+        reply: oneshot::Sender<BytesMut>,
+    },
+    /// Serve a new connection.
+    Conn(std::net::TcpStream),
+    /// Stop (connections are dropped).
+    Stop,
+}
+
+/// What every worker and the acceptor share.
+pub(crate) struct Shared {
+    pub(crate) router: ShardRouter,
+    pub(crate) workers: usize,
+    pub(crate) inboxes: Vec<mpsc::UnboundedSender<Job>>,
+    pub(crate) config: ServerConfig,
+    pub(crate) started: Instant,
+    pub(crate) clients: AtomicUsize,
+    pub(crate) commands: AtomicU64,
+    pub(crate) connections: AtomicU64,
+    pub(crate) next_client_id: AtomicU64,
+    pub(crate) port: u16,
+}
+
+impl Shared {
+    /// The worker that owns `key`.
+    pub(crate) fn owner_of(&self, key: &[u8]) -> usize {
+        self.router.shard_of(&self.router.route_key(key)) % self.workers
+    }
+}
+
+/// One worker's state, shared by its connection tasks (all on its thread).
+pub(crate) struct Worker {
+    pub(crate) index: usize,
+    pub(crate) store: RefCell<LocalEmbeddedStore>,
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl Worker {
+    /// Runs `handler` on this worker's store, appending its reply to `out`.
+    pub(crate) fn execute_into(
+        &self,
+        handler: Handler,
+        args: &[Bytes],
+        version: RespVersion,
+        out: &mut BytesMut,
+    ) {
+        let mut store = self.store.borrow_mut();
+        let mut ctx = Ctx {
+            store: &mut store,
+            args,
+            out: Encoder::new(out, version),
+        };
+        handler(&mut ctx);
+    }
+
+    /// Runs `handler` on worker `owner` (this one directly, another by message) and appends
+    /// the reply to `out`.
+    pub(crate) async fn execute_on(
+        &self,
+        owner: usize,
+        handler: Handler,
+        args: Vec<Bytes>,
+        version: RespVersion,
+        out: &mut BytesMut,
+    ) {
+        if owner == self.index {
+            self.execute_into(handler, &args, version, out);
+            return;
+        }
+        let (reply, answer) = oneshot::channel();
+        let job = Job::Exec {
+            handler,
+            args,
+            version,
+            reply,
+        };
+        if self.shared.inboxes[owner].send(job).is_err() {
+            Encoder::new(out, version).error(b"ERR server is shutting down");
+            return;
+        }
+        match answer.await {
+            Ok(bytes) => out.extend_from_slice(&bytes),
+            Err(_) => Encoder::new(out, version).error(b"ERR server is shutting down"),
+        }
+    }
+}
+
+/// The worker thread's body: serve jobs until [`Job::Stop`].
+pub(crate) fn run(
+    index: usize,
+    store: LocalEmbeddedStore,
+    shared: Arc<Shared>,
+    mut inbox: mpsc::UnboundedReceiver<Job>,
+) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a worker's runtime");
+    let local = tokio::task::LocalSet::new();
+    let worker = Rc::new(Worker {
+        index,
+        store: RefCell::new(store),
+        shared,
+    });
+    local.block_on(&runtime, async move {
+        while let Some(job) = inbox.recv().await {
+            match job {
+                Job::Exec {
+                    handler,
+                    args,
+                    version,
+                    reply,
+                } => {
+                    let mut out = BytesMut::new();
+                    worker.execute_into(handler, &args, version, &mut out);
+                    let _ = reply.send(out);
+                }
+                Job::Conn(stream) => {
+                    tokio::task::spawn_local(crate::conn::serve(stream, Rc::clone(&worker)));
+                }
+                Job::Stop => break,
+            }
+        }
+    });
+}

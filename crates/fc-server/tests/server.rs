@@ -1,0 +1,325 @@
+//! The server through real clients: redis-rs for the command families, pipelines, concurrency
+//! and AUTH; raw sockets for exact reply bytes, malformed input and maxclients.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use fc_server::{Server, ServerConfig, ServerHandle};
+use redis::{Commands, Value};
+
+fn start(config: ServerConfig) -> ServerHandle {
+    Server::start(ServerConfig {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        ..config
+    })
+    .expect("server starts")
+}
+
+fn two_workers() -> ServerHandle {
+    start(ServerConfig {
+        shards: 8,
+        threads: 2,
+        ..ServerConfig::default()
+    })
+}
+
+fn client(server: &ServerHandle) -> redis::Connection {
+    redis::Client::open(format!("redis://{}/", server.addr()))
+        .unwrap()
+        .get_connection()
+        .unwrap()
+}
+
+/// Sends raw bytes and reads what arrives within a short time.
+fn raw(server: &ServerHandle, request: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(server.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    s.write_all(request).unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = s.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    out
+}
+
+fn err_text(r: redis::RedisResult<Value>) -> String {
+    match r {
+        Err(e) => e.to_string(),
+        Ok(v) => panic!("expected an error, got {v:?}"),
+    }
+}
+
+#[test]
+fn strings_and_keys_across_workers() {
+    let server = two_workers();
+    let mut c = client(&server);
+    let pong: String = redis::cmd("PING").query(&mut c).unwrap();
+    assert_eq!(pong, "PONG");
+    for i in 0..100 {
+        let _: () = c.set(format!("k{i}"), format!("v{i}")).unwrap();
+    }
+    let keys: Vec<String> = (0..100).map(|i| format!("k{i}")).collect();
+    let values: Vec<Option<String>> = c.mget(&keys).unwrap();
+    assert!(
+        values
+            .iter()
+            .enumerate()
+            .all(|(i, v)| v.as_deref() == Some(format!("v{i}").as_str()))
+    );
+    let n: i64 = redis::cmd("EXISTS")
+        .arg(&keys)
+        .arg("nope")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 100);
+    let dbsize: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(dbsize, 100);
+    let gone: i64 = c.del(&keys[..10]).unwrap();
+    assert_eq!(gone, 10);
+    // SET options.
+    let r: Option<String> = redis::cmd("SET")
+        .arg("lock")
+        .arg("a")
+        .arg("NX")
+        .arg("PX")
+        .arg(5000)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(r.as_deref(), Some("OK"));
+    let r: Option<String> = redis::cmd("SET")
+        .arg("lock")
+        .arg("b")
+        .arg("NX")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(r, None);
+    let old: Option<String> = redis::cmd("SET")
+        .arg("lock")
+        .arg("c")
+        .arg("GET")
+        .arg("KEEPTTL")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(old.as_deref(), Some("a"));
+    let pttl: i64 = c.pttl("lock").unwrap();
+    assert!(pttl > 4000 && pttl <= 5000, "{pttl}");
+    let ttl: i64 = c.ttl("k50").unwrap();
+    assert_eq!(ttl, -1);
+    let ttl: i64 = c.ttl("missing").unwrap();
+    assert_eq!(ttl, -2);
+    let set: i64 = redis::cmd("EXPIRE")
+        .arg("k50")
+        .arg(100)
+        .arg("NX")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(set, 1);
+    let set: i64 = redis::cmd("EXPIRE")
+        .arg("k50")
+        .arg(200)
+        .arg("NX")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(set, 0);
+    // Counters and their errors.
+    assert_eq!(c.incr::<_, _, i64>("n", 5).unwrap(), 5);
+    let f: String = redis::cmd("INCRBYFLOAT")
+        .arg("f")
+        .arg("10.5")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(f, "10.5");
+    let e = err_text(redis::cmd("INCR").arg("k50").query(&mut c));
+    assert!(e.contains("value is not an integer or out of range"), "{e}");
+    let t: String = redis::cmd("TYPE").arg("k50").query(&mut c).unwrap();
+    assert_eq!(t, "string");
+    let _: () = redis::cmd("RENAME")
+        .arg("{r}a")
+        .arg("{r}b")
+        .query(&mut c)
+        .unwrap_or(());
+    let e = err_text(redis::cmd("RENAME").arg("nosuch").arg("x").query(&mut c));
+    assert!(e.contains("no such key"), "{e}");
+    let ok: String = redis::cmd("FLUSHALL").query(&mut c).unwrap();
+    assert_eq!(ok, "OK");
+    let dbsize: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(dbsize, 0);
+    server.shutdown();
+}
+
+#[test]
+fn data_types_and_wrongtype() {
+    let server = two_workers();
+    let mut c = client(&server);
+    let _: i64 = c
+        .hset_multiple::<_, _, _, ()>("h", &[("a", "1"), ("b", "2")])
+        .map(|()| 0)
+        .unwrap();
+    let all: std::collections::HashMap<String, String> = c.hgetall("h").unwrap();
+    assert_eq!(all.len(), 2);
+    assert_eq!(c.hincr::<_, _, _, i64>("h", "a", 10).unwrap(), 11);
+    let _: i64 = c.rpush("l", &["a", "b", "c"]).unwrap();
+    let l: Vec<String> = c.lrange("l", 0, -1).unwrap();
+    assert_eq!(l, ["a", "b", "c"]);
+    let popped: Option<String> = c.lpop("l", None).unwrap();
+    assert_eq!(popped.as_deref(), Some("a"));
+    let _: i64 = c.sadd("s", &["x", "y"]).unwrap();
+    let mut members: Vec<String> = c.smembers("s").unwrap();
+    members.sort();
+    assert_eq!(members, ["x", "y"]);
+    let _: i64 = c
+        .zadd_multiple("z", &[(1.5, "one"), (3.0, "three")])
+        .unwrap();
+    let z: Vec<(String, f64)> = c.zrange_withscores("z", 0, -1).unwrap();
+    assert_eq!(z, [("one".to_string(), 1.5), ("three".to_string(), 3.0)]);
+    let s: Option<f64> = c.zscore("z", "three").unwrap();
+    assert_eq!(s, Some(3.0));
+    let e = err_text(redis::cmd("GET").arg("h").query(&mut c));
+    assert!(e.contains("WRONGTYPE"), "{e}");
+    let e = err_text(redis::cmd("LPUSH").arg("s").arg("x").query(&mut c));
+    assert!(e.contains("WRONGTYPE"), "{e}");
+    server.shutdown();
+}
+
+#[test]
+fn exact_error_replies() {
+    let server = two_workers();
+    assert_eq!(
+        raw(&server, b"*2\r\n$6\r\nfoobar\r\n$3\r\nbaz\r\n"),
+        b"-ERR unknown command 'foobar', with args beginning with: 'baz' \r\n"
+    );
+    assert_eq!(
+        raw(&server, b"*1\r\n$3\r\nGET\r\n"),
+        b"-ERR wrong number of arguments for 'get' command\r\n"
+    );
+    assert_eq!(raw(&server, b"PING\r\n"), b"+PONG\r\n");
+    assert_eq!(
+        raw(&server, b"*2\r\n$6\r\nSELECT\r\n$1\r\n1\r\n"),
+        b"-ERR DB index is out of range\r\n"
+    );
+    let hello = raw(&server, b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n");
+    assert!(
+        hello.starts_with(b"%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n"),
+        "{:?}",
+        String::from_utf8_lossy(&hello)
+    );
+    assert_eq!(
+        raw(&server, b"*2\r\n$5\r\nHELLO\r\n$1\r\n4\r\n"),
+        b"-NOPROTO unsupported protocol version\r\n"
+    );
+    server.shutdown();
+}
+
+#[test]
+fn malformed_input_closes_only_that_client() {
+    let server = two_workers();
+    let mut healthy = client(&server);
+    let _: () = healthy.set("k", "v").unwrap();
+    for (request, reply) in [
+        (
+            &b"*1\r\n$x\r\n"[..],
+            &b"-ERR Protocol error: invalid bulk length\r\n"[..],
+        ),
+        (
+            b"*x\r\n",
+            b"-ERR Protocol error: invalid multibulk length\r\n",
+        ),
+        (
+            b"*1\r\n+GET\r\n",
+            b"-ERR Protocol error: expected '$', got '+'\r\n",
+        ),
+    ] {
+        // The reply, then the connection closes (the read loop ends).
+        assert_eq!(raw(&server, request), reply);
+    }
+    let v: String = healthy.get("k").unwrap();
+    assert_eq!(v, "v");
+    server.shutdown();
+}
+
+#[test]
+fn pipelines_and_concurrent_clients() {
+    let server = two_workers();
+    let mut c = client(&server);
+    let mut pipe = redis::pipe();
+    for i in 0..10_000 {
+        pipe.set(format!("p{i}"), i).ignore();
+    }
+    for i in 0..10_000 {
+        pipe.get(format!("p{i}"));
+    }
+    let values: Vec<i64> = pipe.query(&mut c).unwrap();
+    assert_eq!(values.len(), 10_000);
+    assert!(values.iter().enumerate().all(|(i, &v)| v == i as i64));
+    let addr = server.addr();
+    let threads: Vec<_> = (0..50)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let mut c = redis::Client::open(format!("redis://{addr}/"))
+                    .unwrap()
+                    .get_connection()
+                    .unwrap();
+                for i in 0..200 {
+                    let key = format!("t{t}:{i}");
+                    let _: () = c.set(&key, i).unwrap();
+                    let v: i64 = c.get(&key).unwrap();
+                    assert_eq!(v, i);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let dbsize: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(dbsize, 10_000 + 50 * 200);
+    let info: String = redis::cmd("INFO").query(&mut c).unwrap();
+    assert!(info.contains("redis_version:7.2.0"));
+    assert!(info.contains("db0:keys=20000,expires=0"), "{info}");
+    assert!(info.contains("keyspace_hits:"));
+    server.shutdown();
+}
+
+#[test]
+fn requirepass_and_maxclients() {
+    let server = start(ServerConfig {
+        shards: 4,
+        threads: 1,
+        requirepass: Some("secret".into()),
+        maxclients: 2,
+        ..ServerConfig::default()
+    });
+    assert_eq!(
+        raw(&server, b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"),
+        b"-NOAUTH Authentication required.\r\n"
+    );
+    assert_eq!(
+        raw(&server, b"*2\r\n$4\r\nAUTH\r\n$5\r\nwrong\r\n"),
+        b"-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+    );
+    assert_eq!(
+        raw(
+            &server,
+            b"*2\r\n$4\r\nAUTH\r\n$6\r\nsecret\r\n*1\r\n$4\r\nPING\r\n"
+        ),
+        b"+OK\r\n+PONG\r\n"
+    );
+    let mut a = redis::Client::open(format!("redis://:secret@{}/", server.addr()))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _: () = a.set("k", "v").unwrap();
+    let _b = TcpStream::connect(server.addr()).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        raw(&server, b"PING\r\n"),
+        b"-ERR max number of clients reached\r\n"
+    );
+    server.shutdown();
+}
