@@ -144,6 +144,15 @@ async fn dispatch(
             }
             merge_parts(&parts, merge, version, out);
         }
+        Route::Cursor => {
+            let owner = std::str::from_utf8(&args[1])
+                .ok()
+                .and_then(|c| c.parse::<u64>().ok())
+                .map_or(worker.index, |c| ((c >> 32) as usize) % shared.workers);
+            worker
+                .execute_on(owner, spec.handler, args, version, out)
+                .await;
+        }
         Route::AllWorkers(merge) => {
             let mut parts = Vec::with_capacity(shared.workers);
             for owner in 0..shared.workers {
@@ -189,6 +198,28 @@ fn merge_parts(parts: &[BytesMut], merge: Merge, version: RespVersion, out: &mut
         }
         Merge::Sum => enc.integer(parts.iter().filter_map(|p| integer_of(p)).sum()),
         Merge::Ok => enc.ok(),
+        Merge::Digest => {
+            let sum = parts
+                .iter()
+                .filter_map(|p| integer_of(p))
+                .fold(0u64, |sum, d| sum.wrapping_add(d as u64));
+            enc.simple(format!("{sum:016x}").as_bytes());
+        }
+        Merge::Random => {
+            let start = parts.len().saturating_sub(1).min(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.subsec_nanos() as usize)
+                    % parts.len().max(1),
+            );
+            let found = (0..parts.len())
+                .map(|k| &parts[(start + k) % parts.len()])
+                .find(|p| p.first() == Some(&b'$'));
+            match found {
+                Some(p) => enc.buffer().extend_from_slice(p),
+                None => enc.null(),
+            }
+        }
         Merge::Concat => {
             let arrays: Vec<(usize, &[u8])> = parts.iter().filter_map(|p| array_of(p)).collect();
             enc.array_len(arrays.iter().map(|(n, _)| n).sum());

@@ -323,3 +323,145 @@ fn requirepass_and_maxclients() {
     );
     server.shutdown();
 }
+
+#[test]
+fn scan_family_and_multi_key_type_commands() {
+    let server = two_workers();
+    let mut c = client(&server);
+    for i in 0..500 {
+        let _: () = c.set(format!("key:{i}"), i).unwrap();
+    }
+    let _: i64 = c.sadd("aset", "m").unwrap();
+    // SCAN covers every key exactly as the keyspace holds them, across both workers.
+    let mut cursor = 0u64;
+    let mut seen = Vec::new();
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg("key:*")
+            .arg("COUNT")
+            .arg(50)
+            .query(&mut c)
+            .unwrap();
+        seen.extend(keys);
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    assert_eq!(seen.len(), 500, "exactly once");
+    assert_eq!(
+        seen.iter().collect::<std::collections::BTreeSet<_>>().len(),
+        500
+    );
+    let (_, sets): (u64, Vec<String>) = {
+        let mut all = Vec::new();
+        let mut cursor = 0u64;
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("TYPE")
+                .arg("set")
+                .query(&mut c)
+                .unwrap();
+            all.extend(keys);
+            if next == 0 {
+                break (0, all);
+            }
+            cursor = next;
+        }
+    };
+    assert_eq!(sets, ["aset"]);
+    let e = err_text(redis::cmd("SCAN").arg("x").query(&mut c));
+    assert!(e.contains("invalid cursor"), "{e}");
+    // HSCAN / SSCAN / ZSCAN.
+    for i in 0..100 {
+        let _: i64 = c.hset("h", format!("f{i}"), i).unwrap();
+        let _: i64 = c.sadd("s", format!("m{i}")).unwrap();
+        let _: i64 = c.zadd("z", format!("m{i}"), i).unwrap();
+    }
+    let fields: std::collections::HashMap<String, String> = c.hscan("h").unwrap().collect();
+    assert_eq!(fields.len(), 100);
+    let members: Vec<String> = c.sscan("s").unwrap().collect();
+    assert_eq!(members.len(), 100);
+    let zs: Vec<(String, f64)> = c.zscan("z").unwrap().collect();
+    assert_eq!(zs.len(), 100);
+    // Lists, sets and sorted sets on two keys of one shard (hash tags).
+    let _: i64 = c.rpush("{q}src", &["a", "b", "c", "b"]).unwrap();
+    let pos: Option<i64> = redis::cmd("LPOS")
+        .arg("{q}src")
+        .arg("b")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(pos, Some(1));
+    let all: Vec<i64> = redis::cmd("LPOS")
+        .arg("{q}src")
+        .arg("b")
+        .arg("COUNT")
+        .arg(0)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(all, [1, 3]);
+    let moved: String = redis::cmd("LMOVE")
+        .arg("{q}src")
+        .arg("{q}dst")
+        .arg("LEFT")
+        .arg("RIGHT")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(moved, "a");
+    let _: i64 = c.sadd("{s}1", &["a", "b", "c"]).unwrap();
+    let _: i64 = c.sadd("{s}2", &["b", "c", "d"]).unwrap();
+    let mut inter: Vec<String> = c.sinter(&["{s}1", "{s}2"]).unwrap();
+    inter.sort();
+    assert_eq!(inter, ["b", "c"]);
+    let n: i64 = c.sunionstore("{s}u", &["{s}1", "{s}2"]).unwrap();
+    assert_eq!(n, 4);
+    let _: i64 = c
+        .zadd_multiple("lex", &[(0, "a"), (0, "b"), (0, "c"), (0, "d")])
+        .unwrap();
+    let r: Vec<String> = c.zrangebylex("lex", "[b", "(d").unwrap();
+    assert_eq!(r, ["b", "c"]);
+    let popped: Vec<(String, f64)> = redis::cmd("ZPOPMIN").arg("z").arg(2).query(&mut c).unwrap();
+    assert_eq!(popped, [("m0".to_string(), 0.0), ("m1".to_string(), 1.0)]);
+    let rev: Vec<String> = c.zrevrange("z", 0, 1).unwrap();
+    assert_eq!(rev, ["m99", "m98"]);
+    let key: Option<String> = redis::cmd("RANDOMKEY").query(&mut c).unwrap();
+    assert!(key.is_some());
+    server.shutdown();
+}
+
+#[test]
+fn debug_digest_agrees_on_contents() {
+    let a = two_workers();
+    let b = start(ServerConfig {
+        shards: 16,
+        threads: 1,
+        ..ServerConfig::default()
+    });
+    let empty: String = redis::cmd("DEBUG")
+        .arg("DIGEST")
+        .query(&mut client(&a))
+        .unwrap();
+    for server in [&a, &b] {
+        let mut c = client(server);
+        for i in 0..200 {
+            let _: () = c.set(format!("k{i}"), i).unwrap();
+            let _: i64 = c.hset("h", format!("f{i}"), i).unwrap();
+        }
+    }
+    let da: String = redis::cmd("DEBUG")
+        .arg("DIGEST")
+        .query(&mut client(&a))
+        .unwrap();
+    let db: String = redis::cmd("DEBUG")
+        .arg("DIGEST")
+        .query(&mut client(&b))
+        .unwrap();
+    assert_eq!(da, db);
+    assert_ne!(da, empty);
+    assert_eq!(da.len(), 16);
+    a.shutdown();
+    b.shutdown();
+}

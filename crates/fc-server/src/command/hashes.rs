@@ -19,6 +19,8 @@ pub(super) fn specs() -> Vec<Spec> {
         spec("hincrby", 4, k, hincrby),
         spec("hincrbyfloat", 4, k, hincrbyfloat),
         spec("hstrlen", 3, k, hstrlen),
+        spec("hscan", -3, k, hscan),
+        spec("hrandfield", -2, k, hrandfield),
     ]
 }
 
@@ -133,4 +135,64 @@ fn hincrbyfloat(ctx: &mut Ctx<'_>) {
 fn hstrlen(ctx: &mut Ctx<'_>) {
     let r = ctx.store.hstrlen(&ctx.args[1], &ctx.args[2]);
     ctx.reply(r, count);
+}
+
+fn hscan(ctx: &mut Ctx<'_>) {
+    let Some(cursor) = super::keys::cursor_arg(ctx, 2) else {
+        return;
+    };
+    let args = ctx.args;
+    let mut novalues = false;
+    let mut end = args.len();
+    if args.len() > 3 && args[args.len() - 1].eq_ignore_ascii_case(b"novalues") {
+        novalues = true;
+        end -= 1;
+    }
+    let Some((options, _)) = super::keys::scan_options(ctx, &args[..end], 3, false) else {
+        return;
+    };
+    let r = ctx
+        .store
+        .hscan(&args[1], cursor, options.pattern, options.count);
+    ctx.reply(r, |out, (next, pairs)| {
+        out.array_len(2);
+        out.bulk(next.to_string().as_bytes());
+        out.array_len(pairs.len() * if novalues { 1 } else { 2 });
+        for (f, v) in pairs {
+            out.bulk(&f);
+            if !novalues {
+                out.bulk(&v);
+            }
+        }
+    });
+}
+
+fn hrandfield(ctx: &mut Ctx<'_>) {
+    let (count, with_values) = match ctx.args.len() {
+        2 => (None, false),
+        3 | 4 => {
+            let Some(n) = ctx.int(2) else { return };
+            if ctx.args.len() == 4 && !ctx.is(3, "withvalues") {
+                return ctx.syntax_error();
+            }
+            (Some(n), ctx.args.len() == 4)
+        }
+        _ => return ctx.syntax_error(),
+    };
+    let r = ctx.store.hrandfield(&ctx.args[1], count, with_values);
+    ctx.reply(r, |out, picks| match count {
+        None => match picks.into_iter().next() {
+            Some((f, _)) => out.bulk(&f),
+            None => out.null(),
+        },
+        Some(_) => {
+            out.array_len(picks.len() * if with_values { 2 } else { 1 });
+            for (f, v) in picks {
+                out.bulk(&f);
+                if let Some(v) = v {
+                    out.bulk(&v);
+                }
+            }
+        }
+    });
 }

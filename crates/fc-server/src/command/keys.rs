@@ -1,6 +1,6 @@
 //! Keys: DEL, EXISTS, EXPIRE family, TTL family, PERSIST, TYPE, RENAME, KEYS, DBSIZE, FLUSHALL.
 
-use fc_shard::{KeyTtl, ScanOptions};
+use fc_shard::{KeyTtl, KeyType, ScanOptions};
 
 use super::{Ctx, Route, Spec, count, spec};
 
@@ -208,4 +208,137 @@ fn renamenx(ctx: &mut Ctx<'_>) {
     }
     let r = ctx.store.rename(&ctx.args[1], &ctx.args[2], true);
     ctx.reply(r, |out, done| out.integer(i64::from(done)));
+}
+
+/// SCAN's options from argument `from` on (MATCH, COUNT, and with `allow_type` TYPE); `None`
+/// after replying an error. The flag says TYPE named no type (then nothing matches).
+pub(super) fn scan_options<'a>(
+    ctx: &mut Ctx<'_>,
+    args: &'a [bytes::Bytes],
+    from: usize,
+    allow_type: bool,
+) -> Option<(ScanOptions<'a>, bool)> {
+    let mut options = ScanOptions::default();
+    let mut no_such_type = false;
+    let mut i = from;
+    while i < args.len() {
+        if i + 1 >= args.len() {
+            ctx.syntax_error();
+            return None;
+        }
+        if args[i].eq_ignore_ascii_case(b"match") {
+            options.pattern = Some(&args[i + 1]);
+        } else if args[i].eq_ignore_ascii_case(b"count") {
+            let n = ctx.int(i + 1)?;
+            if n < 1 {
+                ctx.syntax_error();
+                return None;
+            }
+            options.count = n as usize;
+        } else if allow_type && args[i].eq_ignore_ascii_case(b"type") {
+            options.key_type = KeyType::from_redis_name(&args[i + 1]);
+            no_such_type = options.key_type.is_none();
+        } else {
+            ctx.syntax_error();
+            return None;
+        }
+        i += 2;
+    }
+    Some((options, no_such_type))
+}
+
+/// A SCAN cursor argument (Redis: "ERR invalid cursor").
+pub(super) fn cursor_arg(ctx: &mut Ctx<'_>, i: usize) -> Option<u64> {
+    let c = std::str::from_utf8(&ctx.args[i])
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok());
+    if c.is_none() {
+        ctx.out.error(b"ERR invalid cursor");
+    }
+    c
+}
+
+/// SCAN on the worker owning the cursor's shard: one shard per step, in shard order.
+pub(super) fn scan(ctx: &mut Ctx<'_>) {
+    let Some(cursor) = cursor_arg(ctx, 1) else {
+        return;
+    };
+    let args = ctx.args;
+    let Some((options, no_such_type)) = scan_options(ctx, args, 2, true) else {
+        return;
+    };
+    let (next, mut keys) = match ctx.store.scan_shard(cursor, options) {
+        Ok(found) => found,
+        Err(e) => return ctx.store_error(&e),
+    };
+    if no_such_type {
+        keys.clear();
+    }
+    ctx.out.array_len(2);
+    ctx.out.bulk(next.to_string().as_bytes());
+    super::bulk_array(&mut ctx.out, &keys);
+}
+
+/// DEBUG on one worker: DIGEST gives its digest as an integer.
+pub(super) fn debug_part(ctx: &mut Ctx<'_>) {
+    if ctx.is(1, "digest") && ctx.args.len() == 2 {
+        let d = ctx.store.digest();
+        ctx.out.integer(d as i64);
+    } else {
+        let text = format!(
+            "ERR unknown subcommand '{}'. Try DEBUG HELP.",
+            String::from_utf8_lossy(&ctx.args[1])
+        );
+        ctx.out.error(text.as_bytes());
+    }
+}
+
+/// RANDOMKEY on one worker: one of its keys, or nil.
+pub(super) fn randomkey_part(ctx: &mut Ctx<'_>) {
+    let start = fastrand_u64() as usize;
+    let shards: Vec<usize> = ctx.store.owned_shards().collect();
+    for k in 0..shards.len() {
+        let shard = shards[(start + k) % shards.len()];
+        let (_, keys) = ctx.store.scan(
+            (shard as u64) << 32 | (fastrand_u64() & 0xFFFF_FFFF),
+            ScanOptions {
+                count: 1,
+                ..ScanOptions::default()
+            },
+        );
+        if let Some(key) = keys.into_iter().next() {
+            return ctx.out.bulk(&key);
+        }
+        let (_, keys) = ctx.store.scan(
+            (shard as u64) << 32,
+            ScanOptions {
+                count: 1,
+                ..ScanOptions::default()
+            },
+        );
+        if let Some(key) = keys.into_iter().next() {
+            return ctx.out.bulk(&key);
+        }
+    }
+    ctx.out.null();
+}
+
+/// A cheap random number (time-seeded SplitMix64 per thread).
+fn fastrand_u64() -> u64 {
+    use std::cell::Cell;
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64),
+        );
+    }
+    STATE.with(|s| {
+        let x = s.get().wrapping_add(0x9E37_79B9_7F4A_7C15);
+        s.set(x);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    })
 }

@@ -1,6 +1,6 @@
 //! Lists.
 
-use fc_shard::{InsertPosition, ListEnd};
+use fc_shard::{InsertPosition, ListEnd, LposOptions};
 
 use super::{Ctx, Route, Spec, bulk_array, bulk_or_null, count, spec};
 
@@ -20,6 +20,9 @@ pub(super) fn specs() -> Vec<Spec> {
         spec("lrem", 4, k, lrem),
         spec("ltrim", 4, k, ltrim),
         spec("linsert", 5, k, linsert),
+        spec("lpos", -3, k, lpos),
+        spec("lmove", 5, k, lmove),
+        spec("rpoplpush", 3, k, rpoplpush),
     ]
 }
 
@@ -127,4 +130,77 @@ fn linsert(ctx: &mut Ctx<'_>) {
         .store
         .linsert(&ctx.args[1], position, &ctx.args[3], &ctx.args[4]);
     ctx.reply(r, |out, n| out.integer(n));
+}
+
+fn lpos(ctx: &mut Ctx<'_>) {
+    let mut options = LposOptions::default();
+    let mut with_count = false;
+    let mut i = 3;
+    while i < ctx.args.len() {
+        if i + 1 >= ctx.args.len() {
+            return ctx.syntax_error();
+        }
+        let Some(n) = ctx.int(i + 1) else { return };
+        if ctx.is(i, "rank") {
+            if n == 0 || n == i64::MIN {
+                return ctx.out.error(
+                    b"ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the last match",
+                );
+            }
+            options.rank = n;
+        } else if ctx.is(i, "count") {
+            if n < 0 {
+                return ctx.out.error(b"ERR COUNT can't be negative");
+            }
+            options.count = n as usize;
+            with_count = true;
+        } else if ctx.is(i, "maxlen") {
+            if n < 0 {
+                return ctx.out.error(b"ERR MAXLEN can't be negative");
+            }
+            options.maxlen = n as usize;
+        } else {
+            return ctx.syntax_error();
+        }
+        i += 2;
+    }
+    let r = ctx.store.lpos(&ctx.args[1], &ctx.args[2], options);
+    ctx.reply(r, |out, found| {
+        if with_count {
+            out.array_len(found.len());
+            for p in found {
+                out.integer(p as i64);
+            }
+        } else {
+            match found.first() {
+                Some(&p) => out.integer(p as i64),
+                None => out.null(),
+            }
+        }
+    });
+}
+
+fn end_of(ctx: &Ctx<'_>, i: usize) -> Option<ListEnd> {
+    if ctx.is(i, "left") {
+        Some(ListEnd::Left)
+    } else if ctx.is(i, "right") {
+        Some(ListEnd::Right)
+    } else {
+        None
+    }
+}
+
+fn lmove(ctx: &mut Ctx<'_>) {
+    let (Some(from), Some(to)) = (end_of(ctx, 3), end_of(ctx, 4)) else {
+        return ctx.syntax_error();
+    };
+    let r = ctx.store.lmove(&ctx.args[1], &ctx.args[2], from, to);
+    ctx.reply(r, bulk_or_null);
+}
+
+fn rpoplpush(ctx: &mut Ctx<'_>) {
+    let r = ctx
+        .store
+        .lmove(&ctx.args[1], &ctx.args[2], ListEnd::Right, ListEnd::Left);
+    ctx.reply(r, bulk_or_null);
 }

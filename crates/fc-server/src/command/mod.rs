@@ -33,6 +33,10 @@ pub(crate) enum Merge {
     Ok,
     /// The parts' arrays concatenated (`KEYS`).
     Concat,
+    /// The wrapping sum of the parts' integers, as 16 hex digits (`DEBUG DIGEST`).
+    Digest,
+    /// The first non-null part, trying the workers from a random one (`RANDOMKEY`).
+    Random,
 }
 
 /// Where a command runs.
@@ -47,6 +51,8 @@ pub(crate) enum Route {
     PerKey { step: usize, merge: Merge },
     /// On every worker, replies merged.
     AllWorkers(Merge),
+    /// On the owner of the shard a `SCAN` cursor (argument 1) is in.
+    Cursor,
 }
 
 /// One command.
@@ -248,6 +254,14 @@ pub(crate) static TABLE: LazyLock<HashMap<&'static str, Spec>> = LazyLock::new(|
                 merge: Merge::Ok,
             },
             strings::mset_one,
+        ),
+        spec("scan", -2, Route::Cursor, keys::scan),
+        spec("debug", -2, AllWorkers(Merge::Digest), keys::debug_part),
+        spec(
+            "randomkey",
+            1,
+            AllWorkers(Merge::Random),
+            keys::randomkey_part,
         ),
     ];
     all.extend(keys::specs());

@@ -1,5 +1,7 @@
 //! Sets.
 
+use fc_shard::SetAlgebra;
+
 use super::{Ctx, Route, Spec, bulk_array, count, spec};
 
 pub(super) fn specs() -> Vec<Spec> {
@@ -13,6 +15,14 @@ pub(super) fn specs() -> Vec<Spec> {
         spec("scard", 2, k, scard),
         spec("spop", -2, k, spop),
         spec("srandmember", -2, k, srandmember),
+        spec("sscan", -3, k, sscan),
+        spec("sinter", -2, k, sinter),
+        spec("sunion", -2, k, sunion),
+        spec("sdiff", -2, k, sdiff),
+        spec("sinterstore", -3, k, sinterstore),
+        spec("sunionstore", -3, k, sunionstore),
+        spec("sdiffstore", -3, k, sdiffstore),
+        spec("smove", 4, k, smove),
     ]
 }
 
@@ -103,4 +113,68 @@ fn srandmember(ctx: &mut Ctx<'_>) {
         None => super::bulk_or_null(out, v.pop()),
         Some(_) => bulk_array(out, &v),
     });
+}
+
+fn sscan(ctx: &mut Ctx<'_>) {
+    let Some(cursor) = super::keys::cursor_arg(ctx, 2) else {
+        return;
+    };
+    let args = ctx.args;
+    let Some((options, _)) = super::keys::scan_options(ctx, args, 3, false) else {
+        return;
+    };
+    let r = ctx
+        .store
+        .sscan(&args[1], cursor, options.pattern, options.count);
+    ctx.reply(r, |out, (next, members)| {
+        out.array_len(2);
+        out.bulk(next.to_string().as_bytes());
+        bulk_array(out, &members);
+    });
+}
+
+fn combine(ctx: &mut Ctx<'_>, algebra: SetAlgebra) {
+    let keys: Vec<&[u8]> = ctx.args[1..].iter().map(|a| &a[..]).collect();
+    let r = ctx.store.set_combine(&keys, algebra);
+    ctx.reply(r, |out, v| {
+        out.set_len(v.len());
+        for m in v {
+            out.bulk(&m);
+        }
+    });
+}
+
+fn sinter(ctx: &mut Ctx<'_>) {
+    combine(ctx, SetAlgebra::Intersection);
+}
+
+fn sunion(ctx: &mut Ctx<'_>) {
+    combine(ctx, SetAlgebra::Union);
+}
+
+fn sdiff(ctx: &mut Ctx<'_>) {
+    combine(ctx, SetAlgebra::Difference);
+}
+
+fn store(ctx: &mut Ctx<'_>, algebra: SetAlgebra) {
+    let keys: Vec<&[u8]> = ctx.args[2..].iter().map(|a| &a[..]).collect();
+    let r = ctx.store.set_store(&ctx.args[1], &keys, algebra);
+    ctx.reply(r, count);
+}
+
+fn sinterstore(ctx: &mut Ctx<'_>) {
+    store(ctx, SetAlgebra::Intersection);
+}
+
+fn sunionstore(ctx: &mut Ctx<'_>) {
+    store(ctx, SetAlgebra::Union);
+}
+
+fn sdiffstore(ctx: &mut Ctx<'_>) {
+    store(ctx, SetAlgebra::Difference);
+}
+
+fn smove(ctx: &mut Ctx<'_>) {
+    let r = ctx.store.smove(&ctx.args[1], &ctx.args[2], &ctx.args[3]);
+    ctx.reply(r, |out, b| out.integer(i64::from(b)));
 }

@@ -1,6 +1,6 @@
 //! Sorted sets.
 
-use fc_shard::{ScoreBound, ScoredMember, ZAddOptions, ZRange};
+use fc_shard::{LexBound, ScoreBound, ScoredMember, ZAddOptions, ZRange};
 
 use super::{Ctx, Route, Spec, count, parse_float, spec};
 
@@ -17,6 +17,18 @@ pub(super) fn specs() -> Vec<Spec> {
         spec("zrange", -4, k, zrange),
         spec("zrangebyscore", -4, k, zrangebyscore),
         spec("zcount", 4, k, zcount),
+        spec("zrevrange", -4, k, zrevrange),
+        spec("zrevrangebyscore", -4, k, zrevrangebyscore),
+        spec("zrangebylex", -4, k, zrangebylex),
+        spec("zrevrangebylex", -4, k, zrevrangebylex),
+        spec("zlexcount", 4, k, zlexcount),
+        spec("zpopmin", -2, k, zpopmin),
+        spec("zpopmax", -2, k, zpopmax),
+        spec("zremrangebyrank", 4, k, zremrangebyrank),
+        spec("zremrangebyscore", 4, k, zremrangebyscore),
+        spec("zremrangebylex", 4, k, zremrangebylex),
+        spec("zmscore", -3, k, zmscore),
+        spec("zscan", -3, k, zscan),
     ]
 }
 
@@ -235,4 +247,199 @@ fn zcount(ctx: &mut Ctx<'_>) {
     };
     let r = ctx.store.zcount(&ctx.args[1], ZRange::Score(min, max));
     ctx.reply(r, count);
+}
+
+/// A lex bound: `-`, `+`, `[x`, `(x`.
+fn lex_bound(bytes: &[u8]) -> Option<LexBound<'_>> {
+    match bytes {
+        b"-" => Some(LexBound::Min),
+        b"+" => Some(LexBound::Max),
+        [b'[', rest @ ..] => Some(LexBound::Inclusive(rest)),
+        [b'(', rest @ ..] => Some(LexBound::Exclusive(rest)),
+        _ => None,
+    }
+}
+
+/// Options after the bounds: WITHSCORES (when allowed) and LIMIT.
+fn range_options(
+    ctx: &mut Ctx<'_>,
+    from: usize,
+    scores_allowed: bool,
+) -> Option<(bool, Option<(usize, i64)>)> {
+    let (mut with_scores, mut limit) = (false, None);
+    let mut i = from;
+    while i < ctx.args.len() {
+        if scores_allowed && ctx.is(i, "withscores") {
+            with_scores = true;
+        } else if ctx.is(i, "limit") && i + 2 < ctx.args.len() {
+            let offset = ctx.int(i + 1)?;
+            let n = ctx.int(i + 2)?;
+            limit = Some((offset.max(0) as usize, n));
+            i += 2;
+        } else {
+            ctx.syntax_error();
+            return None;
+        }
+        i += 1;
+    }
+    Some((with_scores, limit))
+}
+
+fn zrevrange(ctx: &mut Ctx<'_>) {
+    let with_scores = match ctx.args.len() {
+        4 => false,
+        5 if ctx.is(4, "withscores") => true,
+        _ => return ctx.syntax_error(),
+    };
+    let Some(a) = ctx.int(2) else { return };
+    let Some(b) = ctx.int(3) else { return };
+    let r = ctx
+        .store
+        .zrange(&ctx.args[1], ZRange::Rank(a, b), true, None);
+    match r {
+        Ok(entries) => write_entries(ctx, entries, with_scores),
+        Err(e) => ctx.store_error(&e),
+    }
+}
+
+fn zrevrangebyscore(ctx: &mut Ctx<'_>) {
+    let Some((with_scores, limit)) = range_options(ctx, 4, true) else {
+        return;
+    };
+    let (Some(max), Some(min)) = (score_bound(&ctx.args[2]), score_bound(&ctx.args[3])) else {
+        return ctx.out.error(b"ERR min or max is not a float");
+    };
+    let r = ctx
+        .store
+        .zrange(&ctx.args[1], ZRange::Score(min, max), true, limit);
+    match r {
+        Ok(entries) => write_entries(ctx, entries, with_scores),
+        Err(e) => ctx.store_error(&e),
+    }
+}
+
+fn lex_range(ctx: &mut Ctx<'_>, rev: bool) {
+    let Some((_, limit)) = range_options(ctx, 4, false) else {
+        return;
+    };
+    let (lo, hi) = if rev { (3, 2) } else { (2, 3) };
+    let args = ctx.args;
+    let (Some(min), Some(max)) = (lex_bound(&args[lo]), lex_bound(&args[hi])) else {
+        return ctx.out.error(b"ERR min or max not valid string range item");
+    };
+    let r = ctx
+        .store
+        .zrange(&args[1], ZRange::Lex(min, max), rev, limit);
+    match r {
+        Ok(entries) => write_entries(ctx, entries, false),
+        Err(e) => ctx.store_error(&e),
+    }
+}
+
+fn zrangebylex(ctx: &mut Ctx<'_>) {
+    lex_range(ctx, false);
+}
+
+fn zrevrangebylex(ctx: &mut Ctx<'_>) {
+    lex_range(ctx, true);
+}
+
+fn zlexcount(ctx: &mut Ctx<'_>) {
+    let args = ctx.args;
+    let (Some(min), Some(max)) = (lex_bound(&args[2]), lex_bound(&args[3])) else {
+        return ctx.out.error(b"ERR min or max not valid string range item");
+    };
+    let r = ctx.store.zcount(&args[1], ZRange::Lex(min, max));
+    ctx.reply(r, count);
+}
+
+fn zpop(ctx: &mut Ctx<'_>, highest: bool) {
+    let with_count = match ctx.args.len() {
+        2 => None,
+        3 => {
+            let Some(n) = ctx.int(2) else { return };
+            if n < 0 {
+                return ctx
+                    .out
+                    .error(b"ERR value is out of range, must be positive");
+            }
+            Some(n as usize)
+        }
+        _ => return ctx.syntax_error(),
+    };
+    let r = ctx
+        .store
+        .zpop(&ctx.args[1], highest, with_count.unwrap_or(1));
+    match r {
+        Ok(entries) => write_entries(ctx, entries, true),
+        Err(e) => ctx.store_error(&e),
+    }
+}
+
+fn zpopmin(ctx: &mut Ctx<'_>) {
+    zpop(ctx, false);
+}
+
+fn zpopmax(ctx: &mut Ctx<'_>) {
+    zpop(ctx, true);
+}
+
+fn zremrangebyrank(ctx: &mut Ctx<'_>) {
+    let Some(a) = ctx.int(2) else { return };
+    let Some(b) = ctx.int(3) else { return };
+    let r = ctx.store.zremrange(&ctx.args[1], ZRange::Rank(a, b));
+    ctx.reply(r, count);
+}
+
+fn zremrangebyscore(ctx: &mut Ctx<'_>) {
+    let (Some(min), Some(max)) = (score_bound(&ctx.args[2]), score_bound(&ctx.args[3])) else {
+        return ctx.out.error(b"ERR min or max is not a float");
+    };
+    let r = ctx.store.zremrange(&ctx.args[1], ZRange::Score(min, max));
+    ctx.reply(r, count);
+}
+
+fn zremrangebylex(ctx: &mut Ctx<'_>) {
+    let args = ctx.args;
+    let (Some(min), Some(max)) = (lex_bound(&args[2]), lex_bound(&args[3])) else {
+        return ctx.out.error(b"ERR min or max not valid string range item");
+    };
+    let r = ctx.store.zremrange(&args[1], ZRange::Lex(min, max));
+    ctx.reply(r, count);
+}
+
+fn zmscore(ctx: &mut Ctx<'_>) {
+    let m: Vec<&[u8]> = ctx.args[2..].iter().map(|a| &a[..]).collect();
+    let r = ctx.store.zmscore(&ctx.args[1], &m);
+    ctx.reply(r, |out, scores| {
+        out.array_len(scores.len());
+        for s in scores {
+            match s {
+                Some(s) => out.double(s),
+                None => out.null(),
+            }
+        }
+    });
+}
+
+fn zscan(ctx: &mut Ctx<'_>) {
+    let Some(cursor) = super::keys::cursor_arg(ctx, 2) else {
+        return;
+    };
+    let args = ctx.args;
+    let Some((options, _)) = super::keys::scan_options(ctx, args, 3, false) else {
+        return;
+    };
+    let r = ctx
+        .store
+        .zscan(&args[1], cursor, options.pattern, options.count);
+    ctx.reply(r, |out, (next, entries)| {
+        out.array_len(2);
+        out.bulk(next.to_string().as_bytes());
+        out.array_len(entries.len() * 2);
+        for (m, s) in entries {
+            out.bulk(&m);
+            out.double(s);
+        }
+    });
 }

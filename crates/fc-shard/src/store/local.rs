@@ -264,6 +264,18 @@ impl LocalEmbeddedStore {
         f(&mut self.shards[i], tag_of(route.key_hash()), &self.clock)
     }
 
+    /// The local index of the store's shard `shard`, or who owns it.
+    pub(crate) fn local_shard_index(&self, shard: usize) -> Result<usize, StoreError> {
+        match self.local_of[shard] {
+            FOREIGN => Err(StoreError::NotOwner {
+                shard,
+                owner: shard % self.workers,
+                worker: self.worker,
+            }),
+            local => Ok(local as usize),
+        }
+    }
+
     /// The local index of `key`'s shard and its tag, or who owns it.
     pub(crate) fn locate_key(&self, key: &[u8]) -> Result<(usize, u32), StoreError> {
         let route = self.router.route_key(key);

@@ -770,6 +770,51 @@ impl LocalEmbeddedStore {
         (((owned[i] as u64) << 32) | pos, out)
     }
 
+    /// One step of `SCAN` that stays in the cursor's shard, for a server that walks the
+    /// store's shards in order across workers: the next cursor is in the same shard, or the
+    /// start of the next shard of the store (`0` after the last). A key present for the whole
+    /// walk is returned exactly once.
+    ///
+    /// # Errors
+    /// [`StoreError::NotOwner`] when the cursor's shard belongs to another worker.
+    pub fn scan_shard(
+        &mut self,
+        cursor: u64,
+        options: ScanOptions<'_>,
+    ) -> RedisObjectResult<(u64, Vec<Vec<u8>>)> {
+        let (shard, mut pos) = split_cursor(cursor);
+        let shard_count = self.router().shard_count();
+        if shard >= shard_count {
+            return Ok((0, Vec::new()));
+        }
+        let i = self.local_shard_index(shard)?;
+        let (shards, clock) = self.shards_and_clock();
+        let mut out = Vec::new();
+        for _ in 0..SCAN_WINDOWS_PER_CALL {
+            let next = shards[i].scan(
+                pos,
+                options.count,
+                options.pattern,
+                options.key_type,
+                clock,
+                &mut out,
+            );
+            match next {
+                Some(p) if out.len() < options.count => pos = p,
+                Some(p) => return Ok((((shard as u64) << 32) | p, out)),
+                None => {
+                    let next = if shard + 1 < shard_count {
+                        ((shard + 1) as u64) << 32
+                    } else {
+                        0
+                    };
+                    return Ok((next, out));
+                }
+            }
+        }
+        Ok((((shard as u64) << 32) | pos, out))
+    }
+
     /// The digest of this worker's shards (see [`EmbeddedStore::digest`]); the digests of all
     /// workers of one store add up (wrapping) to the store's.
     #[must_use]
