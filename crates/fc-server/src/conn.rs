@@ -10,12 +10,19 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::command::{self, Merge, Route};
-use crate::worker::Worker;
+use std::collections::BTreeSet;
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::worker::{Job, TxnCommand, Worker};
 
 /// Replies are written out once this many bytes are pending, even mid-pipeline.
 const FLUSH_AT: usize = 64 * 1024;
 
 struct State {
+    /// Commands queued since `MULTI` (and whether one was refused while queueing).
+    multi: Option<Vec<(&'static command::Spec, Vec<Bytes>)>>,
+    dirty: bool,
     id: u64,
     version: RespVersion,
     name: Option<Bytes>,
@@ -41,6 +48,8 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
     let _ = stream.set_nodelay(true);
     let shared = &worker.shared;
     let mut state = State {
+        multi: None,
+        dirty: false,
         id: shared.next_client_id.fetch_add(1, Ordering::Relaxed) + 1,
         version: RespVersion::Resp2,
         name: None,
@@ -106,25 +115,116 @@ async fn dispatch(
 ) {
     let version = state.version;
     let Some(spec) = command::lookup(&args[0]) else {
+        state.dirty |= state.multi.is_some();
         return command::unknown_command(&args, &mut Encoder::new(out, version));
     };
     if !spec.arity_ok(args.len()) {
+        state.dirty |= state.multi.is_some();
         return command::wrong_arity(&args[0], &mut Encoder::new(out, version));
     }
     if !state.authed && !matches!(spec.name, "auth" | "hello" | "quit") {
+        state.dirty |= state.multi.is_some();
         return Encoder::new(out, version).error(b"NOAUTH Authentication required.");
     }
+    match spec.name {
+        "multi" => {
+            let mut enc = Encoder::new(out, version);
+            if state.multi.is_some() {
+                return enc.error(b"ERR MULTI calls can not be nested");
+            }
+            state.multi = Some(Vec::new());
+            state.dirty = false;
+            return enc.ok();
+        }
+        "exec" => return exec(worker, state, parser, out).await,
+        "discard" => {
+            let mut enc = Encoder::new(out, version);
+            if state.multi.take().is_none() {
+                return enc.error(b"ERR DISCARD without MULTI");
+            }
+            state.dirty = false;
+            return enc.ok();
+        }
+        "watch" if state.multi.is_some() => {
+            return Encoder::new(out, version).error(b"ERR WATCH inside MULTI is not allowed");
+        }
+        _ => {}
+    }
+    if let Some(queue) = &mut state.multi
+        && !matches!(spec.name, "quit" | "reset")
+    {
+        queue.push((spec, args));
+        return Encoder::new(out, version).simple(b"QUEUED");
+    }
+    run(worker, state, parser, spec, args, out, None).await;
+}
+
+/// The held workers of a running transaction: a command channel per worker other than this
+/// one (`None` where not involved).
+pub(crate) type TxnLinks = Vec<Option<mpsc::UnboundedSender<TxnCommand>>>;
+
+/// Runs `handler` on `owner`: normally (waiting out other transactions), or as part of this
+/// connection's transaction on a worker it holds.
+pub(crate) async fn exec_at(
+    worker: &Worker,
+    owner: usize,
+    handler: command::Handler,
+    args: Vec<Bytes>,
+    version: RespVersion,
+    out: &mut BytesMut,
+    txn: Option<&TxnLinks>,
+) {
+    let Some(links) = txn else {
+        return worker.execute_on(owner, handler, args, version, out).await;
+    };
+    if owner == worker.index {
+        return worker.execute_into(handler, &args, version, out);
+    }
+    let Some(link) = &links[owner] else {
+        return worker.execute_on(owner, handler, args, version, out).await;
+    };
+    let (reply, answer) = oneshot::channel();
+    let cmd = TxnCommand {
+        handler,
+        args,
+        version,
+        reply,
+    };
+    if link.send(cmd).is_ok()
+        && let Ok(bytes) = answer.await
+    {
+        return out.extend_from_slice(&bytes);
+    }
+    Encoder::new(out, version).error(b"ERR server is shutting down");
+}
+
+/// Runs one validated command.
+async fn run(
+    worker: &Worker,
+    state: &mut State,
+    parser: &mut RequestParser,
+    spec: &'static command::Spec,
+    args: Vec<Bytes>,
+    out: &mut BytesMut,
+    txn: Option<&TxnLinks>,
+) {
+    let version = state.version;
     let shared = &worker.shared;
     if spec.name == "info" {
-        return crate::info::info(worker, version, &args, out).await;
+        return crate::info::info(worker, version, &args, out, txn).await;
     }
     match spec.route {
         Route::Connection => connection_command(worker, state, parser, &args, out),
         Route::Key => {
             let owner = shared.owner_of(&args[1]);
-            worker
-                .execute_on(owner, spec.handler, args, version, out)
-                .await;
+            exec_at(worker, owner, spec.handler, args, version, out, txn).await;
+        }
+        Route::Cursor => {
+            let owner = std::str::from_utf8(&args[1])
+                .ok()
+                .and_then(|c| c.parse::<u64>().ok())
+                .map_or(worker.index, |c| ((c >> 32) as usize) % shared.workers);
+            exec_at(worker, owner, spec.handler, args, version, out, txn).await;
         }
         Route::PerKey { step, merge } => {
             if !(args.len() - 1).is_multiple_of(step) {
@@ -137,33 +237,88 @@ async fn dispatch(
                 sub.extend(chunk.iter().cloned());
                 let owner = shared.owner_of(&chunk[0]);
                 let mut part = BytesMut::new();
-                worker
-                    .execute_on(owner, spec.handler, sub, version, &mut part)
-                    .await;
+                exec_at(worker, owner, spec.handler, sub, version, &mut part, txn).await;
                 parts.push(part);
             }
             merge_parts(&parts, merge, version, out);
-        }
-        Route::Cursor => {
-            let owner = std::str::from_utf8(&args[1])
-                .ok()
-                .and_then(|c| c.parse::<u64>().ok())
-                .map_or(worker.index, |c| ((c >> 32) as usize) % shared.workers);
-            worker
-                .execute_on(owner, spec.handler, args, version, out)
-                .await;
         }
         Route::AllWorkers(merge) => {
             let mut parts = Vec::with_capacity(shared.workers);
             for owner in 0..shared.workers {
                 let mut part = BytesMut::new();
-                worker
-                    .execute_on(owner, spec.handler, args.clone(), version, &mut part)
-                    .await;
+                exec_at(
+                    worker,
+                    owner,
+                    spec.handler,
+                    args.clone(),
+                    version,
+                    &mut part,
+                    txn,
+                )
+                .await;
                 parts.push(part);
             }
             merge_parts(&parts, merge, version, out);
         }
+    }
+}
+
+/// The workers a queued command touches.
+fn workers_of(worker: &Worker, spec: &command::Spec, args: &[Bytes], into: &mut BTreeSet<usize>) {
+    let shared = &worker.shared;
+    match spec.route {
+        Route::Connection => {}
+        Route::Key => {
+            into.insert(shared.owner_of(&args[1]));
+        }
+        Route::PerKey { step, .. } => {
+            for chunk in args[1..].chunks(step) {
+                into.insert(shared.owner_of(&chunk[0]));
+            }
+        }
+        Route::AllWorkers(_) | Route::Cursor => into.extend(0..shared.workers),
+    }
+}
+
+/// `EXEC`: holds every worker the queued commands touch (in ascending order, so two
+/// transactions never wait on each other in a cycle), runs the commands in order with nothing
+/// else running on those workers, then releases them.
+async fn exec(worker: &Worker, state: &mut State, parser: &mut RequestParser, out: &mut BytesMut) {
+    let version = state.version;
+    let Some(queue) = state.multi.take() else {
+        return Encoder::new(out, version).error(b"ERR EXEC without MULTI");
+    };
+    if std::mem::take(&mut state.dirty) {
+        return Encoder::new(out, version)
+            .error(b"EXECABORT Transaction discarded because of previous errors.");
+    }
+    let mut involved = BTreeSet::new();
+    for (spec, args) in &queue {
+        workers_of(worker, spec, args, &mut involved);
+    }
+    let shared = &worker.shared;
+    let mut links: TxnLinks = (0..shared.workers).map(|_| None).collect();
+    let mut self_locked = false;
+    for &w in &involved {
+        if w == worker.index {
+            worker.lock().await;
+            self_locked = true;
+            continue;
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (ack, acked) = oneshot::channel();
+        let job = Job::Hold { ack, commands: rx };
+        if shared.inboxes[w].send(job).is_ok() && acked.await.is_ok() {
+            links[w] = Some(tx);
+        }
+    }
+    Encoder::new(out, version).array_len(queue.len());
+    for (spec, args) in queue {
+        run(worker, state, parser, spec, args, out, Some(&links)).await;
+    }
+    drop(links);
+    if self_locked {
+        worker.unlock();
     }
 }
 
@@ -291,6 +446,8 @@ fn connection_command(
             enc.bulk(now.subsec_micros().to_string().as_bytes());
         }
         b"config" => crate::info::config(worker, args, Encoder::new(out, state.version)),
+        // No WATCH yet, so nothing to forget.
+        b"unwatch" => Encoder::new(out, state.version).ok(),
         _ => command::unknown_command(args, &mut Encoder::new(out, state.version)),
     }
 }

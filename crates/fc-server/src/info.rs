@@ -47,20 +47,23 @@ pub(crate) async fn info(
     version: RespVersion,
     args: &[Bytes],
     out: &mut BytesMut,
+    txn: Option<&crate::conn::TxnLinks>,
 ) {
     let shared = &worker.shared;
     let mut totals = [0u64; FIELDS];
     for owner in 0..shared.workers {
         let mut part = BytesMut::new();
-        worker
-            .execute_on(
-                owner,
-                stats_part,
-                vec![Bytes::from_static(b"info")],
-                RespVersion::Resp2,
-                &mut part,
-            )
-            .await;
+        let args = vec![Bytes::from_static(b"info")];
+        crate::conn::exec_at(
+            worker,
+            owner,
+            stats_part,
+            args,
+            RespVersion::Resp2,
+            &mut part,
+            txn,
+        )
+        .await;
         for (t, v) in totals.iter_mut().zip(integers(&part)) {
             *t += v;
         }

@@ -3,7 +3,7 @@
 //! workers round-robin; a command for a key another worker owns travels to that worker's inbox
 //! as a [`Job::Exec`] and its encoded reply comes back on a oneshot channel.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize};
@@ -12,7 +12,7 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use fc_resp::{Encoder, RespVersion};
 use fc_shard::{LocalEmbeddedStore, ShardRouter};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::ServerConfig;
 use crate::command::{Ctx, Handler};
@@ -28,8 +28,22 @@ pub(crate) enum Job {
     },
     /// Serve a new connection.
     Conn(std::net::TcpStream),
+    /// Lock this worker for a transaction of another worker's connection: acquire the lock,
+    /// acknowledge, then run only the transaction's commands until their channel closes.
+    Hold {
+        ack: oneshot::Sender<()>,
+        commands: mpsc::UnboundedReceiver<TxnCommand>,
+    },
     /// Stop (connections are dropped).
     Stop,
+}
+
+/// One command of a transaction, for a held worker.
+pub(crate) struct TxnCommand {
+    pub(crate) handler: Handler,
+    pub(crate) args: Vec<Bytes>,
+    pub(crate) version: RespVersion,
+    pub(crate) reply: oneshot::Sender<BytesMut>,
 }
 
 /// What every worker and the acceptor share.
@@ -58,9 +72,33 @@ pub(crate) struct Worker {
     pub(crate) index: usize,
     pub(crate) store: RefCell<LocalEmbeddedStore>,
     pub(crate) shared: Arc<Shared>,
+    /// Held by a transaction (`MULTI`/`EXEC`): nothing else runs on this worker's shards.
+    locked: Cell<bool>,
+    unlocked: Notify,
 }
 
 impl Worker {
+    /// Takes the transaction lock (waiting while another transaction holds it).
+    pub(crate) async fn lock(&self) {
+        while self.locked.get() {
+            self.unlocked.notified().await;
+        }
+        self.locked.set(true);
+    }
+
+    /// Releases the transaction lock.
+    pub(crate) fn unlock(&self) {
+        self.locked.set(false);
+        self.unlocked.notify_waiters();
+    }
+
+    /// Waits until no transaction holds this worker.
+    async fn wait_unlocked(&self) {
+        while self.locked.get() {
+            self.unlocked.notified().await;
+        }
+    }
+
     /// Runs `handler` on this worker's store, appending its reply to `out`.
     pub(crate) fn execute_into(
         &self,
@@ -89,6 +127,7 @@ impl Worker {
         out: &mut BytesMut,
     ) {
         if owner == self.index {
+            self.wait_unlocked().await;
             self.execute_into(handler, &args, version, out);
             return;
         }
@@ -126,6 +165,8 @@ pub(crate) fn run(
         index,
         store: RefCell::new(store),
         shared,
+        locked: Cell::new(false),
+        unlocked: Notify::new(),
     });
     local.block_on(&runtime, async move {
         while let Some(job) = inbox.recv().await {
@@ -136,9 +177,20 @@ pub(crate) fn run(
                     version,
                     reply,
                 } => {
+                    worker.wait_unlocked().await;
                     let mut out = BytesMut::new();
                     worker.execute_into(handler, &args, version, &mut out);
                     let _ = reply.send(out);
+                }
+                Job::Hold { ack, mut commands } => {
+                    worker.lock().await;
+                    let _ = ack.send(());
+                    while let Some(cmd) = commands.recv().await {
+                        let mut out = BytesMut::new();
+                        worker.execute_into(cmd.handler, &cmd.args, cmd.version, &mut out);
+                        let _ = cmd.reply.send(out);
+                    }
+                    worker.unlock();
                 }
                 Job::Conn(stream) => {
                     tokio::task::spawn_local(crate::conn::serve(stream, Rc::clone(&worker)));

@@ -465,3 +465,76 @@ fn debug_digest_agrees_on_contents() {
     a.shutdown();
     b.shutdown();
 }
+
+#[test]
+fn multi_exec_is_atomic_across_workers() {
+    let server = two_workers();
+    let mut c = client(&server);
+    // Two keys on different workers.
+    let (a, b) = (
+        "a",
+        (0..100)
+            .map(|i| format!("b{i}"))
+            .find(|k| {
+                let router = fc_shard::ShardRouter::new(8, fc_shard::EmbeddedRouteMode::FullKey);
+                router.shard_of(&router.route_key(k.as_bytes())) % 2
+                    != router.shard_of(&router.route_key(b"a")) % 2
+            })
+            .unwrap(),
+    );
+    let _: () = c.set(a, 0).unwrap();
+    let _: () = c.set(&b, 0).unwrap();
+    let (ra, rb): (i64, i64) = redis::pipe()
+        .atomic()
+        .incr(a, 1)
+        .incr(&b, 1)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!((ra, rb), (1, 1));
+    // Queue-time errors abort the transaction; EXEC/DISCARD without MULTI are errors.
+    assert_eq!(
+        raw(&server, b"MULTI\r\nFOO\r\nINCR a\r\nEXEC\r\n"),
+        b"+OK\r\n-ERR unknown command 'FOO', with args beginning with: \r\n+QUEUED\r\n-EXECABORT Transaction discarded because of previous errors.\r\n"
+    );
+    assert_eq!(raw(&server, b"EXEC\r\n"), b"-ERR EXEC without MULTI\r\n");
+    assert_eq!(
+        raw(&server, b"MULTI\r\nINCR a\r\nDISCARD\r\nGET a\r\n"),
+        b"+OK\r\n+QUEUED\r\n+OK\r\n$1\r\n1\r\n"
+    );
+    // Isolation: writers move a and b together; readers must never see them apart.
+    let addr = server.addr();
+    let mut threads = Vec::new();
+    for t in 0..6 {
+        let b = b.clone();
+        threads.push(std::thread::spawn(move || {
+            let mut c = redis::Client::open(format!("redis://{addr}/"))
+                .unwrap()
+                .get_connection()
+                .unwrap();
+            for _ in 0..150 {
+                if t < 4 {
+                    let _: (i64, i64) = redis::pipe()
+                        .atomic()
+                        .incr("a", 1)
+                        .incr(&b, 1)
+                        .query(&mut c)
+                        .unwrap();
+                } else {
+                    let (x, y): (i64, i64) = redis::pipe()
+                        .atomic()
+                        .get("a")
+                        .get(&b)
+                        .query(&mut c)
+                        .unwrap();
+                    assert_eq!(x, y, "a transaction saw half of another");
+                }
+            }
+        }));
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+    let (x, y): (i64, i64) = redis::pipe().get("a").get(&b).query(&mut c).unwrap();
+    assert_eq!((x, y), (601, 601));
+    server.shutdown();
+}
