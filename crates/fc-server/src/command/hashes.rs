@@ -138,22 +138,13 @@ fn hstrlen(ctx: &mut Ctx<'_>) {
 }
 
 fn hscan(ctx: &mut Ctx<'_>) {
-    let Some(cursor) = super::keys::cursor_arg(ctx, 2) else {
-        return;
-    };
     let args = ctx.args;
-    let mut novalues = false;
-    let mut end = args.len();
-    if args.len() > 3 && args[args.len() - 1].eq_ignore_ascii_case(b"novalues") {
-        novalues = true;
-        end -= 1;
-    }
-    let Some((options, _)) = super::keys::scan_options(ctx, &args[..end], 3, false) else {
+    let novalues = args.len() > 3 && args[args.len() - 1].eq_ignore_ascii_case(b"novalues");
+    let until = args.len() - usize::from(novalues);
+    let Some((cursor, pattern, count)) = super::keys::object_scan_args(ctx, args, until) else {
         return;
     };
-    let r = ctx
-        .store
-        .hscan(&args[1], cursor, options.pattern, options.count);
+    let r = ctx.store.hscan(&args[1], cursor, pattern, count);
     ctx.reply(r, |out, (next, pairs)| {
         out.array_len(2);
         out.bulk(next.to_string().as_bytes());

@@ -247,6 +247,18 @@ pub(super) fn scan_options<'a>(
     Some((options, no_such_type))
 }
 
+/// `HSCAN`/`SSCAN`/`ZSCAN key cursor [MATCH p] [COUNT n]` arguments from `until` (exclusive):
+/// the cursor, pattern and count, or `None` after replying the error.
+pub(super) fn object_scan_args<'a>(
+    ctx: &mut Ctx<'_>,
+    args: &'a [bytes::Bytes],
+    until: usize,
+) -> Option<(u64, Option<&'a [u8]>, usize)> {
+    let cursor = cursor_arg(ctx, 2)?;
+    let (options, _) = scan_options(ctx, &args[..until], 3, false)?;
+    Some((cursor, options.pattern, options.count))
+}
+
 /// A SCAN cursor argument (Redis: "ERR invalid cursor").
 pub(super) fn cursor_arg(ctx: &mut Ctx<'_>, i: usize) -> Option<u64> {
     let c = std::str::from_utf8(&ctx.args[i])

@@ -116,16 +116,12 @@ fn srandmember(ctx: &mut Ctx<'_>) {
 }
 
 fn sscan(ctx: &mut Ctx<'_>) {
-    let Some(cursor) = super::keys::cursor_arg(ctx, 2) else {
-        return;
-    };
     let args = ctx.args;
-    let Some((options, _)) = super::keys::scan_options(ctx, args, 3, false) else {
+    let Some((cursor, pattern, count)) = super::keys::object_scan_args(ctx, args, args.len())
+    else {
         return;
     };
-    let r = ctx
-        .store
-        .sscan(&args[1], cursor, options.pattern, options.count);
+    let r = ctx.store.sscan(&args[1], cursor, pattern, count);
     ctx.reply(r, |out, (next, members)| {
         out.array_len(2);
         out.bulk(next.to_string().as_bytes());

@@ -179,18 +179,9 @@ impl Shard {
         fields: &[&[u8]],
         clock: &Clock,
     ) -> RedisObjectResult<usize> {
-        let removed = self.write_object(tag, key, KIND_HASH, None, clock, |object, emit| {
-            let hash = as_hash_mut(object);
-            let gone: Vec<&[u8]> = fields.iter().copied().filter(|f| hash.remove(f)).collect();
-            if !gone.is_empty() {
-                emit.emit(Mutation::HDel {
-                    key: emit.key,
-                    fields: &gone,
-                });
-            }
-            Ok(gone.len())
-        })?;
-        Ok(removed.unwrap_or(0))
+        self.remove_elements(tag, key, KIND_HASH, fields, clock, |key, fields| {
+            Mutation::HDel { key, fields }
+        })
     }
 
     /// `HINCRBY`: the field's new integer value.

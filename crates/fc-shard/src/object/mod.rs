@@ -113,6 +113,17 @@ impl Object {
         }
     }
 
+    /// Removes one field (hash) or member (set, sorted set); true when it was there. Lists
+    /// have no keyed elements.
+    pub(crate) fn remove_element(&mut self, element: &[u8]) -> bool {
+        match self {
+            Self::Hash(h) => h.remove(element),
+            Self::Set(s) => s.remove(element),
+            Self::ZSet(z) => z.remove(element),
+            Self::List(_) => false,
+        }
+    }
+
     /// A digest of the contents that does not depend on the order of unordered collections.
     pub(crate) fn digest(&self) -> u64 {
         match self {
@@ -245,4 +256,32 @@ pub(crate) fn scan_window(cursor: u64, len: usize, count: usize) -> (std::ops::R
     };
     let bottom = top.saturating_sub(count.max(1));
     (bottom..top, bottom as u64)
+}
+
+impl crate::shard::Shard {
+    /// `HDEL` / `SREM` / `ZREM`: removes the listed elements from the object of `kind` at `key`
+    /// and logs the ones that were there with `log`; how many went (the key goes with its last
+    /// element).
+    pub(crate) fn remove_elements(
+        &mut self,
+        tag: u32,
+        key: &[u8],
+        kind: u32,
+        elements: &[&[u8]],
+        clock: &crate::clock::Clock,
+        log: for<'m> fn(&'m [u8], &'m [&'m [u8]]) -> Mutation<'m>,
+    ) -> crate::error::RedisObjectResult<usize> {
+        let removed = self.write_object(tag, key, kind, None, clock, |object, emit| {
+            let gone: Vec<&[u8]> = elements
+                .iter()
+                .copied()
+                .filter(|e| object.remove_element(e))
+                .collect();
+            if !gone.is_empty() {
+                emit.emit(log(emit.key, &gone));
+            }
+            Ok(gone.len())
+        })?;
+        Ok(removed.unwrap_or(0))
+    }
 }

@@ -133,18 +133,9 @@ impl Shard {
         members: &[&[u8]],
         clock: &Clock,
     ) -> RedisObjectResult<usize> {
-        let removed = self.write_object(tag, key, KIND_SET, None, clock, |object, emit| {
-            let set = as_set_mut(object);
-            let gone: Vec<&[u8]> = members.iter().copied().filter(|m| set.remove(m)).collect();
-            if !gone.is_empty() {
-                emit.emit(Mutation::SRem {
-                    key: emit.key,
-                    members: &gone,
-                });
-            }
-            Ok(gone.len())
-        })?;
-        Ok(removed.unwrap_or(0))
+        self.remove_elements(tag, key, KIND_SET, members, clock, |key, members| {
+            Mutation::SRem { key, members }
+        })
     }
 
     /// `SPOP key [count]`: removes and returns up to `count` random members, logged as the

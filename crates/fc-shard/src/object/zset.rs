@@ -461,18 +461,9 @@ impl Shard {
         members: &[&[u8]],
         clock: &Clock,
     ) -> RedisObjectResult<usize> {
-        let removed = self.write_object(tag, key, KIND_ZSET, None, clock, |object, emit| {
-            let zset = as_zset_mut(object);
-            let gone: Vec<&[u8]> = members.iter().copied().filter(|m| zset.remove(m)).collect();
-            if !gone.is_empty() {
-                emit.emit(Mutation::ZRem {
-                    key: emit.key,
-                    members: &gone,
-                });
-            }
-            Ok(gone.len())
-        })?;
-        Ok(removed.unwrap_or(0))
+        self.remove_elements(tag, key, KIND_ZSET, members, clock, |key, members| {
+            Mutation::ZRem { key, members }
+        })
     }
 
     /// `ZREMRANGEBYRANK`/`ZREMRANGEBYSCORE`/`ZREMRANGEBYLEX`: how many went (logged as the
