@@ -30,6 +30,7 @@
 //!   the entry (2 bits) and a 6-bit generation bumped whenever the chunk is freed, so a queue
 //!   can tell its stale positions from the entry now living in a reused chunk.
 
+use crate::copy::{copy_large, extend_large};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Header bytes in front of every entry.
@@ -223,7 +224,10 @@ fn write_entry(chunk: &mut [u8], key: &[u8], value: &[u8], expire_at_ms: Option<
     write_word0(chunk, key.len(), KIND_STRING, expire_at_ms);
     chunk[4..8].copy_from_slice(&(value.len() as u32).to_le_bytes());
     chunk[HEADER..HEADER + key.len()].copy_from_slice(key);
-    chunk[HEADER + key.len()..HEADER + key.len() + value.len()].copy_from_slice(value);
+    copy_large(
+        &mut chunk[HEADER + key.len()..HEADER + key.len() + value.len()],
+        value,
+    );
 }
 
 /// A large entry in its own exact-size allocation, written once (no zero-fill first: at 64 KiB
@@ -235,7 +239,7 @@ fn large_entry(key: &[u8], value: &[u8], expire_at_ms: Option<u64>) -> Box<[u8]>
     let mut data = Vec::with_capacity(HEADER + key.len() + value.len());
     data.extend_from_slice(&header);
     data.extend_from_slice(key);
-    data.extend_from_slice(value);
+    extend_large(&mut data, value);
     data.into_boxed_slice()
 }
 
@@ -244,7 +248,10 @@ fn large_entry(key: &[u8], value: &[u8], expire_at_ms: Option<u64>) -> Box<[u8]>
 fn write_value(chunk: &mut [u8], key_len: usize, value: &[u8], expire_at_ms: Option<u64>) {
     write_word0(chunk, key_len, KIND_STRING, expire_at_ms);
     chunk[4..8].copy_from_slice(&(value.len() as u32).to_le_bytes());
-    chunk[HEADER + key_len..HEADER + key_len + value.len()].copy_from_slice(value);
+    copy_large(
+        &mut chunk[HEADER + key_len..HEADER + key_len + value.len()],
+        value,
+    );
 }
 
 /// Where a page of a size class lives: a region and a byte offset in it.
@@ -385,6 +392,11 @@ pub(crate) struct Arena {
     large_free: Vec<u32>,
     large_freq: Vec<AtomicU64>,
     large_meta: Vec<u8>,
+    /// The allocation of the large entry removed last, kept for the next large insert of the same
+    /// size: a bounded cache overwriting same-size values (evict one, insert one) then skips the
+    /// allocator's free and malloc, and their page faults once the heap is trimmed. Counted in
+    /// `allocated_bytes` while held.
+    large_spare: Option<Box<[u8]>>,
     allocated_bytes: usize,
     /// Sum of the footprints of live entries (see [`footprint`]).
     live_bytes: usize,
@@ -406,6 +418,7 @@ impl Arena {
             large_free: Vec::new(),
             large_freq: Vec::new(),
             large_meta: Vec::new(),
+            large_spare: None,
             allocated_bytes: 0,
             live_bytes: 0,
             eviction_metadata: false,
@@ -480,7 +493,20 @@ impl Arena {
         let len = HEADER + key.len() + value.len();
         let class = class_for(len);
         let loc = if class == LARGE_CLASS {
-            let data = large_entry(key, value, expire_at_ms);
+            let data = match self.large_spare.take() {
+                Some(mut spare) if spare.len() == len => {
+                    // Already counted in `allocated_bytes`.
+                    self.allocated_bytes -= len;
+                    write_entry(&mut spare, key, value, expire_at_ms);
+                    spare
+                }
+                other => {
+                    if let Some(spare) = other {
+                        self.allocated_bytes -= spare.len();
+                    }
+                    large_entry(key, value, expire_at_ms)
+                }
+            };
             self.allocated_bytes += len;
             self.live_bytes += len;
             if let Some(index) = self.large_free.pop() {
@@ -670,9 +696,12 @@ impl Arena {
         let index = index_of(loc);
         if class == LARGE_CLASS {
             let old = std::mem::take(&mut self.large[index as usize]);
-            self.allocated_bytes -= old.len();
             self.live_bytes -= old.len();
             self.large_free.push(index);
+            // Keep the newest removed allocation for the next insert; drop the one it replaces.
+            if let Some(dropped) = self.large_spare.replace(old) {
+                self.allocated_bytes -= dropped.len();
+            }
         } else {
             self.live_bytes -= self.classes[class as usize].chunk_bytes as usize;
             write_word0(self.chunk_mut(loc), 0, KIND_FREE, None);

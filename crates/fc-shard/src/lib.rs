@@ -51,6 +51,7 @@
 
 mod arena;
 mod clock;
+mod copy;
 mod error;
 mod eviction;
 mod glob;

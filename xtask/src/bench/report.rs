@@ -91,6 +91,7 @@ pub(crate) fn write_meta(out: &Path, run_id: &str, command: &str, seed: u64) -> 
         "rustc": run_text("rustc", &["-V"]),
         "git_sha": run_text("git", &["-C", &root, "rev-parse", "HEAD"]),
         "git_dirty": dirty,
+        "fast_cache_features": if cfg!(feature = "unsafe") { "unsafe" } else { "default (safe)" },
         "commands": commands,
         "seed": format!("{seed:#x}"),
         "key_bytes": 16,
@@ -156,7 +157,7 @@ pub(crate) fn write_summary(out: &Path, run_id: &str) -> anyhow::Result<()> {
         && let Ok(meta) = serde_json::from_str::<serde_json::Value>(&meta)
     {
         md.push_str(&format!(
-            "Machine: {} ({} cores, {} RAM), Linux {}, {}; commit `{}`{}.\n\nCommands:\n",
+            "Machine: {} ({} cores, {} RAM), Linux {}, {}; commit `{}`{}; fast-cache features: {}.\n\nCommands:\n",
             meta["cpu_model"].as_str().unwrap_or("?"),
             meta["cores"],
             meta["memory"].as_str().unwrap_or("?"),
@@ -168,6 +169,7 @@ pub(crate) fn write_summary(out: &Path, run_id: &str) -> anyhow::Result<()> {
             } else {
                 ""
             },
+            meta["fast_cache_features"].as_str().unwrap_or("default (safe)"),
         ));
         for c in meta["commands"].as_array().into_iter().flatten() {
             md.push_str(&format!("- `{}`\n", c.as_str().unwrap_or("?")));
