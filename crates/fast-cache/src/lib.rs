@@ -116,6 +116,10 @@
 //! ## Features
 //! - `embedded` (default): [`storage::EmbeddedStore`] and [`storage::SharedEmbeddedStore`].
 //! - `sharded` (default): [`storage::LocalEmbeddedStore`] for thread-per-core workers.
+//! - `persistence` (default): [`persistence::PersistentStore`], an embedded store that logs
+//!   every change (FCW2 write-ahead log, fsync `always` / `everysec` / `no`), writes snapshot
+//!   images, and recovers on open — in-process, with no async runtime.
+//! - `unsafe`: reviewed `unsafe` fast paths (`SAFETY.md`), off by default.
 
 /// The embedded storage API: stores, routing, sessions, statistics, mutation events.
 pub mod storage {
@@ -134,6 +138,30 @@ pub mod storage {
     };
     #[cfg(feature = "sharded")]
     pub use fc_shard::{LocalEmbeddedStore, LocalEmbeddedStoreBootstrap};
+}
+
+/// Persistence for embedded stores: the write-ahead log, snapshot images, recovery.
+///
+/// ```
+/// use fast_cache::persistence::{FsyncPolicy, PersistentStore, RecoveryMode, WalConfig};
+///
+/// let dir = tempfile::tempdir()?;
+/// let config = WalConfig { fsync: FsyncPolicy::Always, ..WalConfig::new(dir.path()) };
+/// {
+///     let cache = PersistentStore::open(&config, 8, RecoveryMode::default(), |b| b)?;
+///     cache.set(b"session:1", b"ada", Some(60_000));
+///     cache.snapshot()?;
+/// }
+/// let cache = PersistentStore::open(&config, 8, RecoveryMode::default(), |b| b)?;
+/// assert_eq!(cache.get(b"session:1"), Some(b"ada".to_vec()));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[cfg(feature = "persistence")]
+pub mod persistence {
+    pub use fc_snapshot::{LoadReport, PersistentStore, SnapshotReport};
+    pub use fc_wal::{
+        FsyncPolicy, RecoveryMode, RecoveryReport, WalConfig, WalError, WalStatsSnapshot,
+    };
 }
 
 pub use fc_shard::StoreError as Error;

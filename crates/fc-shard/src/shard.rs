@@ -19,6 +19,9 @@ use crate::object::{Emitter, KeyType, Object, Objects, slot_of};
 use crate::s3fifo::{self, Queued, Queues};
 use crate::stats::{KeyTtl, MaintenanceReport, ShardStatsSnapshot};
 
+/// Most elements one exported mutation carries (bounds a snapshot frame's size).
+pub(crate) const EXPORT_CHUNK: usize = 1024;
+
 /// The index tag of a key hash. The shard was chosen from the *top* bits of the route hash, so
 /// the index uses the low 32 bits of the key hash, independent of the shard.
 #[inline]
@@ -1146,6 +1149,67 @@ impl Shard {
             return None;
         }
         Some(KeyType::of_kind(arena::kind_of(chunk)))
+    }
+
+    /// Calls `emit` with mutations that recreate every live key of this shard from nothing:
+    /// `Set` for a string (with its expiry); `HSet` / `ListPush` (tail) / `SAdd` / `ZAdd` for an
+    /// aggregate, split into mutations of at most [`EXPORT_CHUNK`] elements, then `Expire` when
+    /// it expires. Replaying them into an empty shard gives the same digest. Returns the number
+    /// of keys exported.
+    pub(crate) fn export(&self, clock: &Clock, emit: &mut dyn FnMut(&Mutation<'_>)) -> u64 {
+        let now = clock.now_ms();
+        let mut keys = 0;
+        for loc in self.index.iter() {
+            let chunk = self.arena.chunk(loc);
+            let head = arena::header(chunk);
+            if head.expire_at_ms.is_some_and(|at| now > at) {
+                continue;
+            }
+            keys += 1;
+            let key = arena::key_of(chunk);
+            if head.kind == arena::KIND_STRING {
+                emit(&Mutation::Set {
+                    key,
+                    value: arena::value_of(chunk),
+                    expire_at_ms: head.expire_at_ms,
+                });
+                continue;
+            }
+            match self.objects.get(slot_of(arena::value_of(chunk))) {
+                Object::Hash(hash) => {
+                    let pairs: Vec<(&[u8], &[u8])> = hash.iter().collect();
+                    for part in pairs.chunks(EXPORT_CHUNK) {
+                        emit(&Mutation::HSet { key, pairs: part });
+                    }
+                }
+                Object::List(list) => {
+                    let items: Vec<&[u8]> = list.iter().collect();
+                    for part in items.chunks(EXPORT_CHUNK) {
+                        emit(&Mutation::ListPush {
+                            key,
+                            end: crate::ListEnd::Right,
+                            items: part,
+                        });
+                    }
+                }
+                Object::Set(set) => {
+                    let members: Vec<&[u8]> = set.iter().collect();
+                    for part in members.chunks(EXPORT_CHUNK) {
+                        emit(&Mutation::SAdd { key, members: part });
+                    }
+                }
+                Object::ZSet(zset) => {
+                    let entries: Vec<(f64, &[u8])> = zset.entries(0..zset.len()).collect();
+                    for part in entries.chunks(EXPORT_CHUNK) {
+                        emit(&Mutation::ZAdd { key, entries: part });
+                    }
+                }
+            }
+            if let Some(expire_at_ms) = head.expire_at_ms {
+                emit(&Mutation::Expire { key, expire_at_ms });
+            }
+        }
+        keys
     }
 
     /// An order-independent digest of the live contents: the wrapping sum over keys of a hash

@@ -4,7 +4,7 @@
 //! `FCW2` frames (magic, flags, length, sequence, payload, CRC32C), the compact encoding of
 //! each mutation ([`encode_mutation`], [`Record`]), fsync policies ([`FsyncPolicy`]), rotation,
 //! poisoning after a failed write, recovery with named damage policies ([`RecoveryMode`]), and
-//! [`PersistentStore`], an [`fc_shard::EmbeddedStore`] that recovers on open and logs every
+//! [`LoggedStore`], an [`fc_shard::EmbeddedStore`] that recovers on open and logs every
 //! change — with no async runtime. Byte layouts and loss semantics: `docs/DURABILITY.md`.
 //!
 //! **Must not depend on:** tokio or any runtime, the network, or any workspace crate but
@@ -16,17 +16,17 @@
 //!
 //! ## Example
 //! ```
-//! use fc_wal::{PersistentStore, RecoveryMode, WalConfig};
+//! use fc_wal::{LoggedStore, RecoveryMode, WalConfig};
 //!
 //! let dir = tempfile::tempdir()?;
 //! let config = WalConfig::new(dir.path());
 //! {
-//!     let store = PersistentStore::open(&config, 4, RecoveryMode::default(), |b| b)?;
+//!     let store = LoggedStore::open(&config, 4, RecoveryMode::default(), |b| b)?;
 //!     store.set(b"greeting", b"hello", None);
 //!     store.hset(b"user:1", &[(b"name", b"ada")])?;
 //!     store.sync()?;
 //! }
-//! let store = PersistentStore::open(&config, 4, RecoveryMode::default(), |b| b)?;
+//! let store = LoggedStore::open(&config, 4, RecoveryMode::default(), |b| b)?;
 //! assert_eq!(store.get(b"greeting"), Some(b"hello".to_vec()));
 //! assert_eq!(store.hget(b"user:1", b"name")?, Some(b"ada".to_vec()));
 //! assert_eq!(store.recovery().frames(), 2);
@@ -49,20 +49,22 @@ pub use frame::{
     FORMAT_VERSION, FRAME_HEADER_LEN, FRAME_MAGIC, FRAME_TRAILER_LEN, FrameRead, MAX_PAYLOAD_LEN,
     SEGMENT_HEADER_LEN, SEGMENT_MAGIC, SegmentHeader, decode_frame, encode_frame,
 };
-pub use log::{FsyncPolicy, ShardLog, WalConfig, WalSink, WalStatsSnapshot, segment_name};
+pub use log::{
+    FsyncPolicy, ShardLog, SyncTicket, WalConfig, WalSink, WalStatsSnapshot, segment_name,
+};
 pub use record::{PayloadError, Record, encode_mutation};
-pub use recover::{Damage, RecoveryMode, RecoveryReport, ShardRecovery, recover};
+pub use recover::{Damage, RecoveryMode, RecoveryReport, ShardRecovery, recover, recover_from};
 
 /// An [`EmbeddedStore`] that survives restarts: opening replays the log, and every change is
 /// logged by a [`WalSink`] under the configured fsync policy. Derefs to the store.
 #[derive(Debug)]
-pub struct PersistentStore {
+pub struct LoggedStore {
     store: EmbeddedStore,
     wal: Arc<WalSink>,
     recovery: RecoveryReport,
 }
 
-impl PersistentStore {
+impl LoggedStore {
     /// Opens (or creates) the store logged under `config.dir` with `shards` shards: builds the
     /// store (`configure` adds budgets, a clock, a listener, ...), replays the log into it with
     /// `mode`, then logs every change from there on.
@@ -124,7 +126,7 @@ impl PersistentStore {
     }
 }
 
-impl Deref for PersistentStore {
+impl Deref for LoggedStore {
     type Target = EmbeddedStore;
 
     fn deref(&self) -> &EmbeddedStore {
@@ -132,7 +134,7 @@ impl Deref for PersistentStore {
     }
 }
 
-impl Drop for PersistentStore {
+impl Drop for LoggedStore {
     fn drop(&mut self) {
         // Best effort: what `everysec` has not yet synced goes to disk on a clean close.
         let _ = self.wal.sync_all();

@@ -139,11 +139,28 @@ pub fn recover(
     store: &EmbeddedStore,
     mode: RecoveryMode,
 ) -> Result<RecoveryReport, WalError> {
+    recover_from(config, store, mode, &[])
+}
+
+/// As [`recover`], for a store already loaded from snapshots: shard `s` replays only frames
+/// with sequence numbers from `starts[s]` on (a missing entry: 1, everything). The log must
+/// reach back to that start: a first segment beginning after it means frames are missing,
+/// which refuses to start (point-in-time: replays nothing of that shard).
+///
+/// # Errors
+/// As [`recover`].
+pub fn recover_from(
+    config: &WalConfig,
+    store: &EmbeddedStore,
+    mode: RecoveryMode,
+    starts: &[u64],
+) -> Result<RecoveryReport, WalError> {
     let started = Instant::now();
     let mut report = RecoveryReport::default();
     for shard in 0..store.shard_count() {
         let dir = config.shard_dir(shard);
-        let (found, bytes) = recover_shard(&dir, shard, store, mode)?;
+        let start = starts.get(shard).copied().unwrap_or(1).max(1);
+        let (found, bytes) = recover_shard(&dir, shard, store, mode, start)?;
         report.bytes += bytes;
         report.shards.push(found);
     }
@@ -156,11 +173,15 @@ fn recover_shard(
     shard: usize,
     store: &EmbeddedStore,
     mode: RecoveryMode,
+    start: u64,
 ) -> Result<(ShardRecovery, u64), WalError> {
     let paths = segments(dir)?;
     let mut found = ShardRecovery::default();
     let mut read_bytes = 0;
+    // With a snapshot, the log must continue it: its first segment may not begin after the
+    // first frame the snapshot lacks.
     let mut expected: Option<u64> = None;
+    let mut first_due = Some(start);
     for (i, path) in paths.iter().enumerate() {
         let newest = i + 1 == paths.len();
         let bytes = fs::read(path).map_err(|e| io_error(path, &e))?;
@@ -206,9 +227,12 @@ fn recover_shard(
                 expected: store.shard_count(),
             });
         }
-        if let Some(next) = expected
-            && header.first_seq != next
-        {
+        let gap = match (expected, first_due.take()) {
+            (Some(next), _) => (header.first_seq != next).then_some(next),
+            (None, Some(due)) => (header.first_seq > due).then_some(due),
+            (None, None) => None,
+        };
+        if let Some(next) = gap {
             let reason = format!(
                 "segment starts at {} where {next} was due",
                 header.first_seq
@@ -234,6 +258,13 @@ fn recover_shard(
                         Some(format!("frame sequence {seq} where {next_seq} was due"))
                     } else {
                         match Record::decode(payload) {
+                            Ok(_) if seq < start => {
+                                // Covered by the snapshot already loaded.
+                                found.last_seq = seq;
+                                next_seq += 1;
+                                at += len;
+                                None
+                            }
                             Ok(record) => {
                                 record.apply(store, shard).map_err(|e| WalError::Apply {
                                     path: path.clone(),
@@ -287,11 +318,12 @@ fn recover_shard(
         }
         expected = Some(next_seq);
     }
-    // An empty log continues from the store's start.
+    // An empty log continues from the store's start, and never below the snapshot's.
     if found.last_seq == 0
         && let Some(next) = expected
     {
         found.last_seq = next.saturating_sub(1);
     }
+    found.last_seq = found.last_seq.max(start - 1);
     Ok((found, read_bytes))
 }

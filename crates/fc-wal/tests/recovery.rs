@@ -9,14 +9,14 @@ use std::sync::{Arc, Mutex};
 
 use fc_shard::{EmbeddedStore, InsertPosition, ListEnd, ManualClock, Mutation, ZAddOptions};
 use fc_wal::{
-    FsyncPolicy, PersistentStore, Record, RecoveryMode, WalConfig, WalError, encode_mutation,
+    FsyncPolicy, LoggedStore, Record, RecoveryMode, WalConfig, WalError, encode_mutation,
 };
 use proptest::prelude::*;
 
 const START_MS: u64 = 1_700_000_000_000;
 
-fn open(config: &WalConfig, mode: RecoveryMode) -> Result<PersistentStore, WalError> {
-    PersistentStore::open(config, 4, mode, |b| b)
+fn open(config: &WalConfig, mode: RecoveryMode) -> Result<LoggedStore, WalError> {
+    LoggedStore::open(config, 4, mode, |b| b)
 }
 
 /// The segments of every shard, in order.
@@ -48,9 +48,8 @@ fn every_mutation_kind_round_trips_through_the_log() {
         ..WalConfig::new(dir.path())
     };
     let digest = {
-        let store =
-            PersistentStore::open(&config, 4, RecoveryMode::Strict, |b| b.clock(clock.clone()))
-                .unwrap();
+        let store = LoggedStore::open(&config, 4, RecoveryMode::Strict, |b| b.clock(clock.clone()))
+            .unwrap();
         store.set(b"s", b"v", Some(60_000));
         store.set(b"gone", b"v", None);
         store.delete(b"gone");
@@ -87,8 +86,8 @@ fn every_mutation_kind_round_trips_through_the_log() {
         store.clear_shard(store.shard_for_key(b"nothing-here-anyway"));
         store.digest()
     };
-    let store = PersistentStore::open(&config, 4, RecoveryMode::Strict, |b| b.clock(clock.clone()))
-        .unwrap();
+    let store =
+        LoggedStore::open(&config, 4, RecoveryMode::Strict, |b| b.clock(clock.clone())).unwrap();
     assert_eq!(store.digest(), digest);
     assert!(store.recovery().frames() > 25);
     assert_eq!(store.wal().stats().frames, 0, "replay is not logged again");
@@ -96,8 +95,8 @@ fn every_mutation_kind_round_trips_through_the_log() {
     store.set(b"after", b"x", None);
     let digest = store.digest();
     drop(store);
-    let store = PersistentStore::open(&config, 4, RecoveryMode::Strict, |b| b.clock(clock.clone()))
-        .unwrap();
+    let store =
+        LoggedStore::open(&config, 4, RecoveryMode::Strict, |b| b.clock(clock.clone())).unwrap();
     assert_eq!(store.digest(), digest);
 }
 
@@ -163,7 +162,7 @@ fn a_torn_last_frame_at_every_offset() {
     let dir = tempfile::tempdir().unwrap();
     let config = WalConfig::new(dir.path());
     {
-        let store = PersistentStore::open(&config, 1, RecoveryMode::Strict, |b| b).unwrap();
+        let store = LoggedStore::open(&config, 1, RecoveryMode::Strict, |b| b).unwrap();
         fill(&store, 20);
         store.set(b"last", b"the last frame", None);
     }
@@ -174,7 +173,7 @@ fn a_torn_last_frame_at_every_offset() {
     for cut in start..full.len() {
         fs::write(&seg, &full[..cut]).unwrap();
         // Strict refuses (unless the cut is exactly at the frame boundary), naming the file.
-        let strict = PersistentStore::open(&config, 1, RecoveryMode::Strict, |b| b);
+        let strict = LoggedStore::open(&config, 1, RecoveryMode::Strict, |b| b);
         if cut == start {
             assert!(strict.is_ok());
         } else {
@@ -188,7 +187,7 @@ fn a_torn_last_frame_at_every_offset() {
             assert_eq!(fs::read(&seg).unwrap().len(), cut, "strict changes nothing");
         }
         // Tolerate-tail truncates to the last whole frame and keeps everything before it.
-        let store = PersistentStore::open(&config, 1, RecoveryMode::TolerateTail, |b| b).unwrap();
+        let store = LoggedStore::open(&config, 1, RecoveryMode::TolerateTail, |b| b).unwrap();
         assert_eq!(store.len(), 20);
         assert_eq!(store.get(b"last"), None);
         assert_eq!(store.recovery().shards[0].damage.is_some(), cut != start);
@@ -247,7 +246,7 @@ fn zeroed_tail_and_appended_junk_are_tails() {
     let config = WalConfig::new(dir.path());
     let digest;
     {
-        let store = PersistentStore::open(&config, 1, RecoveryMode::Strict, |b| b).unwrap();
+        let store = LoggedStore::open(&config, 1, RecoveryMode::Strict, |b| b).unwrap();
         digest = fill(&store, 300);
     }
     let seg = segment_files(dir.path()).pop().unwrap();
@@ -257,7 +256,7 @@ fn zeroed_tail_and_appended_junk_are_tails() {
     junk.extend_from_slice(b"FCW2 this is not a frame at all, just junk");
     fs::write(&seg, &junk).unwrap();
     for round in 0..10 {
-        let store = PersistentStore::open(&config, 1, RecoveryMode::TolerateTail, |b| b).unwrap();
+        let store = LoggedStore::open(&config, 1, RecoveryMode::TolerateTail, |b| b).unwrap();
         assert_eq!(store.digest(), digest, "round {round}");
         assert_eq!(store.recovery().shards[0].damage.is_some(), round == 0);
     }
@@ -267,7 +266,7 @@ fn zeroed_tail_and_appended_junk_are_tails() {
         let mut bytes = fs::read(&seg).unwrap();
         bytes.extend_from_slice(&[0xAB; 37]);
         fs::write(&seg, &bytes).unwrap();
-        let store = PersistentStore::open(&config, 1, RecoveryMode::TolerateTail, |b| b).unwrap();
+        let store = LoggedStore::open(&config, 1, RecoveryMode::TolerateTail, |b| b).unwrap();
         assert_eq!(store.digest(), digest);
     }
     // The last 2400 bytes zeroed: those frames are gone, the rest stays.
@@ -275,7 +274,7 @@ fn zeroed_tail_and_appended_junk_are_tails() {
     let len = zeroed.len();
     zeroed[len - 2400..].fill(0);
     fs::write(&seg, &zeroed).unwrap();
-    let store = PersistentStore::open(&config, 1, RecoveryMode::TolerateTail, |b| b).unwrap();
+    let store = LoggedStore::open(&config, 1, RecoveryMode::TolerateTail, |b| b).unwrap();
     let damage = store.recovery().shards[0].damage.clone().unwrap();
     assert!(damage.offset as usize <= len - 2400);
     assert!(store.len() < 300 && store.len() > 200);
@@ -290,11 +289,11 @@ fn rotation_and_a_missing_middle_segment() {
     };
     let digest;
     {
-        let store = PersistentStore::open(&config, 1, RecoveryMode::Strict, |b| b).unwrap();
+        let store = LoggedStore::open(&config, 1, RecoveryMode::Strict, |b| b).unwrap();
         digest = fill(&store, 200);
         assert!(store.wal().stats().segments > 5);
     }
-    let store = PersistentStore::open(&config, 1, RecoveryMode::Strict, |b| b).unwrap();
+    let store = LoggedStore::open(&config, 1, RecoveryMode::Strict, |b| b).unwrap();
     assert_eq!(store.digest(), digest);
     assert_eq!(store.recovery().frames(), 200);
     drop(store);
@@ -310,8 +309,8 @@ fn rotation_and_a_missing_middle_segment() {
     assert!(store.len() < 200);
 }
 
-fn open_one(config: &WalConfig, mode: RecoveryMode) -> Result<PersistentStore, WalError> {
-    PersistentStore::open(config, 1, mode, |b| b)
+fn open_one(config: &WalConfig, mode: RecoveryMode) -> Result<LoggedStore, WalError> {
+    LoggedStore::open(config, 1, mode, |b| b)
 }
 
 #[test]
@@ -322,7 +321,7 @@ fn another_shard_count_is_refused() {
         let store = open(&config, RecoveryMode::Strict).unwrap();
         fill(&store, 10);
     }
-    let err = PersistentStore::open(&config, 8, RecoveryMode::TolerateTail, |b| b).unwrap_err();
+    let err = LoggedStore::open(&config, 8, RecoveryMode::TolerateTail, |b| b).unwrap_err();
     assert!(matches!(err, WalError::ShardCount { .. }), "{err}");
 }
 
@@ -341,7 +340,7 @@ proptest! {
         let clock = ManualClock::new(START_MS);
         let config = WalConfig { segment_bytes, write_buffer_bytes, ..WalConfig::new(dir.path()) };
         let digest = {
-            let store = PersistentStore::open(&config, 4, RecoveryMode::Strict, |b| {
+            let store = LoggedStore::open(&config, 4, RecoveryMode::Strict, |b| {
                 b.clock(clock.clone())
             })
             .unwrap();
@@ -368,7 +367,7 @@ proptest! {
             }
             store.digest()
         };
-        let store = PersistentStore::open(&config, 4, RecoveryMode::Strict, |b| b.clock(clock.clone()))
+        let store = LoggedStore::open(&config, 4, RecoveryMode::Strict, |b| b.clock(clock.clone()))
             .unwrap();
         prop_assert_eq!(store.digest(), digest);
     }
@@ -381,7 +380,7 @@ fn a_kill_before_flush_loses_only_a_suffix() {
         write_buffer_bytes: 1 << 12,
         ..WalConfig::new(dir.path())
     };
-    let store = PersistentStore::open(&config, 1, RecoveryMode::Strict, |b| b).unwrap();
+    let store = LoggedStore::open(&config, 1, RecoveryMode::Strict, |b| b).unwrap();
     // The digest after every write: the recovered store must equal one of them.
     let mut digests = vec![store.digest()];
     for i in 0..500 {
@@ -393,8 +392,39 @@ fn a_kill_before_flush_loses_only_a_suffix() {
     }
     // A kill: no drop, no flush; gathered frames are lost.
     std::mem::forget(store);
-    let store = PersistentStore::open(&config, 1, RecoveryMode::Strict, |b| b).unwrap();
+    let store = LoggedStore::open(&config, 1, RecoveryMode::Strict, |b| b).unwrap();
     let n = store.len();
     assert!((302..500).contains(&n), "kept {n}");
     assert_eq!(store.digest(), digests[n]);
+}
+
+#[test]
+fn group_commit_syncs_once_for_many_appends_and_reopens_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = WalConfig {
+        fsync: FsyncPolicy::Always,
+        group_commit: true,
+        ..WalConfig::new(dir.path())
+    };
+    let digest = {
+        let store = open(&config, RecoveryMode::Strict).unwrap();
+        let digest = fill(&store, 100);
+        let wal = store.wal();
+        assert_eq!(
+            wal.stats().fsyncs,
+            0,
+            "appends only gather under group commit"
+        );
+        assert!(!wal.is_durable(wal.appended()));
+        wal.commit().unwrap();
+        assert!(wal.is_durable(wal.appended()));
+        // One fdatasync per dirty shard, not per frame.
+        let fsyncs = wal.stats().fsyncs;
+        assert!((1..=4).contains(&fsyncs), "{fsyncs} fsyncs");
+        wal.commit().unwrap();
+        assert_eq!(wal.stats().fsyncs, fsyncs, "nothing new: no sync");
+        digest
+    };
+    let store = open(&config, RecoveryMode::Strict).unwrap();
+    assert_eq!(store.digest(), digest);
 }

@@ -645,6 +645,26 @@ impl EmbeddedStore {
         (next, out)
     }
 
+    /// Exports shard `shard` for a snapshot: `start` runs first, then `emit` gets mutations that
+    /// recreate every live key of the shard (see `Shard::export`), all under the shard's read
+    /// lock — so what `start` reads (a log position) matches the image exactly. Readers go on;
+    /// writers of this shard wait for the export (one shard at a time). Returns `start`'s result
+    /// and the number of keys exported.
+    ///
+    /// # Panics
+    /// When `shard` is not below [`EmbeddedStore::shard_count`].
+    pub fn export_shard<R>(
+        &self,
+        shard: usize,
+        start: impl FnOnce() -> R,
+        mut emit: impl FnMut(&crate::Mutation<'_>),
+    ) -> (R, u64) {
+        self.with_shard_index_read(shard, |shard, clock| {
+            let first = start();
+            (first, shard.export(clock, &mut emit))
+        })
+    }
+
     /// An order-independent digest of the live contents (keys, types, values, expiries): two
     /// stores with the same contents agree, whatever their shard counts or histories.
     #[must_use]
@@ -813,6 +833,23 @@ impl LocalEmbeddedStore {
             }
         }
         Ok((((shard as u64) << 32) | pos, out))
+    }
+
+    /// Exports shard `shard` (a store-wide shard number this worker owns) for a snapshot, as
+    /// [`EmbeddedStore::export_shard`]; nothing else runs on it meanwhile (owner-local).
+    ///
+    /// # Errors
+    /// [`StoreError::NotOwner`] when this worker does not own `shard`.
+    pub fn export_shard<R>(
+        &mut self,
+        shard: usize,
+        start: impl FnOnce() -> R,
+        mut emit: impl FnMut(&crate::Mutation<'_>),
+    ) -> RedisObjectResult<(R, u64)> {
+        let i = self.local_shard_index(shard)?;
+        let (shards, clock) = self.shards_and_clock();
+        let first = start();
+        Ok((first, shards[i].export(clock, &mut emit)))
     }
 
     /// The digest of this worker's shards (see [`EmbeddedStore::digest`]); the digests of all
