@@ -35,6 +35,9 @@ enum Task {
     Hitratio(hitratio::HitRatioArgs),
     /// Run the cargo-fuzz targets (fc-resp's request parser and reply decoder) for a bounded time.
     Fuzz(fuzz::FuzzArgs),
+    /// Kill -9 durability soak: the fc-server binary with a data directory, writers, SIGKILL at
+    /// random moments, restart, every acknowledged write checked (CI runs 20 cycles).
+    Crash(CrashArgs),
     /// Internal: one memory measurement in a fresh process (used by `bench --memory`).
     #[command(hide = true)]
     BenchMemoryChild(bench::MemoryChildArgs),
@@ -88,7 +91,37 @@ fn main() -> anyhow::Result<()> {
         Task::BenchMemoryChild(args) => bench::memory_child(args),
         Task::Fuzz(args) => fuzz::fuzz(args),
         Task::Hitratio(args) => hitratio::hitratio(args),
+        Task::Crash(args) => crash(&args),
     }
+}
+
+#[derive(clap::Args)]
+struct CrashArgs {
+    /// Kill/restart cycles.
+    #[arg(long, default_value_t = 200)]
+    cycles: usize,
+}
+
+/// Runs `crates/fc-server/tests/crash.rs` (release build) with `FC_CRASH_CYCLES`.
+fn crash(args: &CrashArgs) -> anyhow::Result<()> {
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args([
+            "test",
+            "--release",
+            "-p",
+            "fc-server",
+            "--test",
+            "crash",
+            "--",
+            "--nocapture",
+        ])
+        .env("FC_CRASH_CYCLES", args.cycles.to_string())
+        .status()
+        .context("running cargo test")?;
+    if !status.success() {
+        bail!("the crash soak failed");
+    }
+    Ok(())
 }
 
 fn check_deps() -> anyhow::Result<()> {

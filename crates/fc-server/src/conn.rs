@@ -78,32 +78,40 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
                     shared.commands.fetch_add(1, Ordering::Relaxed);
                     dispatch(&worker, &mut state, &mut parser, cmd.args, &mut wbuf).await;
                     if state.quit {
-                        let _ = stream.write_all(&wbuf).await;
+                        let _ = send(&worker, &mut stream, &mut wbuf).await;
                         return;
                     }
-                    if wbuf.len() >= FLUSH_AT {
-                        if stream.write_all(&wbuf).await.is_err() {
-                            return;
-                        }
-                        wbuf.clear();
+                    if wbuf.len() >= FLUSH_AT && !send(&worker, &mut stream, &mut wbuf).await {
+                        return;
                     }
                 }
                 Ok(None) => break,
                 Err(err) => {
                     // Redis answers the protocol error and closes this client only.
                     err.write_reply(&mut wbuf);
-                    let _ = stream.write_all(&wbuf).await;
+                    let _ = send(&worker, &mut stream, &mut wbuf).await;
                     return;
                 }
             }
         }
-        if !wbuf.is_empty() {
-            if stream.write_all(&wbuf).await.is_err() {
-                return;
-            }
-            wbuf.clear();
+        if !wbuf.is_empty() && !send(&worker, &mut stream, &mut wbuf).await {
+            return;
         }
     }
+}
+
+/// Writes the pending replies, after making the writes they acknowledge safe (persistence:
+/// written to the OS, and on disk under `appendfsync always`). `false`: the connection is done
+/// (a write failed, or the log failed and these replies must never be sent).
+async fn send(worker: &Worker, stream: &mut TcpStream, wbuf: &mut BytesMut) -> bool {
+    if let Some(persist) = &worker.shared.persist
+        && !persist.acknowledge().await
+    {
+        return false;
+    }
+    let sent = stream.write_all(wbuf).await.is_ok();
+    wbuf.clear();
+    sent
 }
 
 async fn dispatch(
@@ -126,6 +134,13 @@ async fn dispatch(
         state.dirty |= state.multi.is_some();
         return Encoder::new(out, version).error(b"NOAUTH Authentication required.");
     }
+    if spec.write
+        && let Some(persist) = &worker.shared.persist
+        && let Some(refusal) = persist.misconf()
+    {
+        state.dirty |= state.multi.is_some();
+        return Encoder::new(out, version).error(refusal.as_bytes());
+    }
     match spec.name {
         "multi" => {
             let mut enc = Encoder::new(out, version);
@@ -144,6 +159,39 @@ async fn dispatch(
             }
             state.dirty = false;
             return enc.ok();
+        }
+        "save" | "bgsave" if state.multi.is_some() => {
+            state.dirty = true;
+            return Encoder::new(out, version)
+                .error(b"ERR Command not allowed inside a transaction");
+        }
+        "save" => {
+            let mut enc = Encoder::new(out, version);
+            return match crate::persist::snapshot(&worker.shared).await {
+                Ok(_) => enc.ok(),
+                Err(err) => enc.error(err.as_bytes()),
+            };
+        }
+        "bgsave" => {
+            let mut enc = Encoder::new(out, version);
+            if worker.shared.persist.is_none() {
+                return enc
+                    .error(b"ERR persistence is not configured (start fc-server with --data-dir)");
+            }
+            let shared = std::sync::Arc::clone(&worker.shared);
+            tokio::task::spawn_local(async move {
+                if let Err(err) = crate::persist::snapshot(&shared).await {
+                    eprintln!("fc-server: BGSAVE failed: {err}");
+                }
+            });
+            return enc.simple(b"Background saving started");
+        }
+        "lastsave" => {
+            let at = worker.shared.persist.as_ref().map_or_else(
+                || worker.shared.started_unix,
+                |p| p.last_save.load(Ordering::Relaxed),
+            );
+            return Encoder::new(out, version).integer(at as i64);
         }
         "watch" if state.multi.is_some() => {
             return Encoder::new(out, version).error(b"ERR WATCH inside MULTI is not allowed");

@@ -119,7 +119,11 @@ pub(crate) async fn info(
         );
     }
     if show("persistence") {
-        text.push_str("# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\n\r\n");
+        if let Some(persist) = &shared.persist {
+            persist.info(&mut text);
+        } else {
+            text.push_str("# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\n\r\n");
+        }
     }
     if show("stats") {
         let _ = write!(

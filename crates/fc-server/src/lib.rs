@@ -33,15 +33,19 @@
 mod command;
 mod conn;
 mod info;
+mod persist;
 mod worker;
+
+pub use persist::{PersistenceConfig, parse_save_rules};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
 use fc_shard::{EmbeddedStore, EvictionPolicy};
+use fc_wal::{RecoveryMode, WalConfig, WalSink};
 use tokio::sync::{mpsc, watch};
 
 use crate::worker::{Job, Shared};
@@ -67,6 +71,8 @@ pub struct ServerConfig {
     pub maxmemory: Option<u64>,
     /// What a write past the budget does.
     pub maxmemory_policy: EvictionPolicy,
+    /// Write-ahead log and snapshots (off without a data directory).
+    pub persistence: PersistenceConfig,
 }
 
 impl Default for ServerConfig {
@@ -80,17 +86,29 @@ impl Default for ServerConfig {
             maxclients: 10_000,
             maxmemory: None,
             maxmemory_policy: EvictionPolicy::NoEviction,
+            persistence: PersistenceConfig::default(),
         }
     }
 }
 
 /// A running server.
-#[derive(Debug)]
 pub struct ServerHandle {
     addr: SocketAddr,
     stop: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
     inboxes: Vec<mpsc::UnboundedSender<Job>>,
+    shared: Arc<Shared>,
+    background: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
+}
+
+impl std::fmt::Debug for ServerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerHandle")
+            .field("addr", &self.addr)
+            .field("workers", &self.inboxes.len())
+            .field("persistent", &self.shared.persist.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl std::fmt::Debug for Job {
@@ -115,7 +133,7 @@ impl Server {
         if let Some(bytes) = config.maxmemory {
             builder = builder.max_memory(bytes);
         }
-        let store = builder.try_build()?;
+        let (store, persist) = open_store(builder, &config)?;
         let router = *store.router();
         let stores = store.try_into_local_stores(threads)?;
         let listener = std::net::TcpListener::bind(config.bind)?;
@@ -129,11 +147,13 @@ impl Server {
             inboxes: senders.clone(),
             config,
             started: Instant::now(),
+            started_unix: fc_snapshot::unix_ms() / 1000,
             clients: AtomicUsize::new(0),
             commands: AtomicU64::new(0),
             connections: AtomicU64::new(0),
             next_client_id: AtomicU64::new(0),
             port: addr.port(),
+            persist,
         });
         let mut handles = Vec::new();
         for (index, (store, inbox)) in stores.into_iter().zip(receivers).enumerate() {
@@ -180,13 +200,85 @@ impl Server {
                     });
                 })?,
         );
+        let background = if shared.persist.is_some() {
+            let flag = Arc::new(AtomicBool::new(false));
+            let (bg_shared, bg_flag) = (Arc::clone(&shared), Arc::clone(&flag));
+            let handle = std::thread::Builder::new()
+                .name("fc-persist".into())
+                .spawn(move || persist::background(bg_shared, bg_flag))?;
+            Some((flag, handle))
+        } else {
+            None
+        };
         Ok(ServerHandle {
             addr,
             stop,
             threads: handles,
             inboxes: senders,
+            shared,
+            background,
         })
     }
+}
+
+/// Builds the store; with a data directory, logs it and loads what was persisted (newest
+/// snapshot images, then the log after them), reporting what it loaded on stderr.
+fn open_store(
+    mut builder: fc_shard::EmbeddedStoreBuilder,
+    config: &ServerConfig,
+) -> anyhow::Result<(EmbeddedStore, Option<Arc<persist::Persist>>)> {
+    let settings = &config.persistence;
+    let Some(dir) = &settings.data_dir else {
+        return Ok((builder.try_build()?, None));
+    };
+    let wal_config = WalConfig {
+        fsync: settings.appendfsync,
+        segment_bytes: settings.segment_bytes,
+        // Frames gather per shard and are written before the batch's replies leave.
+        write_buffer_bytes: 64 << 10,
+        group_commit: true,
+        ..WalConfig::new(dir)
+    };
+    let wal = Arc::new(WalSink::open(&wal_config, &vec![1; config.shards])?);
+    let sink: Arc<dyn fc_shard::MutationSink> = wal.clone();
+    builder = builder.mutation_sink(sink);
+    let mut store = builder.try_build()?;
+    let loaded = fc_snapshot::load_into(&wal_config, &mut store, &wal, settings.recovery)
+        .map_err(|e| anyhow::anyhow!("cannot load {}: {e}", dir.display()))?;
+    for (path, reason) in &loaded.skipped_images {
+        eprintln!(
+            "fc-server: skipped damaged snapshot {} ({reason}); used the one before it",
+            path.display()
+        );
+    }
+    for shard in &loaded.wal.shards {
+        if let Some(damage) = &shard.damage {
+            eprintln!(
+                "fc-server: WAL damage in {} at byte {} ({} bytes, {}): {}",
+                damage.path.display(),
+                damage.offset,
+                damage.bytes,
+                damage.reason,
+                if settings.recovery == RecoveryMode::PointInTime {
+                    "replay stopped there"
+                } else {
+                    "truncated"
+                }
+            );
+        }
+    }
+    eprintln!(
+        "fc-server: loaded {} keys from {} ({} snapshot images, {} bytes; {} WAL frames, {} bytes) in {:.3} s",
+        store.len(),
+        dir.display(),
+        loaded.images,
+        loaded.image_bytes,
+        loaded.wal.frames(),
+        loaded.wal.bytes,
+        loaded.elapsed.as_secs_f64()
+    );
+    let persist = persist::Persist::new(wal, settings, dir.clone(), loaded);
+    Ok((store, Some(Arc::new(persist))))
 }
 
 /// Hands a new connection to the next worker, or refuses it past `maxclients`.
@@ -219,7 +311,8 @@ impl ServerHandle {
         self.addr
     }
 
-    /// Stops accepting, stops the workers (closing their connections) and waits for them.
+    /// Stops accepting, stops the workers (closing their connections) and waits for them;
+    /// with persistence, syncs the log last.
     pub fn shutdown(self) {
         let _ = self.stop.send(true);
         for inbox in &self.inboxes {
@@ -227,6 +320,15 @@ impl ServerHandle {
         }
         for thread in self.threads {
             let _ = thread.join();
+        }
+        if let Some((flag, thread)) = self.background {
+            flag.store(true, Ordering::Release);
+            let _ = thread.join();
+        }
+        if let Some(persist) = &self.shared.persist
+            && let Err(err) = persist.wal.commit()
+        {
+            eprintln!("fc-server: final WAL sync failed: {err}");
         }
     }
 }

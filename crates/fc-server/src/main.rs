@@ -35,6 +35,26 @@ struct Cli {
         env = "FAST_CACHE_MAXMEMORY_POLICY"
     )]
     maxmemory_policy: String,
+    /// Data directory: enables the write-ahead log and snapshots, and loads what is there.
+    #[arg(long, env = "FAST_CACHE_DATA_DIR")]
+    data_dir: Option<std::path::PathBuf>,
+    /// When log frames reach the disk: always (group commit: no reply before its write is on
+    /// disk), everysec, no.
+    #[arg(long, default_value = "everysec", env = "FAST_CACHE_APPENDFSYNC")]
+    appendfsync: String,
+    /// Snapshot rules as Redis's `save`: pairs of <seconds> <changes>; "" for none.
+    #[arg(
+        long,
+        default_value = "3600 1 300 100 60 10000",
+        env = "FAST_CACHE_SAVE"
+    )]
+    save: String,
+    /// Log segment size in bytes.
+    #[arg(long, default_value_t = 64 << 20, env = "FAST_CACHE_WAL_SEGMENT_BYTES")]
+    wal_segment_bytes: u64,
+    /// What recovery does about damage: tolerate-tail, strict, point-in-time.
+    #[arg(long, default_value = "tolerate-tail", env = "FAST_CACHE_RECOVERY")]
+    recovery: String,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -46,6 +66,28 @@ fn main() -> anyhow::Result<()> {
             cli.maxmemory_policy
         );
     };
+    let Some(appendfsync) = fc_wal::FsyncPolicy::from_name(&cli.appendfsync) else {
+        anyhow::bail!(
+            "--appendfsync {}: expected always, everysec or no",
+            cli.appendfsync
+        );
+    };
+    let recovery = match cli.recovery.as_str() {
+        "tolerate-tail" => fc_wal::RecoveryMode::TolerateTail,
+        "strict" => fc_wal::RecoveryMode::Strict,
+        "point-in-time" => fc_wal::RecoveryMode::PointInTime,
+        other => {
+            anyhow::bail!("--recovery {other}: expected tolerate-tail, strict or point-in-time")
+        }
+    };
+    let save = fc_server::parse_save_rules(&cli.save).map_err(anyhow::Error::msg)?;
+    let persistence = fc_server::PersistenceConfig {
+        data_dir: cli.data_dir,
+        appendfsync,
+        segment_bytes: cli.wal_segment_bytes,
+        save,
+        recovery,
+    };
     let config = ServerConfig {
         bind: cli.bind,
         shards: cli.shards.unwrap_or(defaults.shards),
@@ -54,11 +96,21 @@ fn main() -> anyhow::Result<()> {
         maxclients: cli.maxclients,
         maxmemory: cli.maxmemory.filter(|&b| b > 0),
         maxmemory_policy: policy,
+        persistence,
     };
-    let summary = format!(
-        "{} shards on {} worker threads, in memory only (no persistence configured)",
-        config.shards, config.threads
-    );
+    let summary = match &config.persistence.data_dir {
+        Some(dir) => format!(
+            "{} shards on {} worker threads, persisted in {} (appendfsync {})",
+            config.shards,
+            config.threads,
+            dir.display(),
+            cli.appendfsync
+        ),
+        None => format!(
+            "{} shards on {} worker threads, in memory only (no --data-dir)",
+            config.shards, config.threads
+        ),
+    };
     let server = Server::start(config)?;
     eprintln!("fc-server listening on {}: {summary}", server.addr());
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -34,6 +34,11 @@ pub(crate) enum Job {
         ack: oneshot::Sender<()>,
         commands: mpsc::UnboundedReceiver<TxnCommand>,
     },
+    /// Export this worker's shards into snapshot images, one shard at a time between other
+    /// work, and report.
+    Snapshot {
+        reply: oneshot::Sender<Result<fc_snapshot::SnapshotReport, fc_wal::WalError>>,
+    },
     /// Stop (connections are dropped).
     Stop,
 }
@@ -53,11 +58,15 @@ pub(crate) struct Shared {
     pub(crate) inboxes: Vec<mpsc::UnboundedSender<Job>>,
     pub(crate) config: ServerConfig,
     pub(crate) started: Instant,
+    /// Unix seconds at startup (`LASTSAVE` without persistence).
+    pub(crate) started_unix: u64,
     pub(crate) clients: AtomicUsize,
     pub(crate) commands: AtomicU64,
     pub(crate) connections: AtomicU64,
     pub(crate) next_client_id: AtomicU64,
     pub(crate) port: u16,
+    /// The log and snapshots (`None`: in memory only).
+    pub(crate) persist: Option<Arc<crate::persist::Persist>>,
 }
 
 impl Shared {
@@ -93,7 +102,7 @@ impl Worker {
     }
 
     /// Waits until no transaction holds this worker.
-    async fn wait_unlocked(&self) {
+    pub(crate) async fn wait_unlocked(&self) {
         while self.locked.get() {
             self.unlocked.notified().await;
         }
@@ -194,6 +203,12 @@ pub(crate) fn run(
                 }
                 Job::Conn(stream) => {
                     tokio::task::spawn_local(crate::conn::serve(stream, Rc::clone(&worker)));
+                }
+                Job::Snapshot { reply } => {
+                    let worker = Rc::clone(&worker);
+                    tokio::task::spawn_local(async move {
+                        let _ = reply.send(crate::persist::snapshot_worker(&worker).await);
+                    });
                 }
                 Job::Stop => break,
             }

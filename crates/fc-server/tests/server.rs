@@ -538,3 +538,83 @@ fn multi_exec_is_atomic_across_workers() {
     assert_eq!((x, y), (601, 601));
     server.shutdown();
 }
+
+#[test]
+fn persistence_save_bgsave_lastsave_info_and_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = || ServerConfig {
+        shards: 8,
+        threads: 2,
+        persistence: fc_server::PersistenceConfig {
+            data_dir: Some(dir.path().to_path_buf()),
+            appendfsync: fc_wal::FsyncPolicy::Always,
+            save: Vec::new(),
+            ..fc_server::PersistenceConfig::default()
+        },
+        ..ServerConfig::default()
+    };
+    let server = start(config());
+    let mut con = client(&server);
+    for i in 0..100 {
+        let _: () = con.set(format!("k{i}"), i).unwrap();
+    }
+    let _: () = con.hset("h", "f", "v").unwrap();
+    let before: i64 = redis::cmd("LASTSAVE").query(&mut con).unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("persistence")
+        .query(&mut con)
+        .unwrap();
+    assert!(info.contains("aof_enabled:1"), "{info}");
+    assert!(info.contains("rdb_changes_since_last_save:101"), "{info}");
+    assert!(info.contains("appendfsync:always"), "{info}");
+    let ok: String = redis::cmd("SAVE").query(&mut con).unwrap();
+    assert_eq!(ok, "OK");
+    let info: String = redis::cmd("INFO")
+        .arg("persistence")
+        .query(&mut con)
+        .unwrap();
+    assert!(info.contains("rdb_changes_since_last_save:0"), "{info}");
+    assert!(info.contains("rdb_last_bgsave_status:ok"), "{info}");
+    let after: i64 = redis::cmd("LASTSAVE").query(&mut con).unwrap();
+    assert!(after >= before);
+    // Writes after the image come back from the log.
+    let _: () = con.set("late", "yes").unwrap();
+    let _: () = con.del("k0").unwrap();
+    let started: String = redis::cmd("BGSAVE").query(&mut con).unwrap();
+    assert_eq!(started, "Background saving started");
+    let _: () = con.set("later", "too").unwrap();
+    // SAVE inside MULTI is refused like Redis.
+    let _: () = redis::cmd("MULTI").query(&mut con).unwrap();
+    let e = err_text(redis::cmd("SAVE").query(&mut con));
+    assert!(e.contains("not allowed inside a transaction"), "{e}");
+    let _: () = redis::cmd("DISCARD").query(&mut con).unwrap();
+    drop(con);
+    server.shutdown();
+
+    let server = start(config());
+    let mut con = client(&server);
+    let n: i64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
+    assert_eq!(n, 102);
+    let v: Option<String> = con.get("k0").unwrap();
+    assert_eq!(v, None);
+    let v: String = con.get("k99").unwrap();
+    assert_eq!(v, "99");
+    let v: String = con.hget("h", "f").unwrap();
+    assert_eq!(v, "v");
+    let v: String = con.get("later").unwrap();
+    assert_eq!(v, "too");
+    let info: String = redis::cmd("INFO")
+        .arg("persistence")
+        .query(&mut con)
+        .unwrap();
+    assert!(info.contains("loaded_keys_from_snapshot:"), "{info}");
+    drop(con);
+    server.shutdown();
+
+    // Without a data directory, SAVE says how to get one.
+    let server = two_workers();
+    let mut con = client(&server);
+    let e = err_text(redis::cmd("SAVE").query(&mut con));
+    assert!(e.contains("--data-dir"), "{e}");
+    server.shutdown();
+}

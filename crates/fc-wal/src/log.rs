@@ -139,6 +139,8 @@ pub struct ShardLog {
     last_sync: Instant,
     dirty: bool,
     poisoned: Option<WalError>,
+    /// Set (for the whole sink) when this log is poisoned: a lock-free health check.
+    failed: Arc<AtomicBool>,
     stats: WalStatsSnapshot,
 }
 
@@ -185,6 +187,7 @@ impl ShardLog {
             last_sync: Instant::now(),
             dirty: false,
             poisoned: None,
+            failed: Arc::new(AtomicBool::new(false)),
             stats: WalStatsSnapshot::default(),
         })
     }
@@ -209,6 +212,7 @@ impl ShardLog {
 
     fn fail(&mut self, err: WalError) -> WalError {
         self.poisoned = Some(err.clone());
+        self.failed.store(true, Ordering::Release);
         err
     }
 
@@ -462,6 +466,10 @@ pub struct WalSink {
     durable: AtomicU64,
     /// One group commit at a time; later callers find their frames already durable.
     committing: Mutex<()>,
+    /// Whether any shard's log is poisoned.
+    failed: Arc<AtomicBool>,
+    /// Every frame counted in `appended` up to this value has been written to the OS.
+    flushed: AtomicU64,
 }
 
 impl WalSink {
@@ -471,13 +479,21 @@ impl WalSink {
     /// [`WalError::Io`] when a shard's directory cannot be created.
     pub fn open(config: &WalConfig, next_seqs: &[u64]) -> Result<Self, WalError> {
         let count = next_seqs.len();
+        let failed = Arc::new(AtomicBool::new(false));
         let logs = next_seqs
             .iter()
             .enumerate()
-            .map(|(shard, &next)| ShardLog::open(config, shard, count, next).map(Mutex::new))
+            .map(|(shard, &next)| {
+                ShardLog::open(config, shard, count, next).map(|mut log| {
+                    log.failed = Arc::clone(&failed);
+                    Mutex::new(log)
+                })
+            })
             .collect::<Result<_, _>>()?;
         Ok(Self {
             logs,
+            failed,
+            flushed: AtomicU64::new(0),
             replaying: AtomicBool::new(false),
             appended: AtomicU64::new(0),
             durable: AtomicU64::new(0),
@@ -538,6 +554,28 @@ impl WalSink {
             }
         }
         first
+    }
+
+    /// Whether a shard's log has failed (lock-free; [`WalSink::health`] says why).
+    #[must_use]
+    pub fn has_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
+    /// Writes every frame appended so far to the OS unless that is known done (a server calls
+    /// it before the replies of a batch: a killed process then loses nothing it acknowledged;
+    /// only the OS crashing can, up to the fsync policy's window).
+    ///
+    /// # Errors
+    /// The first failure (every shard is still attempted).
+    pub fn flush_appended(&self) -> Result<(), WalError> {
+        let position = self.appended();
+        if self.flushed.load(Ordering::Acquire) >= position {
+            return Ok(());
+        }
+        self.flush_all()?;
+        self.flushed.fetch_max(position, Ordering::AcqRel);
+        Ok(())
     }
 
     /// Frames appended since the sink opened (a position to pass to [`WalSink::commit_to`]).

@@ -64,6 +64,8 @@ pub(crate) struct Spec {
     pub(crate) arity: i32,
     pub(crate) route: Route,
     pub(crate) handler: Handler,
+    /// Whether it may change data (refused with `MISCONF` once the log has failed).
+    pub(crate) write: bool,
 }
 
 impl Spec {
@@ -171,14 +173,79 @@ pub(crate) fn count(out: &mut Encoder<'_>, n: usize) {
 /// A no-op handler for connection-routed commands (the connection answers them).
 fn connection_only(_: &mut Ctx<'_>) {}
 
-const fn spec(name: &'static str, arity: i32, route: Route, handler: Handler) -> Spec {
+fn spec(name: &'static str, arity: i32, route: Route, handler: Handler) -> Spec {
     Spec {
         name,
         arity,
         route,
         handler,
+        write: WRITE_COMMANDS.contains(&name),
     }
 }
+
+/// Commands that may change data (Redis's `write` flag).
+const WRITE_COMMANDS: &[&str] = &[
+    "set",
+    "setnx",
+    "setex",
+    "psetex",
+    "mset",
+    "msetnx",
+    "getset",
+    "getdel",
+    "getex",
+    "append",
+    "incr",
+    "decr",
+    "incrby",
+    "decrby",
+    "incrbyfloat",
+    "setrange",
+    "del",
+    "unlink",
+    "expire",
+    "pexpire",
+    "expireat",
+    "pexpireat",
+    "persist",
+    "rename",
+    "renamenx",
+    "flushall",
+    "flushdb",
+    "hset",
+    "hmset",
+    "hsetnx",
+    "hdel",
+    "hincrby",
+    "hincrbyfloat",
+    "lpush",
+    "rpush",
+    "lpushx",
+    "rpushx",
+    "lpop",
+    "rpop",
+    "lset",
+    "lrem",
+    "ltrim",
+    "linsert",
+    "lmove",
+    "rpoplpush",
+    "sadd",
+    "srem",
+    "spop",
+    "smove",
+    "sinterstore",
+    "sunionstore",
+    "sdiffstore",
+    "zadd",
+    "zincrby",
+    "zrem",
+    "zpopmin",
+    "zpopmax",
+    "zremrangebyrank",
+    "zremrangebyscore",
+    "zremrangebylex",
+];
 
 /// Every command, by lowercase name.
 pub(crate) static TABLE: LazyLock<HashMap<&'static str, Spec>> = LazyLock::new(|| {
@@ -201,6 +268,9 @@ pub(crate) static TABLE: LazyLock<HashMap<&'static str, Spec>> = LazyLock::new(|
         conn("exec", 1),
         conn("discard", 1),
         conn("unwatch", 1),
+        conn("save", 1),
+        conn("bgsave", -1),
+        conn("lastsave", 1),
         spec("dbsize", 1, AllWorkers(Merge::Sum), keys::dbsize),
         spec("flushall", -1, AllWorkers(Merge::Ok), keys::flushall),
         spec("flushdb", -1, AllWorkers(Merge::Ok), keys::flushall),

@@ -1,0 +1,311 @@
+//! Persistence of the server: the write-ahead log every worker's shards append to, the
+//! acknowledgement gate (nothing is replied before its frames are written to the OS, and with
+//! `appendfsync always` before they are on disk — one group commit for every connection
+//! waiting), snapshots taken by the workers themselves one shard at a time (`SAVE`, `BGSAVE`,
+//! the `save` rules), the `everysec` syncer, and the `INFO persistence` fields.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use fc_snapshot::{LoadReport, SnapshotReport, unix_ms};
+use fc_wal::{FsyncPolicy, RecoveryMode, WalError, WalSink};
+use tokio::sync::oneshot;
+
+use crate::worker::{Job, Shared};
+
+/// The `[persistence]` settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PersistenceConfig {
+    /// Data directory (`None`: in memory only).
+    pub data_dir: Option<PathBuf>,
+    /// When log frames reach the disk (`appendfsync`).
+    pub appendfsync: FsyncPolicy,
+    /// Log segment size in bytes.
+    pub segment_bytes: u64,
+    /// Snapshot rules, as Redis's `save`: snapshot when at least `changes` writes happened in
+    /// the last `seconds` (empty: only `SAVE`/`BGSAVE`).
+    pub save: Vec<(u64, u64)>,
+    /// What recovery does about damage.
+    pub recovery: RecoveryMode,
+}
+
+impl Default for PersistenceConfig {
+    fn default() -> Self {
+        Self {
+            data_dir: None,
+            appendfsync: FsyncPolicy::EverySec,
+            segment_bytes: 64 << 20,
+            save: vec![(3600, 1), (300, 100), (60, 10_000)],
+            recovery: RecoveryMode::TolerateTail,
+        }
+    }
+}
+
+/// Parses Redis's `save` syntax: `"3600 1 300 100"` (pairs of seconds and changes) or `""`.
+///
+/// # Errors
+/// A message naming what is wrong.
+pub fn parse_save_rules(text: &str) -> Result<Vec<(u64, u64)>, String> {
+    let numbers: Vec<&str> = text.split_whitespace().collect();
+    if !numbers.len().is_multiple_of(2) {
+        return Err(format!(
+            "save '{text}': expected pairs of <seconds> <changes>"
+        ));
+    }
+    numbers
+        .chunks(2)
+        .map(|pair| {
+            let seconds = pair[0]
+                .parse::<u64>()
+                .map_err(|_| format!("save: bad seconds '{}'", pair[0]))?;
+            let changes = pair[1]
+                .parse::<u64>()
+                .map_err(|_| format!("save: bad changes '{}'", pair[1]))?;
+            Ok((seconds, changes))
+        })
+        .collect()
+}
+
+/// A server's persistence state, shared by every worker.
+pub(crate) struct Persist {
+    pub(crate) wal: Arc<WalSink>,
+    pub(crate) dir: PathBuf,
+    pub(crate) fsync: FsyncPolicy,
+    pub(crate) save: Vec<(u64, u64)>,
+    pub(crate) loaded: LoadReport,
+    /// Unix seconds of the last successful snapshot (or of startup).
+    pub(crate) last_save: AtomicU64,
+    pub(crate) last_save_ok: AtomicBool,
+    pub(crate) last_save_secs: AtomicU64,
+    pub(crate) saving: AtomicBool,
+    /// `wal.appended()` when the last snapshot began.
+    pub(crate) appended_at_save: AtomicU64,
+}
+
+impl Persist {
+    pub(crate) fn new(
+        wal: Arc<WalSink>,
+        config: &PersistenceConfig,
+        dir: PathBuf,
+        loaded: LoadReport,
+    ) -> Self {
+        Self {
+            wal,
+            dir,
+            fsync: config.appendfsync,
+            save: config.save.clone(),
+            loaded,
+            last_save: AtomicU64::new(unix_ms() / 1000),
+            last_save_ok: AtomicBool::new(true),
+            last_save_secs: AtomicU64::new(0),
+            saving: AtomicBool::new(false),
+            appended_at_save: AtomicU64::new(0),
+        }
+    }
+
+    /// Makes what was just executed safe to acknowledge: written to the OS always, and on disk
+    /// under `always` (group commit on a blocking thread, so the worker serves on). `false`:
+    /// the log failed, and the replies must not be sent.
+    pub(crate) async fn acknowledge(self: &Arc<Self>) -> bool {
+        match self.fsync {
+            FsyncPolicy::Always => {
+                let position = self.wal.appended();
+                if self.wal.is_durable(position) {
+                    return !self.wal.has_failed();
+                }
+                let this = Arc::clone(self);
+                let committed =
+                    tokio::task::spawn_blocking(move || this.wal.commit_to(position)).await;
+                matches!(committed, Ok(Ok(())))
+            }
+            _ => self.wal.flush_appended().is_ok(),
+        }
+    }
+
+    /// Redis's refusal of writes once the log has failed.
+    pub(crate) fn misconf(&self) -> Option<String> {
+        if !self.wal.has_failed() {
+            return None;
+        }
+        let cause = self
+            .wal
+            .health()
+            .err()
+            .map_or_else(String::new, |e| e.to_string());
+        Some(format!("MISCONF Errors writing to the AOF file: {cause}"))
+    }
+
+    /// Writes made since the last snapshot began.
+    pub(crate) fn changes_since_save(&self) -> u64 {
+        self.wal
+            .appended()
+            .saturating_sub(self.appended_at_save.load(Ordering::Relaxed))
+    }
+
+    /// The `# Persistence` section of `INFO`.
+    pub(crate) fn info(&self, text: &mut String) {
+        let stats = self.wal.stats();
+        let status = |ok: bool| if ok { "ok" } else { "err" };
+        let _ = write!(
+            text,
+            "# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\naof_enabled:1\r\naof_rewrite_in_progress:0\r\naof_last_write_status:{}\r\nappendfsync:{}\r\nwal_frames:{}\r\nwal_bytes:{}\r\nwal_fsyncs:{}\r\nwal_fsync_max_micros:{}\r\nwal_segments_opened:{}\r\nloaded_keys_from_snapshot:{}\r\nloaded_wal_frames:{}\r\nload_time_ms:{}\r\n\r\n",
+            self.changes_since_save(),
+            u8::from(self.saving.load(Ordering::Relaxed)),
+            self.last_save.load(Ordering::Relaxed),
+            status(self.last_save_ok.load(Ordering::Relaxed)),
+            self.last_save_secs.load(Ordering::Relaxed),
+            status(!self.wal.has_failed()),
+            match self.fsync {
+                FsyncPolicy::Always => "always",
+                FsyncPolicy::EverySec => "everysec",
+                _ => "no",
+            },
+            stats.frames,
+            stats.bytes,
+            stats.fsyncs,
+            stats.fsync_max_micros,
+            stats.segments,
+            self.loaded.image_keys,
+            self.loaded.wal.frames(),
+            self.loaded.elapsed.as_millis(),
+        );
+    }
+}
+
+/// Snapshots every worker's shards (each worker exports its own, one shard at a time, between
+/// its other work) and records the outcome. `Err` when one is already running or a write
+/// failed.
+pub(crate) async fn snapshot(shared: &Shared) -> Result<SnapshotReport, String> {
+    let Some(persist) = &shared.persist else {
+        return Err("ERR persistence is not configured (start fc-server with --data-dir)".into());
+    };
+    if persist.saving.swap(true, Ordering::AcqRel) {
+        return Err("ERR Background save already in progress".into());
+    }
+    let started = Instant::now();
+    persist
+        .appended_at_save
+        .store(persist.wal.appended(), Ordering::Relaxed);
+    let mut answers = Vec::new();
+    for inbox in &shared.inboxes {
+        let (reply, answer) = oneshot::channel();
+        if inbox.send(Job::Snapshot { reply }).is_err() {
+            persist.saving.store(false, Ordering::Release);
+            return Err("ERR server is shutting down".into());
+        }
+        answers.push(answer);
+    }
+    let mut total = SnapshotReport::default();
+    let mut failure = None;
+    for answer in answers {
+        match answer.await {
+            Ok(Ok(report)) => {
+                total.keys += report.keys;
+                total.bytes += report.bytes;
+                total.max_pause_micros = total.max_pause_micros.max(report.max_pause_micros);
+            }
+            Ok(Err(err)) => failure = Some(err.to_string()),
+            Err(_) => failure = Some("a worker stopped".into()),
+        }
+    }
+    persist
+        .last_save_secs
+        .store(started.elapsed().as_secs(), Ordering::Relaxed);
+    persist
+        .last_save_ok
+        .store(failure.is_none(), Ordering::Relaxed);
+    if failure.is_none() {
+        persist.last_save.store(unix_ms() / 1000, Ordering::Relaxed);
+    }
+    persist.saving.store(false, Ordering::Release);
+    match failure {
+        None => Ok(total),
+        Some(err) => Err(format!("ERR snapshot failed: {err}")),
+    }
+}
+
+/// One worker's part of a snapshot: each shard it owns, exported between other work.
+pub(crate) async fn snapshot_worker(
+    worker: &crate::worker::Worker,
+) -> Result<SnapshotReport, WalError> {
+    let persist = worker
+        .shared
+        .persist
+        .as_ref()
+        .expect("snapshot jobs only with persistence");
+    let count = worker.shared.router.shard_count();
+    let shards: Vec<usize> = worker.store.borrow().owned_shards().collect();
+    let mut report = SnapshotReport::default();
+    for shard in shards {
+        // A transaction in flight is not split by an image.
+        worker.wait_unlocked().await;
+        let started = Instant::now();
+        let mut keys = 0;
+        let (header, bytes) = {
+            let mut store = worker.store.borrow_mut();
+            let wal = &persist.wal;
+            fc_snapshot::build_image(shard, count, |push| {
+                let (covered, n) = store
+                    .export_shard(shard, || wal.with_log(shard, |log| log.next_seq()), push)
+                    .expect("a worker exports only its own shards");
+                keys = n;
+                (covered, n)
+            })
+        };
+        let pause = started.elapsed().as_micros() as u64;
+        let (dir, wal) = (persist.dir.clone(), Arc::clone(&persist.wal));
+        let written = tokio::task::spawn_blocking(move || {
+            fc_snapshot::commit_image(&dir, &wal, &header, &bytes)
+        })
+        .await
+        .map_err(|e| WalError::Io {
+            path: persist.dir.clone(),
+            message: format!("snapshot writer: {e}"),
+        })??;
+        report.keys += keys;
+        report.bytes += written;
+        report.max_pause_micros = report.max_pause_micros.max(pause);
+        tokio::task::yield_now().await;
+    }
+    Ok(report)
+}
+
+/// The background thread: syncs the log every second under `everysec` and starts snapshots
+/// when a `save` rule is met. Stops when `stop` is set.
+pub(crate) fn background(shared: Arc<Shared>, stop: Arc<AtomicBool>) {
+    let Some(persist) = shared.persist.clone() else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("the persistence thread's runtime");
+    let mut last_sync = Instant::now();
+    while !stop.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(100));
+        if persist.fsync == FsyncPolicy::EverySec && last_sync.elapsed() >= Duration::from_secs(1) {
+            last_sync = Instant::now();
+            if let Err(err) = persist.wal.commit() {
+                eprintln!("fc-server: WAL sync failed, refusing writes: {err}");
+            }
+        }
+        let since = (unix_ms() / 1000).saturating_sub(persist.last_save.load(Ordering::Relaxed));
+        let changes = persist.changes_since_save();
+        let due = persist
+            .save
+            .iter()
+            .any(|&(seconds, min)| since >= seconds && changes >= min.max(1));
+        if due && !persist.saving.load(Ordering::Acquire) {
+            match runtime.block_on(snapshot(&shared)) {
+                Ok(report) => eprintln!(
+                    "fc-server: snapshot: {} keys, {} bytes, longest shard pause {} us",
+                    report.keys, report.bytes, report.max_pause_micros
+                ),
+                Err(err) => eprintln!("fc-server: snapshot failed: {err}"),
+            }
+        }
+    }
+}

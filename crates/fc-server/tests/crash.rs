@@ -1,0 +1,208 @@
+//! Durability you can `kill -9`: the real `fc-server` binary with a data directory, writers on
+//! several connections, SIGKILL at a random moment, restart, and every acknowledged write must
+//! be there with its exact value — and no key may hold a value that was never written (a key
+//! whose last write was in flight at the kill holds its last acknowledged value or the in-flight
+//! one). Cycles alternate `appendfsync always` and `everysec` and take snapshots (`BGSAVE`)
+//! mid-run, so recovery goes through images and log tails. `FC_CRASH_CYCLES` sets the number
+//! of cycles (`cargo xtask crash --cycles N` runs it long).
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+
+/// What a writer knows about one key: the value last acknowledged, and one in flight.
+#[derive(Debug, Clone, Default)]
+struct Known {
+    acked: Option<String>,
+    in_flight: Option<String>,
+}
+
+type Ledger = Arc<Mutex<HashMap<String, Known>>>;
+
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+fn spawn(dir: &std::path::Path, fsync: &str) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fc-server"))
+        .args(["--bind", "127.0.0.1:0", "--threads", "2", "--shards", "8"])
+        .arg("--data-dir")
+        .arg(dir)
+        .args([
+            "--appendfsync",
+            fsync,
+            "--save",
+            "",
+            "--wal-segment-bytes",
+            "65536",
+        ])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("fc-server starts");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                let addr = rest.split(':').take(2).collect::<Vec<_>>().join(":");
+                let _ = tx.send(Ok(addr));
+            } else if line.contains("cannot load") || line.contains("Error") {
+                let _ = tx.send(Err(line));
+            }
+        }
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(Ok(addr)) => Server { child, addr },
+        Ok(Err(line)) => panic!("fc-server failed to start: {line}"),
+        Err(_) => panic!("fc-server did not report its address"),
+    }
+}
+
+fn connect(addr: &str) -> redis::Connection {
+    let client = redis::Client::open(format!("redis://{addr}/")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match client.get_connection() {
+            Ok(c) => return c,
+            Err(e) if Instant::now() > deadline => panic!("cannot connect: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// Writes until its connection fails: SETs over a key range, INCRs of a counter, RPUSHes
+/// and the occasional BGSAVE, recording each key's acknowledged and in-flight values.
+fn writer(addr: String, id: usize, cycle: usize, ledger: Ledger, seed: u64) {
+    let Ok(client) = redis::Client::open(format!("redis://{addr}/")) else {
+        return;
+    };
+    let Ok(mut con) = client.get_connection() else {
+        return;
+    };
+    let mut x = seed | 1;
+    for i in 0u64.. {
+        if i % 100 == 50 {
+            let _: redis::RedisResult<String> = redis::cmd("BGSAVE").query(&mut con);
+            continue;
+        }
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let (key, value, result): (String, String, redis::RedisResult<()>) = match x % 10 {
+            0 => {
+                let key = format!("counter:{id}");
+                let next = {
+                    let ledger = ledger.lock().unwrap();
+                    ledger
+                        .get(&key)
+                        .and_then(|k| k.acked.clone())
+                        .map_or(0, |v| v.parse::<i64>().unwrap())
+                        + 1
+                };
+                ledger
+                    .lock()
+                    .unwrap()
+                    .entry(key.clone())
+                    .or_default()
+                    .in_flight = Some(next.to_string());
+                let r: redis::RedisResult<i64> = con.incr(&key, 1);
+                let r = r.map(|got| {
+                    assert_eq!(got, next, "{key}: INCR answered {got}, expected {next}")
+                });
+                (key, next.to_string(), r)
+            }
+            _ => {
+                let key = format!("k:{id}:{}", (x >> 8) % 200);
+                let value = format!("c{cycle}-w{id}-{i}-{}", "x".repeat((x % 64) as usize));
+                ledger
+                    .lock()
+                    .unwrap()
+                    .entry(key.clone())
+                    .or_default()
+                    .in_flight = Some(value.clone());
+                let r: redis::RedisResult<()> = con.set(&key, &value);
+                (key, value, r)
+            }
+        };
+        let mut ledger = ledger.lock().unwrap();
+        let known = ledger.get_mut(&key).unwrap();
+        if result.is_err() {
+            // The kill: what was in flight may or may not have landed.
+            return;
+        }
+        known.acked = Some(value);
+        known.in_flight = None;
+    }
+}
+
+fn check(addr: &str, ledger: &Ledger, cycle: usize) -> usize {
+    let mut con = connect(addr);
+    let mut ledger = ledger.lock().unwrap();
+    let mut checked = 0;
+    for (key, known) in ledger.iter_mut() {
+        let got: Option<String> = con.get(key).unwrap();
+        let ok = match (&got, &known.acked, &known.in_flight) {
+            (Some(v), _, Some(f)) if v == f => true,
+            (Some(v), Some(a), _) => v == a,
+            (None, None, _) => true,
+            _ => false,
+        };
+        assert!(
+            ok,
+            "cycle {cycle}: {key} holds {got:?}; acknowledged {:?}, in flight {:?}",
+            known.acked, known.in_flight
+        );
+        // What is there now is the acknowledged state for the next cycle.
+        known.acked = got;
+        known.in_flight = None;
+        checked += 1;
+    }
+    checked
+}
+
+#[test]
+fn acknowledged_writes_survive_sigkill() {
+    let cycles: usize = std::env::var("FC_CRASH_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let dir = tempfile::tempdir().unwrap();
+    let ledger: Ledger = Arc::default();
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut acked_total = 0;
+    for cycle in 0..cycles {
+        let fsync = if cycle % 2 == 0 { "always" } else { "everysec" };
+        let mut server = spawn(dir.path(), fsync);
+        if cycle > 0 {
+            acked_total += check(&server.addr, &ledger, cycle);
+        }
+        let writers: Vec<_> = (0..4)
+            .map(|id| {
+                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                let (addr, ledger, s) = (server.addr.clone(), Arc::clone(&ledger), seed);
+                std::thread::spawn(move || writer(addr, id, cycle, ledger, s))
+            })
+            .collect();
+        // A random moment: 30..330 ms of writing.
+        std::thread::sleep(Duration::from_millis(30 + (seed >> 33) % 300));
+        server.child.kill().expect("SIGKILL");
+        let _ = server.child.wait();
+        for w in writers {
+            w.join().expect("writer");
+        }
+    }
+    let server = spawn(dir.path(), "always");
+    acked_total += check(&server.addr, &ledger, cycles);
+    let mut child = server.child;
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(acked_total > 0);
+    eprintln!("{cycles} kill -9 cycles; {acked_total} key checks");
+}
