@@ -98,7 +98,7 @@ pub struct ServerHandle {
     threads: Vec<JoinHandle<()>>,
     inboxes: Vec<mpsc::UnboundedSender<Job>>,
     shared: Arc<Shared>,
-    background: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
+    background: Option<(Arc<AtomicBool>, Vec<JoinHandle<()>>)>,
 }
 
 impl std::fmt::Debug for ServerHandle {
@@ -203,10 +203,22 @@ impl Server {
         let background = if shared.persist.is_some() {
             let flag = Arc::new(AtomicBool::new(false));
             let (bg_shared, bg_flag) = (Arc::clone(&shared), Arc::clone(&flag));
-            let handle = std::thread::Builder::new()
-                .name("fc-persist".into())
-                .spawn(move || persist::background(bg_shared, bg_flag))?;
-            Some((flag, handle))
+            let mut threads = vec![
+                std::thread::Builder::new()
+                    .name("fc-persist".into())
+                    .spawn(move || persist::background(bg_shared, bg_flag))?,
+            ];
+            if let Some(p) = &shared.persist
+                && p.fsync == fc_wal::FsyncPolicy::Always
+            {
+                let (p, flag) = (Arc::clone(p), Arc::clone(&flag));
+                threads.push(
+                    std::thread::Builder::new()
+                        .name("fc-commit".into())
+                        .spawn(move || persist::committer(p, flag))?,
+                );
+            }
+            Some((flag, threads))
         } else {
             None
         };
@@ -321,9 +333,11 @@ impl ServerHandle {
         for thread in self.threads {
             let _ = thread.join();
         }
-        if let Some((flag, thread)) = self.background {
+        if let Some((flag, threads)) = self.background {
             flag.store(true, Ordering::Release);
-            let _ = thread.join();
+            for thread in threads {
+                let _ = thread.join();
+            }
         }
         if let Some(persist) = &self.shared.persist
             && let Err(err) = persist.wal.commit()

@@ -6,8 +6,8 @@
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use fc_snapshot::{LoadReport, SnapshotReport, unix_ms};
@@ -83,6 +83,9 @@ pub(crate) struct Persist {
     pub(crate) saving: AtomicBool,
     /// `wal.appended()` when the last snapshot began.
     pub(crate) appended_at_save: AtomicU64,
+    /// Connections waiting for a group commit (`always`): position and wake-up.
+    waiters: Mutex<Vec<oneshot::Sender<bool>>>,
+    wake: Condvar,
 }
 
 impl Persist {
@@ -103,6 +106,8 @@ impl Persist {
             last_save_secs: AtomicU64::new(0),
             saving: AtomicBool::new(false),
             appended_at_save: AtomicU64::new(0),
+            waiters: Mutex::new(Vec::new()),
+            wake: Condvar::new(),
         }
     }
 
@@ -116,10 +121,12 @@ impl Persist {
                 if self.wal.is_durable(position) {
                     return !self.wal.has_failed();
                 }
-                let this = Arc::clone(self);
-                let committed =
-                    tokio::task::spawn_blocking(move || this.wal.commit_to(position)).await;
-                matches!(committed, Ok(Ok(())))
+                // The committer's next commit covers every frame appended before it starts,
+                // so ours: wait for its answer (the worker serves other connections meanwhile).
+                let (done, answer) = oneshot::channel();
+                self.waiters.lock().expect("waiters").push(done);
+                self.wake.notify_one();
+                answer.await.unwrap_or(false)
             }
             _ => self.wal.flush_appended().is_ok(),
         }
@@ -172,6 +179,37 @@ impl Persist {
             self.loaded.wal.frames(),
             self.loaded.elapsed.as_millis(),
         );
+    }
+}
+
+/// The committer thread (`always`): while connections wait, one group commit at a time covers
+/// every frame appended before it began; each waiter learns whether its frames are durable.
+pub(crate) fn committer(persist: Arc<Persist>, stop: Arc<AtomicBool>) {
+    loop {
+        let waiting = {
+            let mut waiters = persist.waiters.lock().expect("waiters");
+            while waiters.is_empty() {
+                if stop.load(Ordering::Acquire) {
+                    return;
+                }
+                waiters = persist
+                    .wake
+                    .wait_timeout(waiters, Duration::from_millis(100))
+                    .expect("waiters")
+                    .0;
+            }
+            std::mem::take(&mut *waiters)
+        };
+        let durable = match persist.wal.commit() {
+            Ok(()) => true,
+            Err(err) => {
+                eprintln!("fc-server: WAL commit failed, refusing writes: {err}");
+                false
+            }
+        };
+        for waiter in waiting {
+            let _ = waiter.send(durable);
+        }
     }
 }
 
