@@ -45,7 +45,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use fc_shard::{EmbeddedStore, EvictionPolicy};
-use fc_wal::{RecoveryMode, WalConfig, WalSink};
+use fc_wal::{RecoveryMode, WalConfig};
 use tokio::sync::{mpsc, watch};
 
 use crate::worker::{Job, Shared};
@@ -236,7 +236,7 @@ impl Server {
 /// Builds the store; with a data directory, logs it and loads what was persisted (newest
 /// snapshot images, then the log after them), reporting what it loaded on stderr.
 fn open_store(
-    mut builder: fc_shard::EmbeddedStoreBuilder,
+    builder: fc_shard::EmbeddedStoreBuilder,
     config: &ServerConfig,
 ) -> anyhow::Result<(EmbeddedStore, Option<Arc<persist::Persist>>)> {
     let settings = &config.persistence;
@@ -251,10 +251,7 @@ fn open_store(
         group_commit: true,
         ..WalConfig::new(dir)
     };
-    let wal = Arc::new(WalSink::open(&wal_config, &vec![1; config.shards])?);
-    let sink: Arc<dyn fc_shard::MutationSink> = wal.clone();
-    builder = builder.mutation_sink(sink);
-    let mut store = builder.try_build()?;
+    let (mut store, wal) = fc_wal::build_logged(&wal_config, config.shards, |_| builder)?;
     let loaded = fc_snapshot::load_into(&wal_config, &mut store, &wal, settings.recovery)
         .map_err(|e| anyhow::anyhow!("cannot load {}: {e}", dir.display()))?;
     for (path, reason) in &loaded.skipped_images {

@@ -83,7 +83,7 @@ pub(crate) struct Persist {
     pub(crate) saving: AtomicBool,
     /// `wal.appended()` when the last snapshot began.
     pub(crate) appended_at_save: AtomicU64,
-    /// Connections waiting for a group commit (`always`): position and wake-up.
+    /// Connections waiting for a group commit (`always`), each told whether it succeeded.
     waiters: Mutex<Vec<oneshot::Sender<bool>>>,
     wake: Condvar,
 }

@@ -190,23 +190,19 @@ pub fn snapshot_store(
     let mut report = SnapshotReport::default();
     let count = store.shard_count();
     for shard in 0..count {
-        let mut pause = 0;
+        let (mut pause, mut keys) = (0, 0);
         let (header, bytes) = build_image(shard, count, |push| {
             let started = Instant::now();
             let out = store.export_shard(shard, || wal.with_log(shard, |l| l.next_seq()), push);
             pause = started.elapsed().as_micros() as u64;
+            keys = out.1;
             out
         });
         report.max_pause_micros = report.max_pause_micros.max(pause);
-        report.keys += trailer_keys(&bytes);
+        report.keys += keys;
         report.bytes += commit_image(data_dir, wal, &header, &bytes)?;
     }
     Ok(report)
-}
-
-fn trailer_keys(image: &[u8]) -> u64 {
-    let at = image.len() - IMAGE_TRAILER_LEN + 12;
-    u64::from_le_bytes(image[at..at + 8].try_into().expect("8 bytes"))
 }
 
 /// An [`EmbeddedStore`] that survives restarts: opening loads the newest snapshot images and
@@ -235,16 +231,7 @@ impl PersistentStore {
         mode: RecoveryMode,
         configure: impl FnOnce(EmbeddedStoreBuilder) -> EmbeddedStoreBuilder,
     ) -> Result<Self, WalError> {
-        let wal = Arc::new(WalSink::open(config, &vec![1; shards])?);
-        let sink: Arc<dyn fc_shard::MutationSink> = wal.clone();
-        let mut store = configure(EmbeddedStore::builder(shards))
-            .mutation_sink(sink)
-            .try_build()
-            .map_err(|e| WalError::Apply {
-                path: config.dir.clone(),
-                offset: 0,
-                message: e.to_string(),
-            })?;
+        let (mut store, wal) = fc_wal::build_logged(config, shards, configure)?;
         let recovery = load_into(config, &mut store, &wal, mode)?;
         Ok(Self {
             store,
@@ -294,9 +281,9 @@ impl PersistentStore {
     }
 }
 
-/// Loads images and the log into `store` (built with `wal` as its sink) with the clock stopped
-/// at 0 — no entry expires halfway through its own history (a PERSIST after a short TTL must
-/// find the key) — then sets the log's next sequence numbers. The real clock comes back after.
+/// Loads images and the log into `store` (built with `wal` as its sink) through
+/// [`fc_wal::replay_into`] (clock stopped, nothing re-logged), then sets the log's next
+/// sequence numbers.
 ///
 /// # Errors
 /// As [`load`].
@@ -306,13 +293,7 @@ pub fn load_into(
     wal: &WalSink,
     mode: RecoveryMode,
 ) -> Result<LoadReport, WalError> {
-    let clock = store.clock().clone();
-    store.set_clock(fc_shard::ManualClock::new(0));
-    wal.set_replaying(true);
-    let loaded = load(config, store, mode);
-    wal.set_replaying(false);
-    store.set_clock(clock);
-    let report = loaded?;
+    let report = fc_wal::replay_into(store, wal, |store| load(config, store, mode))?;
     wal.set_next_seqs(&report.wal.next_seqs());
     Ok(report)
 }

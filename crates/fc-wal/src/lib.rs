@@ -78,25 +78,8 @@ impl LoggedStore {
         mode: RecoveryMode,
         configure: impl FnOnce(EmbeddedStoreBuilder) -> EmbeddedStoreBuilder,
     ) -> Result<Self, WalError> {
-        let wal = Arc::new(WalSink::open(config, &vec![1; shards])?);
-        let sink: Arc<dyn fc_shard::MutationSink> = wal.clone();
-        let mut store = configure(EmbeddedStore::builder(shards))
-            .mutation_sink(sink)
-            .try_build()
-            .map_err(|e| WalError::Apply {
-                path: config.dir.clone(),
-                offset: 0,
-                message: e.to_string(),
-            })?;
-        // Replay with time stopped at 0: no entry expires halfway through its own history
-        // (a PERSIST after a short TTL must find the key). The real clock comes back after.
-        let clock = store.clock().clone();
-        store.set_clock(fc_shard::ManualClock::new(0));
-        wal.set_replaying(true);
-        let recovered = recover(config, &store, mode);
-        wal.set_replaying(false);
-        store.set_clock(clock);
-        let recovery = recovered?;
+        let (mut store, wal) = build_logged(config, shards, configure)?;
+        let recovery = replay_into(&mut store, &wal, |store| recover(config, store, mode))?;
         wal.set_next_seqs(&recovery.next_seqs());
         Ok(Self {
             store,
@@ -124,6 +107,51 @@ impl LoggedStore {
     pub fn sync(&self) -> Result<(), WalError> {
         self.wal.sync_all()
     }
+}
+
+/// Builds a store of `shards` shards (`configure` adds budgets, a clock, a listener, ...)
+/// whose every mutation goes to a new [`WalSink`] over `config`.
+///
+/// # Errors
+/// [`WalError::Io`] creating the log's directories, or [`WalError::Apply`] holding the
+/// store's error (for example an unusable shard count).
+pub fn build_logged(
+    config: &WalConfig,
+    shards: usize,
+    configure: impl FnOnce(EmbeddedStoreBuilder) -> EmbeddedStoreBuilder,
+) -> Result<(EmbeddedStore, Arc<WalSink>), WalError> {
+    let wal = Arc::new(WalSink::open(config, &vec![1; shards])?);
+    let sink: Arc<dyn fc_shard::MutationSink> = wal.clone();
+    let store = configure(EmbeddedStore::builder(shards))
+        .mutation_sink(sink)
+        .try_build()
+        .map_err(|e| WalError::Apply {
+            path: config.dir.clone(),
+            offset: 0,
+            message: e.to_string(),
+        })?;
+    Ok((store, wal))
+}
+
+/// Runs `replay` (recovery applying the log or images to `store`) with the store's clock
+/// stopped at 0 — no entry expires halfway through its own history (a PERSIST after a short
+/// TTL must find the key) — and `wal` not logging what is replayed. The real clock comes back
+/// after, whatever `replay` returns.
+///
+/// # Errors
+/// What `replay` returns.
+pub fn replay_into<R>(
+    store: &mut EmbeddedStore,
+    wal: &WalSink,
+    replay: impl FnOnce(&EmbeddedStore) -> Result<R, WalError>,
+) -> Result<R, WalError> {
+    let clock = store.clock().clone();
+    store.set_clock(fc_shard::ManualClock::new(0));
+    wal.set_replaying(true);
+    let replayed = replay(store);
+    wal.set_replaying(false);
+    store.set_clock(clock);
+    replayed
 }
 
 impl Deref for LoggedStore {
