@@ -2,6 +2,7 @@
 //! owning worker), write all replies with one flush. Connection-level commands live here.
 
 use std::rc::Rc;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use bytes::{Bytes, BytesMut};
@@ -14,7 +15,9 @@ use std::collections::BTreeSet;
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::worker::{Job, TxnCommand, Worker};
+use crate::clients::{Client, Ended, KillFilter};
+use crate::watched::WatchedKey;
+use crate::worker::{Job, Shared, TxnCommand, Worker};
 
 /// Replies are written out once this many bytes are pending, even mid-pipeline.
 const FLUSH_AT: usize = 64 * 1024;
@@ -25,41 +28,69 @@ struct State {
     dirty: bool,
     id: u64,
     version: RespVersion,
-    name: Option<Bytes>,
     authed: bool,
     quit: bool,
-    addr: String,
+    /// This client's entry in the registry (name, library, kill switch).
+    client: Arc<Client>,
+    /// Keys `WATCH`ed since the last `EXEC`/`DISCARD`/`UNWATCH`.
+    watched: Vec<WatchedKey>,
+    shared: Arc<Shared>,
 }
 
-/// Decrements the client count when the connection ends, however it ends.
-struct ClientSlot(Rc<Worker>);
+impl State {
+    fn set_version(&mut self, version: RespVersion) {
+        self.version = version;
+        let number = if version == RespVersion::Resp3 { 3 } else { 2 };
+        self.client.resp.store(number, Ordering::Relaxed);
+    }
 
-impl Drop for ClientSlot {
-    fn drop(&mut self) {
-        self.0.shared.clients.fetch_sub(1, Ordering::Relaxed);
+    fn set_multi(&mut self, queue: Option<Vec<(&'static command::Spec, Vec<Bytes>)>>) {
+        self.client
+            .in_multi
+            .store(queue.is_some(), Ordering::Relaxed);
+        self.multi = queue;
+    }
+
+    fn unwatch(&mut self) {
+        for key in self.watched.drain(..) {
+            self.shared.board.unwatch(&key);
+        }
     }
 }
 
+/// Leaves the registry, forgets watched keys and decrements the client count when the
+/// connection ends, however it ends.
+impl Drop for State {
+    fn drop(&mut self) {
+        self.unwatch();
+        self.shared.registry.remove(self.id);
+        self.shared.clients.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// Serves one connection. The acceptor counted it in `clients`; the state's drop uncounts it.
 pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
-    let _slot = ClientSlot(Rc::clone(&worker));
+    let shared = &worker.shared;
+    let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed) + 1;
+    let Some(client) = shared.registry.register(id, &stream) else {
+        shared.clients.fetch_sub(1, Ordering::Release);
+        return;
+    };
+    let mut state = State {
+        multi: None,
+        dirty: false,
+        id,
+        version: RespVersion::Resp2,
+        authed: shared.live.requirepass().is_none(),
+        quit: false,
+        client,
+        watched: Vec::new(),
+        shared: Arc::clone(shared),
+    };
     let Ok(mut stream) = TcpStream::from_std(stream) else {
         return;
     };
     let _ = stream.set_nodelay(true);
-    let shared = &worker.shared;
-    let mut state = State {
-        multi: None,
-        dirty: false,
-        id: shared.next_client_id.fetch_add(1, Ordering::Relaxed) + 1,
-        version: RespVersion::Resp2,
-        name: None,
-        authed: shared.config.requirepass.is_none(),
-        quit: false,
-        addr: stream
-            .peer_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default(),
-    };
     let mut parser = if state.authed {
         RequestParser::new(Limits::default())
     } else {
@@ -72,16 +103,22 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
+        state
+            .client
+            .active_ms
+            .store(shared.registry.now_ms(), Ordering::Relaxed);
         loop {
             match parser.parse_owned(&mut rbuf) {
                 Ok(Some(cmd)) => {
                     shared.commands.fetch_add(1, Ordering::Relaxed);
                     dispatch(&worker, &mut state, &mut parser, cmd.args, &mut wbuf).await;
                     if state.quit {
-                        let _ = send(&worker, &mut stream, &mut wbuf).await;
+                        let _ = send(&worker, &state.client, &mut stream, &mut wbuf).await;
                         return;
                     }
-                    if wbuf.len() >= FLUSH_AT && !send(&worker, &mut stream, &mut wbuf).await {
+                    if wbuf.len() >= FLUSH_AT
+                        && !send(&worker, &state.client, &mut stream, &mut wbuf).await
+                    {
                         return;
                     }
                 }
@@ -89,12 +126,12 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
                 Err(err) => {
                     // Redis answers the protocol error and closes this client only.
                     err.write_reply(&mut wbuf);
-                    let _ = send(&worker, &mut stream, &mut wbuf).await;
+                    let _ = send(&worker, &state.client, &mut stream, &mut wbuf).await;
                     return;
                 }
             }
         }
-        if !wbuf.is_empty() && !send(&worker, &mut stream, &mut wbuf).await {
+        if !wbuf.is_empty() && !send(&worker, &state.client, &mut stream, &mut wbuf).await {
             return;
         }
     }
@@ -103,13 +140,37 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
 /// Writes the pending replies, after making the writes they acknowledge safe (persistence:
 /// written to the OS, and on disk under `appendfsync always`). `false`: the connection is done
 /// (a write failed, or the log failed and these replies must never be sent).
-async fn send(worker: &Worker, stream: &mut TcpStream, wbuf: &mut BytesMut) -> bool {
-    if let Some(persist) = &worker.shared.persist
+///
+/// Output limits: a batch over the hard limit ends the client unsent; while a write of at
+/// least the soft limit waits, the client is marked stalled, and the sweeper ends it when
+/// that lasts longer than the limit's seconds.
+async fn send(
+    worker: &Worker,
+    client: &Client,
+    stream: &mut TcpStream,
+    wbuf: &mut BytesMut,
+) -> bool {
+    let shared = &worker.shared;
+    if let Some(persist) = &shared.persist
         && !persist.acknowledge().await
     {
         return false;
     }
+    let limit = shared.live.output_limit();
+    let pending = wbuf.len() as u64;
+    if limit.hard > 0 && pending > limit.hard {
+        client.end(Ended::Output);
+        return false;
+    }
+    let watch_stall = limit.seconds > 0 && pending >= limit.soft;
+    if watch_stall {
+        let now = shared.registry.now_ms().max(1);
+        client.stalled_ms.store(now, Ordering::Relaxed);
+    }
     let sent = stream.write_all(wbuf).await.is_ok();
+    if watch_stall {
+        client.stalled_ms.store(0, Ordering::Relaxed);
+    }
     wbuf.clear();
     sent
 }
@@ -147,20 +208,22 @@ async fn dispatch(
             if state.multi.is_some() {
                 return enc.error(b"ERR MULTI calls can not be nested");
             }
-            state.multi = Some(Vec::new());
+            state.set_multi(Some(Vec::new()));
             state.dirty = false;
             return enc.ok();
         }
         "exec" => return exec(worker, state, parser, out).await,
         "discard" => {
             let mut enc = Encoder::new(out, version);
-            if state.multi.take().is_none() {
+            if state.multi.is_none() {
                 return enc.error(b"ERR DISCARD without MULTI");
             }
+            state.set_multi(None);
+            state.unwatch();
             state.dirty = false;
             return enc.ok();
         }
-        "save" | "bgsave" if state.multi.is_some() => {
+        "save" | "bgsave" | "shutdown" if state.multi.is_some() => {
             state.dirty = true;
             return Encoder::new(out, version)
                 .error(b"ERR Command not allowed inside a transaction");
@@ -196,6 +259,8 @@ async fn dispatch(
         "watch" if state.multi.is_some() => {
             return Encoder::new(out, version).error(b"ERR WATCH inside MULTI is not allowed");
         }
+        "watch" => return watch(worker, state, &args, out).await,
+        "shutdown" => return shutdown(worker, state, &args, out).await,
         _ => {}
     }
     if let Some(queue) = &mut state.multi
@@ -258,8 +323,19 @@ async fn run(
 ) {
     let version = state.version;
     let shared = &worker.shared;
-    if spec.name == "info" {
-        return crate::info::info(worker, version, &args, out, txn).await;
+    match spec.name {
+        "info" => return crate::info::info(worker, version, &args, out, txn).await,
+        "config" => return crate::info::config(worker, &args, version, out, txn).await,
+        "msetnx" if !args.len().is_multiple_of(2) => {
+            let owners: BTreeSet<usize> = args[1..]
+                .chunks(2)
+                .map(|pair| shared.owner_of(&pair[0]))
+                .collect();
+            if owners.len() > 1 {
+                return msetnx_across(worker, &owners, args, version, out, txn).await;
+            }
+        }
+        _ => {}
     }
     match spec.route {
         Route::Connection => connection_command(worker, state, parser, &args, out),
@@ -316,6 +392,9 @@ fn workers_of(worker: &Worker, spec: &command::Spec, args: &[Bytes], into: &mut 
     let shared = &worker.shared;
     match spec.route {
         Route::Connection => {}
+        Route::Key if spec.name == "msetnx" => {
+            into.extend(args[1..].chunks(2).map(|pair| shared.owner_of(&pair[0])));
+        }
         Route::Key => {
             into.insert(shared.owner_of(&args[1]));
         }
@@ -333,41 +412,147 @@ fn workers_of(worker: &Worker, spec: &command::Spec, args: &[Bytes], into: &mut 
 /// else running on those workers, then releases them.
 async fn exec(worker: &Worker, state: &mut State, parser: &mut RequestParser, out: &mut BytesMut) {
     let version = state.version;
-    let Some(queue) = state.multi.take() else {
+    if state.multi.is_none() {
         return Encoder::new(out, version).error(b"ERR EXEC without MULTI");
-    };
+    }
+    let queue = state.multi.take().unwrap_or_default();
+    state.set_multi(None);
     if std::mem::take(&mut state.dirty) {
+        state.unwatch();
         return Encoder::new(out, version)
             .error(b"EXECABORT Transaction discarded because of previous errors.");
     }
+    let shared = &worker.shared;
     let mut involved = BTreeSet::new();
     for (spec, args) in &queue {
         workers_of(worker, spec, args, &mut involved);
     }
-    let shared = &worker.shared;
-    let mut links: TxnLinks = (0..shared.workers).map(|_| None).collect();
-    let mut self_locked = false;
-    for &w in &involved {
-        if w == worker.index {
-            worker.lock().await;
-            self_locked = true;
-            continue;
-        }
-        let (tx, rx) = mpsc::unbounded_channel();
-        let (ack, acked) = oneshot::channel();
-        let job = Job::Hold { ack, commands: rx };
-        if shared.inboxes[w].send(job).is_ok() && acked.await.is_ok() {
-            links[w] = Some(tx);
-        }
+    involved.extend(state.watched.iter().map(|w| w.shard % shared.workers));
+    let held = Held::take(worker, &involved).await;
+    // A watched key that expired since is reclaimed by this touch, which is a change.
+    for key in &state.watched {
+        let args = vec![Bytes::from_static(b"exists"), key.key.clone()];
+        let owner = key.shard % shared.workers;
+        let mut scratch = BytesMut::new();
+        let touch = command::TABLE["exists"].handler;
+        exec_at(
+            worker,
+            owner,
+            touch,
+            args,
+            version,
+            &mut scratch,
+            Some(&held.links),
+        )
+        .await;
+    }
+    let aborted = state.watched.iter().any(|key| shared.board.changed(key));
+    state.unwatch();
+    if aborted {
+        held.release(worker);
+        return Encoder::new(out, version).null_array();
     }
     Encoder::new(out, version).array_len(queue.len());
     for (spec, args) in queue {
-        run(worker, state, parser, spec, args, out, Some(&links)).await;
+        run(worker, state, parser, spec, args, out, Some(&held.links)).await;
     }
-    drop(links);
-    if self_locked {
-        worker.unlock();
+    held.release(worker);
+}
+
+/// Workers held for a transaction (or another atomic multi-worker command): nothing else
+/// runs on their shards until [`Held::release`].
+struct Held {
+    links: TxnLinks,
+    self_locked: bool,
+}
+
+impl Held {
+    /// Holds every worker in `involved`, in ascending order (so two holders never wait on
+    /// each other in a cycle).
+    async fn take(worker: &Worker, involved: &BTreeSet<usize>) -> Self {
+        let shared = &worker.shared;
+        let mut held = Self {
+            links: (0..shared.workers).map(|_| None).collect(),
+            self_locked: false,
+        };
+        for &w in involved {
+            if w == worker.index {
+                worker.lock().await;
+                held.self_locked = true;
+                continue;
+            }
+            let (tx, rx) = mpsc::unbounded_channel();
+            let (ack, acked) = oneshot::channel();
+            let job = Job::Hold { ack, commands: rx };
+            if shared.inboxes[w].send(job).is_ok() && acked.await.is_ok() {
+                held.links[w] = Some(tx);
+            }
+        }
+        held
     }
+
+    fn release(self, worker: &Worker) {
+        drop(self.links);
+        if self.self_locked {
+            worker.unlock();
+        }
+    }
+}
+
+/// `WATCH key...`: touches each key on its owner (an expired key is reclaimed first, so its
+/// expiry is not mistaken for a later change), then records its version.
+async fn watch(worker: &Worker, state: &mut State, args: &[Bytes], out: &mut BytesMut) {
+    let shared = &worker.shared;
+    let touch = command::TABLE["exists"].handler;
+    for key in &args[1..] {
+        let probe = vec![Bytes::from_static(b"exists"), key.clone()];
+        let mut scratch = BytesMut::new();
+        let owner = shared.owner_of(key);
+        worker
+            .execute_on(owner, touch, probe, state.version, &mut scratch)
+            .await;
+        let shard = shared.router.shard_of(&shared.router.route_key(key));
+        state.watched.push(shared.board.watch(shard, key.clone()));
+    }
+    Encoder::new(out, state.version).ok();
+}
+
+/// `SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]`: with persistence, snapshots first (unless
+/// `NOSAVE`, or no save rules and no `SAVE`), then asks the server's owner to stop; the client
+/// gets no reply (its connection closes), as with Redis.
+async fn shutdown(worker: &Worker, state: &mut State, args: &[Bytes], out: &mut BytesMut) {
+    let mut enc = Encoder::new(out, state.version);
+    let (mut save, mut nosave, mut force) = (false, false, false);
+    for arg in &args[1..] {
+        match arg.to_ascii_lowercase().as_slice() {
+            b"save" => save = true,
+            b"nosave" => nosave = true,
+            b"force" => force = true,
+            b"now" => {}
+            b"abort" => return enc.error(b"ERR No shutdown in progress."),
+            _ => return enc.error(b"ERR syntax error"),
+        }
+    }
+    if save && nosave {
+        return enc.error(b"ERR syntax error");
+    }
+    let shared = &worker.shared;
+    if let Some(persist) = &shared.persist
+        && !nosave
+        && (save || persist.has_save_rules())
+        && let Err(err) = crate::persist::snapshot(shared).await
+    {
+        eprintln!("fc-server: SHUTDOWN could not save: {err}");
+        if !force {
+            return enc.error(b"ERR Errors trying to SHUTDOWN. Check logs.");
+        }
+    }
+    if save && shared.persist.is_none() {
+        eprintln!("fc-server: SHUTDOWN SAVE without --data-dir: nothing to save to");
+    }
+    eprintln!("fc-server: SHUTDOWN requested by client id={}", state.id);
+    shared.shutdown_request.send_replace(true);
+    state.quit = true;
 }
 
 /// The integer of a `:n\r\n` reply.
@@ -474,9 +659,12 @@ fn connection_command(
         }
         b"hello" => hello(worker, state, parser, args, out),
         b"reset" => {
-            state.version = RespVersion::Resp2;
-            state.name = None;
-            if shared.config.requirepass.is_some() {
+            state.set_version(RespVersion::Resp2);
+            state.client.set_name(None);
+            state.set_multi(None);
+            state.dirty = false;
+            state.unwatch();
+            if shared.live.requirepass().is_some() {
                 state.authed = false;
                 parser.require_auth(Limits::unauthenticated());
             }
@@ -493,9 +681,10 @@ fn connection_command(
             enc.bulk(now.as_secs().to_string().as_bytes());
             enc.bulk(now.subsec_micros().to_string().as_bytes());
         }
-        b"config" => crate::info::config(worker, args, Encoder::new(out, state.version)),
-        // No WATCH yet, so nothing to forget.
-        b"unwatch" => Encoder::new(out, state.version).ok(),
+        b"unwatch" => {
+            state.unwatch();
+            Encoder::new(out, state.version).ok();
+        }
         _ => command::unknown_command(args, &mut Encoder::new(out, state.version)),
     }
 }
@@ -510,7 +699,7 @@ fn authenticate(
     out: &mut BytesMut,
 ) -> bool {
     let mut enc = Encoder::new(out, state.version);
-    let Some(expected) = &worker.shared.config.requirepass else {
+    let Some(expected) = worker.shared.live.requirepass() else {
         enc.error(
             b"ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
         );
@@ -578,9 +767,9 @@ fn hello(
         );
     }
     if name.is_some() {
-        state.name = name;
+        state.client.set_name(name);
     }
-    state.version = version;
+    state.set_version(version);
     let mut enc = Encoder::new(out, version);
     enc.map_len(7);
     enc.bulk(b"server");
@@ -602,6 +791,7 @@ fn hello(
 fn client(worker: &Worker, state: &mut State, args: &[Bytes], out: &mut BytesMut) {
     let mut enc = Encoder::new(out, state.version);
     let sub = args[1].to_ascii_lowercase();
+    let registry = &worker.shared.registry;
     match (sub.as_slice(), args.len()) {
         (b"setname", 3) => {
             if args[2].iter().any(|&b| b <= b' ' || b > b'~') {
@@ -609,37 +799,126 @@ fn client(worker: &Worker, state: &mut State, args: &[Bytes], out: &mut BytesMut
                     b"ERR Client names cannot contain spaces, newlines or special characters.",
                 );
             } else {
-                state.name = (!args[2].is_empty()).then(|| args[2].clone());
+                state
+                    .client
+                    .set_name((!args[2].is_empty()).then(|| args[2].clone()));
                 enc.ok();
             }
         }
-        (b"getname", 2) => match &state.name {
-            Some(n) => enc.bulk(n),
+        (b"getname", 2) => match state.client.name() {
+            Some(n) => enc.bulk(&n),
             None => enc.null(),
         },
         (b"id", 2) => enc.integer(state.id as i64),
-        (b"setinfo", 4) => enc.ok(),
-        (b"info" | b"list", _) => {
-            let line = format!(
-                "id={} addr={} laddr=127.0.0.1:{} fd=0 name={} age=0 idle=0 flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=client|{} user=default redir=-1 resp={}\n",
-                state.id,
-                state.addr,
-                worker.shared.port,
-                state
-                    .name
-                    .as_ref()
-                    .map(|n| String::from_utf8_lossy(n).into_owned())
-                    .unwrap_or_default(),
-                String::from_utf8_lossy(&sub),
-                if state.version == RespVersion::Resp3 {
-                    3
-                } else {
-                    2
-                },
-            );
+        (b"setinfo", 4) => {
+            let value = String::from_utf8_lossy(&args[3]).into_owned();
+            if value.contains(|c: char| c <= ' ' || c > '~') {
+                return enc.error(b"ERR lib-name or lib-ver cannot contain spaces, newlines or special characters.");
+            }
+            let mut lib = state
+                .client
+                .lib
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match args[2].to_ascii_lowercase().as_slice() {
+                b"lib-name" => lib.0 = value,
+                b"lib-ver" => lib.1 = value,
+                _ => {
+                    let text = format!(
+                        "ERR Unrecognized option '{}'",
+                        String::from_utf8_lossy(&args[2])
+                    );
+                    return enc.error(text.as_bytes());
+                }
+            }
+            enc.ok();
+        }
+        (b"info", 2) => {
+            let line = state.client.line(registry.now_ms(), "client|info");
             enc.verbatim(*b"txt", line.as_bytes());
         }
-        (b"setname" | b"getname" | b"id" | b"setinfo", _) => {
+        (b"list", _) => {
+            // CLIENT LIST [TYPE normal|...] [ID id ...]
+            let mut ids: Option<Vec<u64>> = None;
+            let mut i = 2;
+            while i < args.len() {
+                let opt = args[i].to_ascii_lowercase();
+                if opt == b"type" && i + 1 < args.len() {
+                    i += 2;
+                } else if opt == b"id" && i + 1 < args.len() {
+                    let mut list = Vec::new();
+                    for id in &args[i + 1..] {
+                        match fc_resp::number::parse_i64(id) {
+                            Some(n) if n > 0 => list.push(n as u64),
+                            _ => return enc.error(b"ERR Invalid client ID"),
+                        }
+                    }
+                    ids = Some(list);
+                    i = args.len();
+                } else {
+                    return enc.error(b"ERR syntax error");
+                }
+            }
+            let now = registry.now_ms();
+            let mut text = String::new();
+            for client in registry.all() {
+                if ids.as_ref().is_none_or(|ids| ids.contains(&client.id)) {
+                    let cmd = if client.id == state.id {
+                        "client|list"
+                    } else {
+                        "NULL"
+                    };
+                    text.push_str(&client.line(now, cmd));
+                }
+            }
+            enc.verbatim(*b"txt", text.as_bytes());
+        }
+        (b"kill", n) if n >= 3 => {
+            let (filter, old_form) = match KillFilter::parse(&args[2..]) {
+                Ok(parsed) => parsed,
+                Err(e) => return enc.error(e.as_bytes()),
+            };
+            let mut killed = 0;
+            for client in registry.all() {
+                if filter.matches(&client, state.id) {
+                    killed += 1;
+                    if client.id == state.id {
+                        // Redis replies first, then closes.
+                        state.quit = true;
+                    } else {
+                        client.end(Ended::Killed);
+                    }
+                }
+            }
+            if old_form {
+                if killed == 0 {
+                    enc.error(b"ERR No such client");
+                } else {
+                    enc.ok();
+                }
+            } else {
+                enc.integer(killed);
+            }
+        }
+        (b"no-evict" | b"no-touch", 3) => enc.ok(),
+        (b"help", 2) => {
+            let lines: &[&[u8]] = &[
+                b"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                b"GETNAME, SETNAME <name>, ID, INFO, SETINFO <LIB-NAME|LIB-VER> <value>",
+                b"LIST [TYPE normal] [ID <id> ...]",
+                b"KILL <ip:port> | KILL [ID <id>] [ADDR <ip:port>] [LADDR <ip:port>] [SKIPME yes|no]",
+                b"NO-EVICT <on|off>, NO-TOUCH <on|off>, HELP",
+            ];
+            enc.array_len(lines.len());
+            for line in lines {
+                enc.simple(line);
+            }
+        }
+        (
+            b"setname" | b"getname" | b"id" | b"setinfo" | b"info" | b"kill" | b"no-evict"
+            | b"no-touch",
+            _,
+        ) => {
             let text = format!(
                 "ERR wrong number of arguments for 'client|{}' command",
                 String::from_utf8_lossy(&sub)
@@ -687,5 +966,54 @@ fn command_command(args: &[Bytes], mut enc: Encoder<'_>) {
             );
             enc.error(text.as_bytes());
         }
+    }
+}
+
+/// `MSETNX` over keys of several workers: holds them all (unless a transaction already does),
+/// checks that no key exists, then sets every pair — nothing else runs on those workers in
+/// between, so it is as atomic as on one shard.
+async fn msetnx_across(
+    worker: &Worker,
+    owners: &BTreeSet<usize>,
+    args: Vec<Bytes>,
+    version: RespVersion,
+    out: &mut BytesMut,
+    txn: Option<&TxnLinks>,
+) {
+    let shared = &worker.shared;
+    let held = match txn {
+        Some(_) => None,
+        None => Some(Held::take(worker, owners).await),
+    };
+    let links = txn.or(held.as_ref().map(|h| &h.links));
+    let exists = command::TABLE["exists"].handler;
+    let set = command::TABLE["mset"].handler;
+    let mut found = 0;
+    let mut failed = None;
+    for pair in args[1..].chunks(2) {
+        let probe = vec![Bytes::from_static(b"exists"), pair[0].clone()];
+        let mut part = BytesMut::new();
+        let owner = shared.owner_of(&pair[0]);
+        exec_at(worker, owner, exists, probe, version, &mut part, links).await;
+        found += integer_of(&part).unwrap_or(1);
+    }
+    if found == 0 {
+        for pair in args[1..].chunks(2) {
+            let sub = vec![args[0].clone(), pair[0].clone(), pair[1].clone()];
+            let mut part = BytesMut::new();
+            let owner = shared.owner_of(&pair[0]);
+            exec_at(worker, owner, set, sub, version, &mut part, links).await;
+            if part.first() == Some(&b'-') {
+                failed = Some(part);
+                break;
+            }
+        }
+    }
+    if let Some(held) = held {
+        held.release(worker);
+    }
+    match failed {
+        Some(err) => out.extend_from_slice(&err),
+        None => Encoder::new(out, version).integer(i64::from(found == 0)),
     }
 }

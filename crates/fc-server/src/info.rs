@@ -2,6 +2,8 @@
 
 use std::fmt::Write;
 
+use std::sync::atomic::Ordering;
+
 use bytes::{Bytes, BytesMut};
 use fc_resp::{Encoder, RespVersion};
 
@@ -108,7 +110,7 @@ pub(crate) async fn info(
             text,
             "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n\r\n",
             shared.clients.load(std::sync::atomic::Ordering::Relaxed),
-            shared.config.maxclients,
+            shared.live.maxclients.load(Ordering::Relaxed),
         );
     }
     if show("memory") {
@@ -147,52 +149,233 @@ pub(crate) async fn info(
     Encoder::new(out, version).verbatim(*b"txt", text.as_bytes());
 }
 
-/// `CONFIG GET pattern ...` over the settings this server has; `CONFIG SET` of anything is
-/// refused for now; `CONFIG RESETSTAT` answers OK.
-pub(crate) fn config(worker: &Worker, args: &[Bytes], mut enc: Encoder<'_>) {
-    let c = &worker.shared.config;
+/// Each worker's part of `CONFIG SET maxmemory`: the new total (0: no limit).
+fn maxmemory_part(ctx: &mut Ctx<'_>) {
+    let total = fc_resp::number::parse_i64(&ctx.args[1]).unwrap_or(0).max(0) as u64;
+    let result = ctx.store.set_max_memory((total > 0).then_some(total));
+    ctx.reply(result, |out, ()| out.ok());
+}
+
+/// A `CONFIG SET` change, checked before any is applied.
+enum Change {
+    MaxMemory(u64),
+    MaxClients(usize),
+    Timeout(u64),
+    RequirePass(Option<String>),
+    Save(Vec<(u64, u64)>),
+    Output(crate::OutputLimit),
+    /// Set to what it already is.
+    Unchanged,
+}
+
+/// `CONFIG GET pattern...` (globs) over the server's settings, `CONFIG SET name value...` for
+/// those that can change live (all checked before any applies, as Redis does), `RESETSTAT`.
+pub(crate) async fn config(
+    worker: &Worker,
+    args: &[Bytes],
+    version: RespVersion,
+    out: &mut BytesMut,
+    txn: Option<&crate::conn::TxnLinks>,
+) {
     let sub = args[1].to_ascii_lowercase();
-    let params: [(&str, String); 9] = [
-        ("maxmemory", c.maxmemory.unwrap_or(0).to_string()),
-        (
-            "maxmemory-policy",
-            c.maxmemory_policy.redis_name().to_string(),
-        ),
-        ("maxclients", c.maxclients.to_string()),
-        ("requirepass", c.requirepass.clone().unwrap_or_default()),
-        ("save", String::new()),
-        ("appendonly", "no".to_string()),
-        ("databases", "1".to_string()),
-        ("port", worker.shared.port.to_string()),
-        ("timeout", "0".to_string()),
-    ];
     match sub.as_slice() {
         b"get" if args.len() >= 3 => {
+            let params = parameters(worker);
             let found: Vec<&(&str, String)> = params
                 .iter()
                 .filter(|(name, _)| args[2..].iter().any(|p| glob(p, name.as_bytes())))
                 .collect();
+            let mut enc = Encoder::new(out, version);
             enc.map_len(found.len());
             for (name, value) in found {
                 enc.bulk(name.as_bytes());
                 enc.bulk(value.as_bytes());
             }
         }
-        b"set" if args.len() >= 4 => {
-            let text = format!(
-                "ERR Unsupported CONFIG parameter: {}",
-                String::from_utf8_lossy(&args[2])
-            );
-            enc.error(text.as_bytes());
+        b"set" if args.len() >= 4 && args.len().is_multiple_of(2) => {
+            let mut changes = Vec::new();
+            for pair in args[2..].chunks(2) {
+                match change(worker, &pair[0], &pair[1]) {
+                    Ok(c) => changes.push(c),
+                    Err(text) => return Encoder::new(out, version).error(text.as_bytes()),
+                }
+            }
+            // The one change that can fail on the workers goes first.
+            for c in &changes {
+                if let Change::MaxMemory(total) = c {
+                    let shared = &worker.shared;
+                    for owner in 0..shared.workers {
+                        let args = vec![
+                            Bytes::from_static(b"config"),
+                            Bytes::from(total.to_string()),
+                        ];
+                        let mut part = BytesMut::new();
+                        crate::conn::exec_at(
+                            worker,
+                            owner,
+                            maxmemory_part,
+                            args,
+                            version,
+                            &mut part,
+                            txn,
+                        )
+                        .await;
+                        if part.first() == Some(&b'-') {
+                            let reason = String::from_utf8_lossy(&part[1..]);
+                            let text = format!(
+                                "ERR CONFIG SET failed (possibly related to argument 'maxmemory') - {}",
+                                reason.trim_end().trim_start_matches("ERR ")
+                            );
+                            return Encoder::new(out, version).error(text.as_bytes());
+                        }
+                    }
+                    shared.live.maxmemory.store(*total, Ordering::Relaxed);
+                }
+            }
+            let live = &worker.shared.live;
+            for c in changes {
+                match c {
+                    Change::MaxMemory(_) | Change::Unchanged => {}
+                    Change::MaxClients(n) => live.maxclients.store(n, Ordering::Relaxed),
+                    Change::Timeout(s) => live.timeout.store(s, Ordering::Relaxed),
+                    Change::RequirePass(p) => {
+                        *live
+                            .requirepass
+                            .write()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner) = p;
+                    }
+                    Change::Save(rules) => {
+                        if let Some(persist) = &worker.shared.persist {
+                            persist.set_save_rules(rules);
+                        }
+                    }
+                    Change::Output(limit) => live.set_output_limit(limit),
+                }
+            }
+            Encoder::new(out, version).ok();
         }
-        b"resetstat" => enc.ok(),
+        b"resetstat" if args.len() == 2 => Encoder::new(out, version).ok(),
+        b"help" if args.len() == 2 => {
+            let lines: &[&[u8]] = &[
+                b"CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                b"GET <pattern> [<pattern> ...]",
+                b"SET <directive> <value> [<directive> <value> ...]: maxmemory, maxclients, timeout, requirepass, save, client-output-buffer-limit",
+                b"RESETSTAT",
+            ];
+            let mut enc = Encoder::new(out, version);
+            enc.array_len(lines.len());
+            for line in lines {
+                enc.simple(line);
+            }
+        }
         _ => {
             let text = format!(
                 "ERR unknown subcommand or wrong number of arguments for '{}'. Try CONFIG HELP.",
                 String::from_utf8_lossy(&args[1])
             );
-            enc.error(text.as_bytes());
+            Encoder::new(out, version).error(text.as_bytes());
         }
+    }
+}
+
+/// Every setting `CONFIG GET` shows, with its value now.
+fn parameters(worker: &Worker) -> Vec<(&'static str, String)> {
+    let shared = &worker.shared;
+    let (c, live) = (&shared.config, &shared.live);
+    let persist = shared.persist.as_ref();
+    let save = persist.map_or_else(String::new, |p| {
+        p.save_rules()
+            .iter()
+            .map(|(s, n)| format!("{s} {n}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    });
+    let dir = persist.map_or_else(
+        || {
+            std::env::current_dir()
+                .map(|d| d.display().to_string())
+                .unwrap_or_default()
+        },
+        |p| p.dir.display().to_string(),
+    );
+    vec![
+        (
+            "maxmemory",
+            live.maxmemory.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "maxmemory-policy",
+            c.maxmemory_policy.redis_name().to_string(),
+        ),
+        (
+            "maxclients",
+            live.maxclients.load(Ordering::Relaxed).to_string(),
+        ),
+        ("requirepass", live.requirepass().unwrap_or_default()),
+        ("timeout", live.timeout.load(Ordering::Relaxed).to_string()),
+        (
+            "client-output-buffer-limit",
+            live.output_limit().redis_text(),
+        ),
+        ("save", save),
+        (
+            "appendonly",
+            if persist.is_some() { "yes" } else { "no" }.to_string(),
+        ),
+        (
+            "appendfsync",
+            persist.map_or("everysec", |p| p.fsync.name()).to_string(),
+        ),
+        ("dir", dir),
+        ("databases", "1".to_string()),
+        ("bind", c.bind.ip().to_string()),
+        ("port", shared.port.to_string()),
+        ("tcp-keepalive", "0".to_string()),
+        ("io-threads", shared.workers.to_string()),
+    ]
+}
+
+/// Checks one `CONFIG SET` pair.
+fn change(worker: &Worker, name: &[u8], value: &[u8]) -> Result<Change, String> {
+    let name = String::from_utf8_lossy(name).to_ascii_lowercase();
+    let text = String::from_utf8_lossy(value).into_owned();
+    let failed = |why: &str| {
+        format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {why}")
+    };
+    let number = |t: &str| {
+        crate::parse_size(t).map_err(|_| failed("argument couldn't be parsed into an integer"))
+    };
+    match name.as_str() {
+        "maxmemory" => Ok(Change::MaxMemory(number(&text)?)),
+        "maxclients" => match number(&text)? {
+            0 => Err(failed(
+                "argument must be between 1 and 4294967295 inclusive",
+            )),
+            n => Ok(Change::MaxClients(n as usize)),
+        },
+        "timeout" => Ok(Change::Timeout(number(&text)?)),
+        "requirepass" => Ok(Change::RequirePass((!text.is_empty()).then_some(text))),
+        "save" => crate::parse_save_rules(&text)
+            .map(Change::Save)
+            .map_err(|e| failed(&e)),
+        "client-output-buffer-limit" => crate::OutputLimit::parse(&text)
+            .map(Change::Output)
+            .map_err(|e| failed(&e)),
+        "maxmemory-policy" => {
+            let current = worker.shared.config.maxmemory_policy.redis_name();
+            if text.eq_ignore_ascii_case(current) {
+                Ok(Change::Unchanged)
+            } else {
+                Err(failed(
+                    "fc-server sets the eviction policy at startup (--maxmemory-policy)",
+                ))
+            }
+        }
+        "appendonly" | "appendfsync" | "dir" | "dbfilename" | "databases" | "bind" | "port"
+        | "io-threads" | "daemonize" | "tcp-keepalive" => Err(failed("can't set immutable config")),
+        _ => Err(format!(
+            "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+        )),
     }
 }
 

@@ -11,11 +11,14 @@
 //! **Must not depend on:** anything above it; it is the top of the workspace but for the
 //! facade.
 //!
-//! Built so far (issue W1-6 lists the rest): connection commands (PING, ECHO, HELLO 2/3 with
-//! AUTH/SETNAME, AUTH, SELECT, QUIT, RESET, CLIENT, COMMAND, INFO, TIME, CONFIG GET), strings,
-//! keys and TTLs, hashes, lists, sets, sorted sets (the common commands), `requirepass`,
-//! `maxclients`, `maxmemory` with an eviction policy. Not yet: MULTI/EXEC, SCAN family,
-//! blocking commands, idle timeout, output-buffer limits, TOML config, persistence wiring.
+//! Built: connection commands (PING, ECHO, HELLO 2/3 with AUTH/SETNAME, AUTH, SELECT, QUIT,
+//! RESET, CLIENT LIST/INFO/KILL/SETNAME/GETNAME/ID/SETINFO, COMMAND, INFO, TIME, CONFIG
+//! GET/SET, SHUTDOWN), strings, keys and TTLs, hashes, lists, sets, sorted sets, the SCAN
+//! family, MULTI/EXEC/DISCARD/WATCH/UNWATCH (atomic across workers: `EXEC` holds every worker
+//! its commands and watched keys touch), MSETNX across workers, `requirepass`, `maxclients`,
+//! `maxmemory` with an eviction policy, the idle timeout, output limits, persistence (`--data-dir`),
+//! the TOML configuration ([`config::FastCacheConfig`]) and graceful shutdown. Not yet: blocking
+//! commands (BLPOP...), pub/sub, scripting.
 //!
 //! ## Example
 //! ```no_run
@@ -30,19 +33,24 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
+mod clients;
 mod command;
+pub mod config;
 mod conn;
 mod info;
 mod persist;
+mod watched;
 mod worker;
 
+pub use clients::{OutputLimit, parse_size};
 pub use persist::{PersistenceConfig, parse_save_rules};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{PoisonError, RwLock};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use fc_shard::{EmbeddedStore, EvictionPolicy};
 use fc_wal::{RecoveryMode, WalConfig};
@@ -71,6 +79,10 @@ pub struct ServerConfig {
     pub maxmemory: Option<u64>,
     /// What a write past the budget does.
     pub maxmemory_policy: EvictionPolicy,
+    /// Seconds a client may stay idle before it is closed (0: forever).
+    pub timeout: u64,
+    /// Limits on replies a client leaves unread.
+    pub output_limit: OutputLimit,
     /// Write-ahead log and snapshots (off without a data directory).
     pub persistence: PersistenceConfig,
 }
@@ -86,6 +98,8 @@ impl Default for ServerConfig {
             maxclients: 10_000,
             maxmemory: None,
             maxmemory_policy: EvictionPolicy::NoEviction,
+            timeout: 0,
+            output_limit: OutputLimit::default(),
             persistence: PersistenceConfig::default(),
         }
     }
@@ -128,8 +142,10 @@ impl Server {
     /// An unusable shard or thread count, or the address cannot be bound.
     pub fn start(config: ServerConfig) -> anyhow::Result<ServerHandle> {
         let threads = config.threads.clamp(1, config.shards.max(1));
-        let mut builder =
-            EmbeddedStore::builder(config.shards).eviction_policy(config.maxmemory_policy);
+        let board = Arc::new(watched::WatchBoard::new(config.shards));
+        let mut builder = EmbeddedStore::builder(config.shards)
+            .eviction_policy(config.maxmemory_policy)
+            .mutation_sink(Arc::clone(&board) as Arc<dyn fc_shard::MutationSink>);
         if let Some(bytes) = config.maxmemory {
             builder = builder.max_memory(bytes);
         }
@@ -141,10 +157,15 @@ impl Server {
         let addr = listener.local_addr()?;
         let (senders, receivers): (Vec<_>, Vec<_>) =
             (0..threads).map(|_| mpsc::unbounded_channel()).unzip();
+        let (shutdown_request, _) = watch::channel(false);
         let shared = Arc::new(Shared {
             router,
             workers: threads,
             inboxes: senders.clone(),
+            live: Live::new(&config),
+            registry: clients::Clients::new(),
+            board,
+            shutdown_request,
             config,
             started: Instant::now(),
             started_unix: fc_snapshot::unix_ms() / 1000,
@@ -188,11 +209,25 @@ impl Server {
                             return;
                         };
                         let mut next = 0;
+                        let mut tick = tokio::time::interval(Duration::from_millis(100));
+                        let mut ticks = 0u64;
                         loop {
                             tokio::select! {
                                 accepted = listener.accept() => {
                                     let Ok((stream, _)) = accepted else { continue };
                                     accept(&accept_shared, stream, &mut next).await;
+                                }
+                                _ = tick.tick() => {
+                                    let shared = &accept_shared;
+                                    let now = shared.started.elapsed().as_millis() as u64;
+                                    shared.registry.tick(now);
+                                    ticks += 1;
+                                    if ticks.is_multiple_of(5) {
+                                        shared.registry.sweep(
+                                            shared.live.timeout.load(Ordering::Relaxed),
+                                            shared.live.output_limit(),
+                                        );
+                                    }
                                 }
                                 _ = stopped.changed() => break,
                             }
@@ -294,7 +329,7 @@ fn open_store(
 async fn accept(shared: &Shared, stream: tokio::net::TcpStream, next: &mut usize) {
     use tokio::io::AsyncWriteExt;
     shared.connections.fetch_add(1, Ordering::Relaxed);
-    if shared.clients.load(Ordering::Relaxed) >= shared.config.maxclients {
+    if shared.clients.load(Ordering::Relaxed) >= shared.live.maxclients.load(Ordering::Relaxed) {
         let mut stream = stream;
         let _ = stream
             .write_all(b"-ERR max number of clients reached\r\n")
@@ -320,10 +355,26 @@ impl ServerHandle {
         self.addr
     }
 
-    /// Stops accepting, stops the workers (closing their connections) and waits for them;
-    /// with persistence, syncs the log last.
+    /// Resolves when a client asked the server to stop (`SHUTDOWN`); the owner then calls
+    /// [`ServerHandle::shutdown`].
+    pub async fn shutdown_requested(&self) {
+        let mut requested = self.shared.shutdown_request.subscribe();
+        let _ = requested.wait_for(|&asked| asked).await;
+    }
+
+    /// Stops gracefully: stops accepting, stops reading requests (each client's commands
+    /// already read run and their replies are written), waits up to five seconds for the
+    /// clients to finish, stops the workers and waits for them; with persistence, syncs the
+    /// log last.
     pub fn shutdown(self) {
         let _ = self.stop.send(true);
+        for client in self.shared.registry.all() {
+            client.stop_reading();
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.shared.clients.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         for inbox in &self.inboxes {
             let _ = inbox.send(Job::Stop);
         }
@@ -341,5 +392,54 @@ impl ServerHandle {
         {
             eprintln!("fc-server: final WAL sync failed: {err}");
         }
+    }
+}
+
+/// Settings `CONFIG SET` can change while the server runs.
+pub(crate) struct Live {
+    pub(crate) requirepass: RwLock<Option<String>>,
+    pub(crate) maxclients: AtomicUsize,
+    pub(crate) timeout: AtomicU64,
+    /// 0: unlimited.
+    pub(crate) maxmemory: AtomicU64,
+    output_hard: AtomicU64,
+    output_soft: AtomicU64,
+    output_seconds: AtomicU64,
+}
+
+impl Live {
+    fn new(config: &ServerConfig) -> Self {
+        let live = Self {
+            requirepass: RwLock::new(config.requirepass.clone()),
+            maxclients: AtomicUsize::new(config.maxclients),
+            timeout: AtomicU64::new(config.timeout),
+            maxmemory: AtomicU64::new(config.maxmemory.unwrap_or(0)),
+            output_hard: AtomicU64::new(0),
+            output_soft: AtomicU64::new(0),
+            output_seconds: AtomicU64::new(0),
+        };
+        live.set_output_limit(config.output_limit);
+        live
+    }
+
+    pub(crate) fn requirepass(&self) -> Option<String> {
+        self.requirepass
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn output_limit(&self) -> OutputLimit {
+        OutputLimit {
+            hard: self.output_hard.load(Ordering::Relaxed),
+            soft: self.output_soft.load(Ordering::Relaxed),
+            seconds: self.output_seconds.load(Ordering::Relaxed),
+        }
+    }
+
+    pub(crate) fn set_output_limit(&self, limit: OutputLimit) {
+        self.output_hard.store(limit.hard, Ordering::Relaxed);
+        self.output_soft.store(limit.soft, Ordering::Relaxed);
+        self.output_seconds.store(limit.seconds, Ordering::Relaxed);
     }
 }

@@ -1,18 +1,24 @@
 //! `fc-server`: the fast-cache Redis-compatible server.
 
-use std::net::SocketAddr;
+use std::path::PathBuf;
 
 use clap::Parser;
-use fc_server::{Server, ServerConfig};
-use fc_shard::EvictionPolicy;
+use fc_server::Server;
+use fc_server::config::{FastCacheConfig, Size};
 
 /// The fast-cache server: Redis-compatible RESP2/RESP3 on a thread-per-core engine.
+///
+/// Settings come from flags, then `FAST_CACHE_*` environment variables, then the `--config`
+/// file, then defaults (see fast-cache.toml.example).
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Cli {
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:6380", env = "FAST_CACHE_BIND")]
-    bind: SocketAddr,
+    /// TOML configuration file (see fast-cache.toml.example).
+    #[arg(long, env = "FAST_CACHE_CONFIG")]
+    config: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1:6380].
+    #[arg(long, env = "FAST_CACHE_BIND")]
+    bind: Option<String>,
     /// Shards (a power of two; default: the next power of two >= cores, at least 16).
     #[arg(long, env = "FAST_CACHE_SHARDS")]
     shards: Option<usize>,
@@ -22,89 +28,100 @@ struct Cli {
     /// Password clients must AUTH with.
     #[arg(long, env = "FAST_CACHE_REQUIREPASS")]
     requirepass: Option<String>,
-    /// Most simultaneous clients.
-    #[arg(long, default_value_t = 10_000, env = "FAST_CACHE_MAXCLIENTS")]
-    maxclients: usize,
-    /// Memory budget in bytes (0 or absent: unlimited).
+    /// Most simultaneous clients [default: 10000].
+    #[arg(long, env = "FAST_CACHE_MAXCLIENTS")]
+    maxclients: Option<usize>,
+    /// Seconds a client may stay idle before it is closed (0: never) [default: 0].
+    #[arg(long, env = "FAST_CACHE_TIMEOUT")]
+    timeout: Option<u64>,
+    /// `normal <hard> <soft> <seconds>` [default: "normal 0 0 60"].
+    #[arg(long, env = "FAST_CACHE_CLIENT_OUTPUT_BUFFER_LIMIT")]
+    client_output_buffer_limit: Option<String>,
+    /// Memory budget: bytes or "256mb", "1gb" (0: unlimited).
     #[arg(long, env = "FAST_CACHE_MAXMEMORY")]
-    maxmemory: Option<u64>,
+    maxmemory: Option<String>,
     /// What a write past maxmemory does: noeviction, allkeys-lru, allkeys-s3fifo.
-    #[arg(
-        long,
-        default_value = "noeviction",
-        env = "FAST_CACHE_MAXMEMORY_POLICY"
-    )]
-    maxmemory_policy: String,
+    #[arg(long, env = "FAST_CACHE_MAXMEMORY_POLICY")]
+    maxmemory_policy: Option<String>,
     /// Data directory: enables the write-ahead log and snapshots, and loads what is there.
     #[arg(long, env = "FAST_CACHE_DATA_DIR")]
-    data_dir: Option<std::path::PathBuf>,
+    data_dir: Option<PathBuf>,
     /// When log frames reach the disk: always (group commit: no reply before its write is on
-    /// disk), everysec, no.
-    #[arg(long, default_value = "everysec", env = "FAST_CACHE_APPENDFSYNC")]
-    appendfsync: String,
-    /// Snapshot rules as Redis's `save`: pairs of <seconds> <changes>; "" for none.
-    #[arg(
-        long,
-        default_value = "3600 1 300 100 60 10000",
-        env = "FAST_CACHE_SAVE"
-    )]
-    save: String,
-    /// Log segment size in bytes.
-    #[arg(long, default_value_t = 64 << 20, env = "FAST_CACHE_WAL_SEGMENT_BYTES")]
-    wal_segment_bytes: u64,
-    /// What recovery does about damage: tolerate-tail, strict, point-in-time.
-    #[arg(long, default_value = "tolerate-tail", env = "FAST_CACHE_RECOVERY")]
-    recovery: String,
+    /// disk), everysec, no [default: everysec].
+    #[arg(long, env = "FAST_CACHE_APPENDFSYNC")]
+    appendfsync: Option<String>,
+    /// Snapshot rules as Redis's `save`: pairs of <seconds> <changes>; "" for none
+    /// [default: "3600 1 300 100 60 10000"].
+    #[arg(long, env = "FAST_CACHE_SAVE")]
+    save: Option<String>,
+    /// Log segment size: bytes or "64mb" [default: 64mb].
+    #[arg(long, env = "FAST_CACHE_WAL_SEGMENT_BYTES")]
+    wal_segment_bytes: Option<String>,
+    /// What recovery does about damage: tolerate-tail, strict, point-in-time
+    /// [default: tolerate-tail].
+    #[arg(long, env = "FAST_CACHE_RECOVERY")]
+    recovery: Option<String>,
+}
+
+impl Cli {
+    /// The file's configuration with every flag given laid over it.
+    fn into_config(self) -> anyhow::Result<FastCacheConfig> {
+        let mut c = match &self.config {
+            Some(path) => FastCacheConfig::load_from_path(path)?,
+            None => FastCacheConfig::default(),
+        };
+        let (server, storage, persistence) = (&mut c.server, &mut c.storage, &mut c.persistence);
+        if let Some(v) = self.bind {
+            server.bind = v;
+        }
+        server.threads = self.threads.or(server.threads);
+        if self.requirepass.is_some() {
+            server.requirepass = self.requirepass;
+        }
+        if let Some(v) = self.maxclients {
+            server.maxclients = v;
+        }
+        if let Some(v) = self.timeout {
+            server.timeout = v;
+        }
+        if let Some(v) = self.client_output_buffer_limit {
+            server.client_output_buffer_limit = v;
+        }
+        storage.shards = self.shards.or(storage.shards);
+        if let Some(v) = self.maxmemory {
+            storage.max_memory = Size::Text(v);
+        }
+        if let Some(v) = self.maxmemory_policy {
+            storage.eviction_policy = v;
+        }
+        if self.data_dir.is_some() {
+            persistence.data_dir = self.data_dir;
+        }
+        if let Some(v) = self.appendfsync {
+            persistence.appendfsync = v;
+        }
+        if let Some(v) = self.save {
+            persistence.save = v;
+        }
+        if let Some(v) = self.wal_segment_bytes {
+            persistence.segment_bytes = Size::Text(v);
+        }
+        if let Some(v) = self.recovery {
+            persistence.recovery = v;
+        }
+        Ok(c)
+    }
 }
 
 fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    let defaults = ServerConfig::default();
-    let Some(policy) = EvictionPolicy::from_redis_name(&cli.maxmemory_policy) else {
-        anyhow::bail!(
-            "--maxmemory-policy {}: expected noeviction, allkeys-lru or allkeys-s3fifo",
-            cli.maxmemory_policy
-        );
-    };
-    let Some(appendfsync) = fc_wal::FsyncPolicy::from_name(&cli.appendfsync) else {
-        anyhow::bail!(
-            "--appendfsync {}: expected always, everysec or no",
-            cli.appendfsync
-        );
-    };
-    let recovery = match cli.recovery.as_str() {
-        "tolerate-tail" => fc_wal::RecoveryMode::TolerateTail,
-        "strict" => fc_wal::RecoveryMode::Strict,
-        "point-in-time" => fc_wal::RecoveryMode::PointInTime,
-        other => {
-            anyhow::bail!("--recovery {other}: expected tolerate-tail, strict or point-in-time")
-        }
-    };
-    let save = fc_server::parse_save_rules(&cli.save).map_err(anyhow::Error::msg)?;
-    let persistence = fc_server::PersistenceConfig {
-        data_dir: cli.data_dir,
-        appendfsync,
-        segment_bytes: cli.wal_segment_bytes,
-        save,
-        recovery,
-    };
-    let config = ServerConfig {
-        bind: cli.bind,
-        shards: cli.shards.unwrap_or(defaults.shards),
-        threads: cli.threads.unwrap_or(defaults.threads),
-        requirepass: cli.requirepass,
-        maxclients: cli.maxclients,
-        maxmemory: cli.maxmemory.filter(|&b| b > 0),
-        maxmemory_policy: policy,
-        persistence,
-    };
+    let config = Cli::parse().into_config()?.server_config()?;
     let summary = match &config.persistence.data_dir {
         Some(dir) => format!(
             "{} shards on {} worker threads, persisted in {} (appendfsync {})",
             config.shards,
             config.threads,
             dir.display(),
-            cli.appendfsync
+            config.persistence.appendfsync.name()
         ),
         None => format!(
             "{} shards on {} worker threads, in memory only (no --data-dir)",
@@ -119,12 +136,14 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(async {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => eprintln!("fc-server: SIGINT"),
+            _ = term.recv() => eprintln!("fc-server: SIGTERM"),
+            () = server.shutdown_requested() => {}
         }
         anyhow::Ok(())
     })?;
     eprintln!("fc-server: shutting down");
     server.shutdown();
+    eprintln!("fc-server: stopped");
     Ok(())
 }

@@ -74,7 +74,8 @@ pub(crate) struct Persist {
     pub(crate) wal: Arc<WalSink>,
     pub(crate) dir: PathBuf,
     pub(crate) fsync: FsyncPolicy,
-    pub(crate) save: Vec<(u64, u64)>,
+    /// The `save` rules (`CONFIG SET save` changes them).
+    pub(crate) save: Mutex<Vec<(u64, u64)>>,
     pub(crate) loaded: LoadReport,
     /// Unix seconds of the last successful snapshot (or of startup).
     pub(crate) last_save: AtomicU64,
@@ -99,7 +100,7 @@ impl Persist {
             wal,
             dir,
             fsync: config.appendfsync,
-            save: config.save.clone(),
+            save: Mutex::new(config.save.clone()),
             loaded,
             last_save: AtomicU64::new(unix_ms() / 1000),
             last_save_ok: AtomicBool::new(true),
@@ -109,6 +110,25 @@ impl Persist {
             waiters: Mutex::new(Vec::new()),
             wake: Condvar::new(),
         }
+    }
+
+    /// The `save` rules now.
+    pub(crate) fn save_rules(&self) -> Vec<(u64, u64)> {
+        self.save
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn has_save_rules(&self) -> bool {
+        !self.save_rules().is_empty()
+    }
+
+    pub(crate) fn set_save_rules(&self, rules: Vec<(u64, u64)>) {
+        *self
+            .save
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = rules;
     }
 
     /// Makes what was just executed safe to acknowledge: written to the OS always, and on disk
@@ -165,11 +185,7 @@ impl Persist {
             status(self.last_save_ok.load(Ordering::Relaxed)),
             self.last_save_secs.load(Ordering::Relaxed),
             status(!self.wal.has_failed()),
-            match self.fsync {
-                FsyncPolicy::Always => "always",
-                FsyncPolicy::EverySec => "everysec",
-                _ => "no",
-            },
+            self.fsync.name(),
             stats.frames,
             stats.bytes,
             stats.fsyncs,
@@ -333,7 +349,7 @@ pub(crate) fn background(shared: Arc<Shared>, stop: Arc<AtomicBool>) {
         let since = (unix_ms() / 1000).saturating_sub(persist.last_save.load(Ordering::Relaxed));
         let changes = persist.changes_since_save();
         let due = persist
-            .save
+            .save_rules()
             .iter()
             .any(|&(seconds, min)| since >= seconds && changes >= min.max(1));
         if due && !persist.saving.load(Ordering::Acquire) {

@@ -67,6 +67,14 @@ pub(crate) struct Shared {
     pub(crate) port: u16,
     /// The log and snapshots (`None`: in memory only).
     pub(crate) persist: Option<Arc<crate::persist::Persist>>,
+    /// Settings `CONFIG SET` changes.
+    pub(crate) live: crate::Live,
+    /// Every connected client.
+    pub(crate) registry: crate::clients::Clients,
+    /// Watched keys (`WATCH`).
+    pub(crate) board: Arc<crate::watched::WatchBoard>,
+    /// Set by `SHUTDOWN`; the server's owner stops it.
+    pub(crate) shutdown_request: tokio::sync::watch::Sender<bool>,
 }
 
 impl Shared {

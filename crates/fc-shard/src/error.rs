@@ -56,6 +56,10 @@ pub enum StoreError {
         /// Bytes the write would add.
         needed: u64,
     },
+    /// Changing the memory limit of a store built without one (eviction bookkeeping must exist
+    /// from the first entry on). Nothing was changed.
+    #[error("the memory limit can change only on a store built with one (max_memory)")]
+    NoBudget,
     /// Splitting a store into owner-local stores with an unusable worker count.
     #[error("invalid worker count {workers}: must be between 1 and the shard count {shards}")]
     InvalidWorkerCount {

@@ -44,6 +44,10 @@ pub(crate) enum Lookup {
     Expired,
 }
 
+/// The budget of a shard built bounded whose limit was lifted: no limit, but the eviction
+/// bookkeeping carries on (so a limit can come back).
+const UNLIMITED_TRACKED: u64 = u64::MAX - 1;
+
 pub(crate) type Sink = Option<Arc<dyn MutationSink>>;
 
 /// One shard of a store.
@@ -221,6 +225,21 @@ impl Shard {
         if budget.is_some() {
             self.arena.keep_eviction_metadata();
         }
+    }
+
+    /// Changes the budget of a shard built with one (`None`: no limit, bookkeeping kept), and
+    /// under an evicting policy evicts down to the new budget at once. `false`, and nothing
+    /// changes, when the shard was built without a budget: the policy's per-entry bookkeeping
+    /// must exist from the first entry on.
+    pub(crate) fn resize_budget(&mut self, budget: Option<u64>, clock: &Clock) -> bool {
+        if self.budget == u64::MAX {
+            return false;
+        }
+        self.budget = budget.map_or(UNLIMITED_TRACKED, |b| b.clamp(1, UNLIMITED_TRACKED));
+        if self.policy != EvictionPolicy::NoEviction {
+            self.shrink_to_budget(u32::MAX, clock);
+        }
+        true
     }
 
     pub(crate) fn id(&self) -> usize {
@@ -1361,7 +1380,7 @@ impl Shard {
             evicted: self.evicted,
             evicted_bytes: self.evicted_bytes,
             used_memory: self.used_memory(),
-            max_memory: if self.budget == u64::MAX {
+            max_memory: if self.budget >= UNLIMITED_TRACKED {
                 0
             } else {
                 self.budget

@@ -395,3 +395,23 @@ fn overwrites_across_size_classes_keep_accounting_exact() {
     assert!(store.is_empty());
     assert_eq!(store.stats_snapshot().total().allocated_bytes, 0);
 }
+
+#[test]
+fn several_sinks_each_receive_every_mutation_in_the_order_added() {
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let (first, second) = (Arc::clone(&order), Arc::clone(&order));
+    let store = EmbeddedStore::builder(2)
+        .mutation_sink(Arc::new(move |_: usize, seq: u64, _: &Mutation<'_>| {
+            first.lock().unwrap().push(("first", seq));
+        }))
+        .mutation_sink(Arc::new(move |_: usize, seq: u64, _: &Mutation<'_>| {
+            second.lock().unwrap().push(("second", seq));
+        }))
+        .build();
+    store.set(b"a", b"1", None);
+    assert!(store.delete(b"a"));
+    assert_eq!(
+        *order.lock().unwrap(),
+        [("first", 1), ("second", 1), ("first", 2), ("second", 2)]
+    );
+}

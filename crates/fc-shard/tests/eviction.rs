@@ -581,3 +581,50 @@ fn bounded_stores_keep_evicting_after_clear() {
         }
     }
 }
+
+#[test]
+fn the_budget_changes_live_on_a_bounded_store_and_not_on_an_unbounded_one() {
+    for policy in [EvictionPolicy::Lru, EvictionPolicy::S3Fifo] {
+        let clock = ManualClock::new(START_MS);
+        let (store, removed) = store(4, 4 * 50_000, policy, &clock);
+        let mut locals = store.into_local_stores(2);
+        for i in 0..1_000 {
+            let key = k3(i);
+            let w = locals[0].owner_of_key(&key);
+            locals[w].set(&key, [1u8; 100], None);
+        }
+        let before: usize = locals.iter().map(LocalEmbeddedStore::len).sum();
+        for local in &mut locals {
+            local.set_max_memory(Some(4 * 5_000)).unwrap();
+            for s in local.stats_snapshot().shards {
+                assert_eq!(s.max_memory, 5_000, "{policy:?}");
+                assert!(s.used_memory <= 5_000, "{policy:?}: evicted down at once");
+            }
+        }
+        let after: usize = locals.iter().map(LocalEmbeddedStore::len).sum();
+        assert!(after < before / 4, "{policy:?}: {before} -> {after}");
+        assert_eq!(removed.keys.lock().unwrap().len(), before - after);
+        // Lifted: writes are no longer bounded, and a limit can come back.
+        for local in &mut locals {
+            local.set_max_memory(None).unwrap();
+            assert!(local.stats_snapshot().shards.iter().all(|s| s.max_memory == 0));
+        }
+        for i in 0..1_000 {
+            let key = k3(i);
+            let w = locals[0].owner_of_key(&key);
+            locals[w].set(&key, [2u8; 100], None);
+        }
+        assert_eq!(locals.iter().map(LocalEmbeddedStore::len).sum::<usize>(), 1_000);
+        for local in &mut locals {
+            local.set_max_memory(Some(4 * 5_000)).unwrap();
+        }
+        assert!(locals.iter().map(LocalEmbeddedStore::len).sum::<usize>() < 250);
+    }
+    let mut unbounded = EmbeddedStore::builder(2).build().into_local_stores(1);
+    unbounded[0].set(b"k", b"v", None);
+    assert_eq!(
+        unbounded[0].set_max_memory(Some(1 << 20)),
+        Err(StoreError::NoBudget)
+    );
+    assert_eq!(unbounded[0].stats_snapshot().total().max_memory, 0);
+}

@@ -39,6 +39,16 @@ impl FsyncPolicy {
             _ => None,
         }
     }
+
+    /// Its Redis `appendfsync` name.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Always => "always",
+            Self::EverySec => "everysec",
+            Self::No => "no",
+        }
+    }
 }
 
 /// Where and how the log is written.

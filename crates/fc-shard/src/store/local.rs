@@ -432,6 +432,22 @@ impl LocalEmbeddedStore {
         shard.set_expiry(tag_of(route.key_hash()), key, None, clock)
     }
 
+    /// Changes the memory budget of a store built with [`crate::EmbeddedStoreBuilder::max_memory`]
+    /// (`total` over all workers, split evenly across shards as at build time; `None` lifts the
+    /// limit and keeps the bookkeeping). Evicting policies evict down to it at once.
+    ///
+    /// # Errors
+    /// [`StoreError::NoBudget`] when the store was built without a budget (nothing changes).
+    pub fn set_max_memory(&mut self, total: Option<u64>) -> Result<(), StoreError> {
+        let per_shard = total.map(|t| t / self.router.shard_count() as u64);
+        for shard in &mut self.shards {
+            if !shard.resize_budget(per_shard, &self.clock) {
+                return Err(StoreError::NoBudget);
+            }
+        }
+        Ok(())
+    }
+
     /// Removes every key of this worker's shards.
     pub fn clear(&mut self) {
         for shard in &mut self.shards {

@@ -154,9 +154,14 @@ impl EmbeddedStoreBuilder {
         self
     }
 
-    /// Receives every mutation (see [`crate::Mutation`]).
+    /// Adds a receiver of every mutation (see [`crate::Mutation`]). Sinks added more than once
+    /// all receive every mutation, in the order they were added (a server logs to its WAL and
+    /// also tracks `WATCH`ed keys).
     pub fn mutation_sink(mut self, sink: Arc<dyn MutationSink>) -> Self {
-        self.sink = Some(sink);
+        self.sink = Some(match self.sink.take() {
+            None => sink,
+            Some(first) => Arc::new(Chain(first, sink)),
+        });
         self
     }
 
@@ -232,5 +237,15 @@ pub(crate) fn ttl_ms_to_seconds(ttl: crate::KeyTtl) -> crate::KeyTtl {
     match ttl {
         crate::KeyTtl::ExpiresIn(ms) => crate::KeyTtl::ExpiresIn(ms.saturating_add(500) / 1000),
         other => other,
+    }
+}
+
+/// Two sinks called in order.
+struct Chain(Arc<dyn MutationSink>, Arc<dyn MutationSink>);
+
+impl MutationSink for Chain {
+    fn on_mutation(&self, shard: usize, seq: u64, mutation: &crate::Mutation<'_>) {
+        self.0.on_mutation(shard, seq, mutation);
+        self.1.on_mutation(shard, seq, mutation);
     }
 }

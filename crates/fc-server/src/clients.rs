@@ -1,0 +1,407 @@
+//! Every connected client, for `CLIENT LIST`/`INFO`/`KILL`, the idle timeout, the output
+//! limits and graceful shutdown.
+//!
+//! Each client's entry keeps a duplicate of its socket. Ending a client from anywhere —
+//! `CLIENT KILL`, the sweeper (idle timeout, stalled output), shutdown — is a `shutdown(2)` of
+//! that socket: the connection's pending read returns end-of-file (or its write fails) and it
+//! ends on its own thread, at a point between commands. The hot path pays nothing for this: a
+//! connection only stores a coarse timestamp per read.
+
+use std::collections::HashMap;
+use std::net::Shutdown;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use bytes::Bytes;
+
+/// Client-output limits (Redis's `client-output-buffer-limit normal <hard> <soft> <seconds>`).
+///
+/// fc-server stops reading a client whose replies are not being read, so its output never
+/// grows past one pipeline batch (64 KiB) plus one reply: `hard` bounds that one reply set,
+/// and `soft` + `seconds` end a client that has left at least `soft` bytes unread for
+/// `seconds` straight (a client that never reads). 0 turns `hard` or `seconds` off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputLimit {
+    /// A batch of replies larger than this closes the client instead of being sent.
+    pub hard: u64,
+    /// Pending bytes that count as stalled output.
+    pub soft: u64,
+    /// Seconds a write of at least `soft` bytes may wait for the client to read.
+    pub seconds: u64,
+}
+
+impl Default for OutputLimit {
+    fn default() -> Self {
+        Self {
+            hard: 0,
+            soft: 0,
+            seconds: 60,
+        }
+    }
+}
+
+impl OutputLimit {
+    /// Parses `normal <hard> <soft> <seconds>` (sizes as Redis writes them: `64mb`, `1gb`, ...);
+    /// other classes (`replica`, `pubsub`) are accepted and ignored.
+    ///
+    /// # Errors
+    /// A message naming what is wrong.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        if words.is_empty() || !words.len().is_multiple_of(4) {
+            return Err("expected <class> <hard> <soft> <seconds> groups".into());
+        }
+        let mut limit = None;
+        for group in words.chunks(4) {
+            let class = group[0].to_ascii_lowercase();
+            if !matches!(class.as_str(), "normal" | "replica" | "slave" | "pubsub") {
+                return Err(format!("unknown client class '{}'", group[0]));
+            }
+            let hard = parse_size(group[1])?;
+            let soft = parse_size(group[2])?;
+            let seconds = group[3]
+                .parse()
+                .map_err(|_| format!("bad seconds '{}'", group[3]))?;
+            if class == "normal" {
+                limit = Some(Self {
+                    hard,
+                    soft,
+                    seconds,
+                });
+            }
+        }
+        limit.ok_or_else(|| "no 'normal' class given".into())
+    }
+
+    /// `normal <hard> <soft> <seconds>`, as a config file or flag writes it.
+    #[must_use]
+    pub fn normal_text(&self) -> String {
+        format!("normal {} {} {}", self.hard, self.soft, self.seconds)
+    }
+
+    /// As `CONFIG GET client-output-buffer-limit` shows it (the classes fc-server does not
+    /// have show Redis's defaults).
+    #[must_use]
+    pub fn redis_text(&self) -> String {
+        format!(
+            "{} slave 268435456 67108864 60 pubsub 33554432 8388608 60",
+            self.normal_text()
+        )
+    }
+}
+
+/// A size as Redis's config reads it: bytes, or with `k`/`kb`/`m`/`mb`/`g`/`gb` (`k` = 1000,
+/// `kb` = 1024, and so on).
+///
+/// # Errors
+/// A message naming the bad size.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let lower = text.to_ascii_lowercase();
+    let split = lower
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(lower.len());
+    let (digits, unit) = lower.split_at(split);
+    let scale: u64 = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1 << 10,
+        "m" => 1_000_000,
+        "mb" => 1 << 20,
+        "g" => 1_000_000_000,
+        "gb" => 1 << 30,
+        _ => return Err(format!("bad size '{text}'")),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| format!("bad size '{text}'"))
+}
+
+/// Why a client was ended from outside its connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Ended {
+    Open = 0,
+    Killed = 1,
+    Idle = 2,
+    Output = 3,
+    Shutdown = 4,
+}
+
+/// One connected client.
+pub(crate) struct Client {
+    pub(crate) id: u64,
+    pub(crate) addr: String,
+    pub(crate) laddr: String,
+    pub(crate) created_ms: u64,
+    /// Coarse time of its last read ([`Clients::now_ms`]).
+    pub(crate) active_ms: AtomicU64,
+    /// When a write of at least the soft limit began waiting (0: none is).
+    pub(crate) stalled_ms: AtomicU64,
+    pub(crate) name: Mutex<Option<Bytes>>,
+    pub(crate) lib: Mutex<(String, String)>,
+    pub(crate) resp: AtomicU8,
+    pub(crate) in_multi: AtomicBool,
+    pub(crate) ended: AtomicU8,
+    socket: std::net::TcpStream,
+}
+
+impl Client {
+    /// Ends the client (its connection sees end-of-file or a failed write); the first reason
+    /// given is kept.
+    pub(crate) fn end(&self, why: Ended) {
+        let _ = self.ended.compare_exchange(
+            Ended::Open as u8,
+            why as u8,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+        let _ = self.socket.shutdown(Shutdown::Both);
+    }
+
+    /// Stops reading the client's requests (shutdown: it finishes what it has, then ends).
+    pub(crate) fn stop_reading(&self) {
+        let _ = self.ended.compare_exchange(
+            Ended::Open as u8,
+            Ended::Shutdown as u8,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+        let _ = self.socket.shutdown(Shutdown::Read);
+    }
+
+    pub(crate) fn set_name(&self, name: Option<Bytes>) {
+        *self.name.lock().unwrap_or_else(PoisonError::into_inner) = name;
+    }
+
+    pub(crate) fn name(&self) -> Option<Bytes> {
+        self.name
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// One `CLIENT LIST` line (Redis's field order; `now_ms` from [`Clients::now_ms`]).
+    pub(crate) fn line(&self, now_ms: u64, cmd: &str) -> String {
+        let name = self.name();
+        let (lib_name, lib_ver) = self
+            .lib
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let age = now_ms.saturating_sub(self.created_ms) / 1000;
+        let idle = now_ms.saturating_sub(self.active_ms.load(Ordering::Relaxed)) / 1000;
+        format!(
+            "id={} addr={} laddr={} fd=0 name={} age={age} idle={idle} flags={} db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={cmd} user=default redir=-1 resp={} lib-name={lib_name} lib-ver={lib_ver}\n",
+            self.id,
+            self.addr,
+            self.laddr,
+            name.as_deref()
+                .map(String::from_utf8_lossy)
+                .unwrap_or_default(),
+            if self.in_multi.load(Ordering::Relaxed) {
+                "x"
+            } else {
+                "N"
+            },
+            self.resp.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// The registry.
+pub(crate) struct Clients {
+    map: Mutex<HashMap<u64, Arc<Client>>>,
+    /// Milliseconds since the server started, updated every 100 ms by the sweeper.
+    now_ms: AtomicU64,
+}
+
+impl Clients {
+    pub(crate) fn new() -> Self {
+        Self {
+            map: Mutex::new(HashMap::new()),
+            now_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// The coarse clock (ms since start).
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.now_ms.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn tick(&self, now_ms: u64) {
+        self.now_ms.store(now_ms, Ordering::Relaxed);
+    }
+
+    /// Registers a connection. `None` when its socket cannot be duplicated (it is dropped).
+    pub(crate) fn register(&self, id: u64, stream: &std::net::TcpStream) -> Option<Arc<Client>> {
+        let socket = stream.try_clone().ok()?;
+        let addr = stream
+            .peer_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        let laddr = stream
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        let now = self.now_ms();
+        let client = Arc::new(Client {
+            id,
+            addr,
+            laddr,
+            created_ms: now,
+            active_ms: AtomicU64::new(now),
+            stalled_ms: AtomicU64::new(0),
+            name: Mutex::new(None),
+            lib: Mutex::new((String::new(), String::new())),
+            resp: AtomicU8::new(2),
+            in_multi: AtomicBool::new(false),
+            ended: AtomicU8::new(Ended::Open as u8),
+            socket,
+        });
+        self.lock().insert(id, Arc::clone(&client));
+        Some(client)
+    }
+
+    pub(crate) fn remove(&self, id: u64) {
+        self.lock().remove(&id);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Client>>> {
+        self.map.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Every client, by id.
+    pub(crate) fn all(&self) -> Vec<Arc<Client>> {
+        let mut all: Vec<Arc<Client>> = self.lock().values().cloned().collect();
+        all.sort_by_key(|c| c.id);
+        all
+    }
+
+    /// Ends idle clients (`timeout_s` > 0) and clients whose output has waited too long.
+    pub(crate) fn sweep(&self, timeout_s: u64, output: OutputLimit) {
+        let now = self.now_ms();
+        for client in self.lock().values() {
+            if timeout_s > 0
+                && !client.in_multi.load(Ordering::Relaxed)
+                && now.saturating_sub(client.active_ms.load(Ordering::Relaxed)) > timeout_s * 1000
+            {
+                client.end(Ended::Idle);
+            }
+            let stalled = client.stalled_ms.load(Ordering::Relaxed);
+            if output.seconds > 0
+                && stalled > 0
+                && now.saturating_sub(stalled) > output.seconds * 1000
+            {
+                client.end(Ended::Output);
+            }
+        }
+    }
+}
+
+/// Filters of `CLIENT KILL` (new form: pairs), all of which must match.
+#[derive(Debug, Default)]
+pub(crate) struct KillFilter {
+    pub(crate) id: Option<u64>,
+    pub(crate) addr: Option<String>,
+    pub(crate) laddr: Option<String>,
+    pub(crate) skipme: bool,
+}
+
+impl KillFilter {
+    /// Parses `CLIENT KILL` arguments after `KILL`: one address (old form) or pairs.
+    pub(crate) fn parse(args: &[Bytes]) -> Result<(Self, bool), &'static str> {
+        let text = |b: &Bytes| String::from_utf8_lossy(b).into_owned();
+        if args.len() == 1 {
+            return Ok((
+                Self {
+                    addr: Some(text(&args[0])),
+                    ..Self::default()
+                },
+                true,
+            ));
+        }
+        if !args.len().is_multiple_of(2) {
+            return Err("ERR syntax error");
+        }
+        let mut filter = Self {
+            skipme: true,
+            ..Self::default()
+        };
+        for pair in args.chunks(2) {
+            let value = text(&pair[1]);
+            match pair[0].to_ascii_lowercase().as_slice() {
+                b"id" => {
+                    filter.id = Some(
+                        value
+                            .parse()
+                            .map_err(|_| "ERR client-id should be greater than 0")?,
+                    );
+                }
+                b"addr" => filter.addr = Some(value),
+                b"laddr" => filter.laddr = Some(value),
+                b"skipme" => {
+                    filter.skipme = match value.to_ascii_lowercase().as_str() {
+                        "yes" => true,
+                        "no" => false,
+                        _ => return Err("ERR syntax error"),
+                    };
+                }
+                // Every client here is a normal client of the default user.
+                b"type" | b"user" | b"maxage" => {}
+                _ => return Err("ERR syntax error"),
+            }
+        }
+        Ok((filter, false))
+    }
+
+    pub(crate) fn matches(&self, client: &Client, me: u64) -> bool {
+        (!self.skipme || client.id != me)
+            && self.id.is_none_or(|id| id == client.id)
+            && self.addr.as_ref().is_none_or(|a| *a == client.addr)
+            && self.laddr.as_ref().is_none_or(|a| *a == client.laddr)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_limits_parse_as_redis_writes_them() {
+        assert_eq!(parse_size("64mb"), Ok(64 << 20));
+        assert_eq!(parse_size("1gb"), Ok(1 << 30));
+        assert_eq!(parse_size("5k"), Ok(5000));
+        assert_eq!(parse_size("123"), Ok(123));
+        assert!(parse_size("12xb").is_err());
+        assert!(parse_size("").is_err());
+        let limit = OutputLimit::parse("normal 0 1mb 5 pubsub 32mb 8mb 60").unwrap();
+        assert_eq!(
+            limit,
+            OutputLimit {
+                hard: 0,
+                soft: 1 << 20,
+                seconds: 5
+            }
+        );
+        assert!(OutputLimit::parse("normal 0 0").is_err());
+        assert!(OutputLimit::parse("pubsub 0 0 0").is_err());
+        assert!(OutputLimit::parse("bogus 0 0 0").is_err());
+    }
+
+    #[test]
+    fn kill_filters_parse_both_forms() {
+        let b = |s: &str| Bytes::from(s.to_string());
+        let (old, old_form) = KillFilter::parse(&[b("127.0.0.1:5000")]).unwrap();
+        assert!(old_form);
+        assert_eq!(old.addr.as_deref(), Some("127.0.0.1:5000"));
+        let (new, old_form) = KillFilter::parse(&[b("ID"), b("7"), b("skipme"), b("no")]).unwrap();
+        assert!(!old_form);
+        assert_eq!(new.id, Some(7));
+        assert!(!new.skipme);
+        assert!(KillFilter::parse(&[b("id"), b("x")]).is_err());
+        assert!(KillFilter::parse(&[b("id"), b("1"), b("bogus")]).is_err());
+        assert!(KillFilter::parse(&[b("flavour"), b("1")]).is_err());
+    }
+}

@@ -1,0 +1,501 @@
+//! `FastCacheConfig`: the TOML configuration file (`fast-cache.toml`), its checks, and what it
+//! builds (a [`crate::ServerConfig`], or an embedded store with the same storage settings).
+//!
+//! Sections: `[server]`, `[storage]`, `[persistence]`. Every field is optional and has the
+//! default shown in `fast-cache.toml.example`; unknown fields are refused (a typo must not be
+//! silently ignored). Sizes are bytes or Redis-style strings (`"64mb"`, `"1gb"`). The server
+//! binary applies precedence flag > environment (`FAST_CACHE_*`) > file > default.
+//!
+//! ```
+//! use fc_server::config::FastCacheConfig;
+//!
+//! let config = FastCacheConfig::from_toml_str(
+//!     r#"
+//!     [server]
+//!     bind = "127.0.0.1:7000"
+//!     [storage]
+//!     max_memory = "256mb"
+//!     eviction_policy = "allkeys-lru"
+//!     "#,
+//! )?;
+//! config.validate()?;
+//! let server = config.server_config()?;
+//! assert_eq!(server.maxmemory, Some(256 << 20));
+//! # Ok::<(), fc_server::config::ConfigError>(())
+//! ```
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use fc_shard::{EmbeddedStore, EvictionPolicy};
+use fc_wal::{FsyncPolicy, RecoveryMode};
+use serde::{Deserialize, Serialize};
+
+use crate::{OutputLimit, PersistenceConfig, ServerConfig};
+
+/// A size: bytes, or a string Redis's config would read (`"64mb"`, `"1gb"`, `"500k"`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Size {
+    /// Plain bytes.
+    Bytes(u64),
+    /// With a unit.
+    Text(String),
+}
+
+impl Size {
+    /// The size in bytes.
+    ///
+    /// # Errors
+    /// The text is not a size.
+    pub fn bytes(&self) -> Result<u64, String> {
+        match self {
+            Self::Bytes(n) => Ok(*n),
+            Self::Text(t) => crate::parse_size(t.trim()),
+        }
+    }
+}
+
+/// The whole file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FastCacheConfig {
+    /// Listener, workers, clients.
+    pub server: ServerSection,
+    /// Shards, memory limit, eviction.
+    pub storage: StorageSection,
+    /// Write-ahead log and snapshots.
+    pub persistence: PersistenceSection,
+}
+
+/// `[server]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerSection {
+    /// Address to listen on (`127.0.0.1:6380`).
+    pub bind: String,
+    /// Worker threads (absent: one per core).
+    pub threads: Option<usize>,
+    /// Password every client must `AUTH` with (absent or empty: none).
+    pub requirepass: Option<String>,
+    /// Most simultaneous clients (10000).
+    pub maxclients: usize,
+    /// Seconds a client may stay idle (0: forever).
+    pub timeout: u64,
+    /// `normal <hard> <soft> <seconds>` (`"normal 0 0 60"`).
+    pub client_output_buffer_limit: String,
+}
+
+impl Default for ServerSection {
+    fn default() -> Self {
+        let defaults = ServerConfig::default();
+        Self {
+            bind: defaults.bind.to_string(),
+            threads: None,
+            requirepass: None,
+            maxclients: defaults.maxclients,
+            timeout: 0,
+            client_output_buffer_limit: OutputLimit::default().normal_text(),
+        }
+    }
+}
+
+/// `[storage]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StorageSection {
+    /// Shards, a power of two (absent: the next power of two ≥ cores, at least 16).
+    pub shards: Option<usize>,
+    /// Memory budget (0: unlimited).
+    pub max_memory: Size,
+    /// `noeviction`, `allkeys-lru` or `allkeys-s3fifo`.
+    pub eviction_policy: String,
+}
+
+impl Default for StorageSection {
+    fn default() -> Self {
+        Self {
+            shards: None,
+            max_memory: Size::Bytes(0),
+            eviction_policy: EvictionPolicy::NoEviction.redis_name().to_string(),
+        }
+    }
+}
+
+/// `[persistence]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PersistenceSection {
+    /// Data directory (absent: in memory only).
+    pub data_dir: Option<PathBuf>,
+    /// `always`, `everysec` or `no`.
+    pub appendfsync: String,
+    /// Log segment size (`"64mb"`).
+    pub segment_bytes: Size,
+    /// Snapshot rules as Redis's `save` (`"3600 1 300 100 60 10000"`; `""` for none).
+    pub save: String,
+    /// `tolerate-tail`, `strict` or `point-in-time`.
+    pub recovery: String,
+}
+
+impl Default for PersistenceSection {
+    fn default() -> Self {
+        Self {
+            data_dir: None,
+            appendfsync: FsyncPolicy::EverySec.name().to_string(),
+            segment_bytes: Size::Text("64mb".into()),
+            save: "3600 1 300 100 60 10000".into(),
+            recovery: "tolerate-tail".into(),
+        }
+    }
+}
+
+/// One thing wrong with a configuration, with the field's name (`section.field`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// `server.bind`, `storage.shards`, ...
+    pub field: &'static str,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+/// Why a configuration cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// Not TOML, or a field of the wrong type or unknown (the message names it).
+    #[error("{0}")]
+    Parse(String),
+    /// Every problem [`FastCacheConfig::validate`] found.
+    #[error("invalid configuration: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Invalid(Vec<Problem>),
+}
+
+impl FastCacheConfig {
+    /// Reads a TOML file.
+    ///
+    /// # Errors
+    /// [`ConfigError::Io`], or [`ConfigError::Parse`] naming the line and field.
+    pub fn load_from_path(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_toml_str(&text).map_err(|e| match e {
+            ConfigError::Parse(msg) => ConfigError::Parse(format!("{}: {msg}", path.display())),
+            other => other,
+        })
+    }
+
+    /// Parses TOML text.
+    ///
+    /// # Errors
+    /// [`ConfigError::Parse`].
+    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))
+    }
+
+    /// The configuration as TOML (every field, defaults included).
+    ///
+    /// # Errors
+    /// [`ConfigError::Parse`] if it cannot be represented (it always can).
+    pub fn to_toml_string(&self) -> Result<String, ConfigError> {
+        toml::to_string_pretty(self).map_err(|e| ConfigError::Parse(e.to_string()))
+    }
+
+    /// Writes the configuration to `path` as TOML (a temporary file renamed over it).
+    ///
+    /// # Errors
+    /// [`ConfigError::Io`].
+    pub fn store(&self, path: &Path) -> Result<(), ConfigError> {
+        let text = self.to_toml_string()?;
+        let io = |source| ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let temp = path.with_extension("toml.tmp");
+        std::fs::write(&temp, text).map_err(io)?;
+        std::fs::rename(&temp, path).map_err(io)
+    }
+
+    /// Checks every field and returns every problem at once.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] with each problem and its field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.server_config().map(|_| ())
+    }
+
+    /// The server settings this file describes (defaults where it is silent).
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] with every problem.
+    pub fn server_config(&self) -> Result<ServerConfig, ConfigError> {
+        let mut problems = Vec::new();
+        let mut problem = |field, message: String| problems.push(Problem { field, message });
+        let defaults = ServerConfig::default();
+        let (s, st, p) = (&self.server, &self.storage, &self.persistence);
+
+        let bind = s.bind.parse::<SocketAddr>().unwrap_or_else(|_| {
+            problem(
+                "server.bind",
+                format!("'{}' is not an address such as 127.0.0.1:6380", s.bind),
+            );
+            defaults.bind
+        });
+        let shards = st.shards.unwrap_or(defaults.shards);
+        if !shards.is_power_of_two() || shards > 65_536 {
+            problem(
+                "storage.shards",
+                format!("{shards} is not a power of two between 1 and 65536"),
+            );
+        }
+        let threads = s.threads.unwrap_or(defaults.threads);
+        if threads == 0 || threads > shards.max(1) {
+            problem(
+                "server.threads",
+                format!("{threads} must be between 1 and the shard count ({shards})"),
+            );
+        }
+        if s.maxclients == 0 {
+            problem("server.maxclients", "must be at least 1".into());
+        }
+        let output_limit = OutputLimit::parse(&s.client_output_buffer_limit).unwrap_or_else(|e| {
+            problem("server.client_output_buffer_limit", e);
+            OutputLimit::default()
+        });
+        let maxmemory = st.max_memory.bytes().unwrap_or_else(|e| {
+            problem("storage.max_memory", e);
+            0
+        });
+        let policy = EvictionPolicy::from_redis_name(&st.eviction_policy).unwrap_or_else(|| {
+            problem(
+                "storage.eviction_policy",
+                format!(
+                    "'{}': expected noeviction, allkeys-lru or allkeys-s3fifo",
+                    st.eviction_policy
+                ),
+            );
+            EvictionPolicy::NoEviction
+        });
+        let appendfsync = FsyncPolicy::from_name(&p.appendfsync).unwrap_or_else(|| {
+            problem(
+                "persistence.appendfsync",
+                format!("'{}': expected always, everysec or no", p.appendfsync),
+            );
+            FsyncPolicy::EverySec
+        });
+        let segment_bytes = match p.segment_bytes.bytes() {
+            Ok(n) if n >= 4096 => n,
+            Ok(n) => {
+                problem(
+                    "persistence.segment_bytes",
+                    format!("{n} is below the 4096-byte minimum"),
+                );
+                64 << 20
+            }
+            Err(e) => {
+                problem("persistence.segment_bytes", e);
+                64 << 20
+            }
+        };
+        let save = crate::parse_save_rules(&p.save).unwrap_or_else(|e| {
+            problem("persistence.save", e);
+            Vec::new()
+        });
+        let recovery = parse_recovery(&p.recovery).unwrap_or_else(|| {
+            problem(
+                "persistence.recovery",
+                format!(
+                    "'{}': expected tolerate-tail, strict or point-in-time",
+                    p.recovery
+                ),
+            );
+            RecoveryMode::TolerateTail
+        });
+        if let Some(dir) = &p.data_dir
+            && dir.as_os_str().is_empty()
+        {
+            problem(
+                "persistence.data_dir",
+                "is empty (leave it out for none)".into(),
+            );
+        }
+        if !problems.is_empty() {
+            return Err(ConfigError::Invalid(problems));
+        }
+        Ok(ServerConfig {
+            bind,
+            shards,
+            threads,
+            requirepass: s.requirepass.clone().filter(|p| !p.is_empty()),
+            maxclients: s.maxclients,
+            maxmemory: (maxmemory > 0).then_some(maxmemory),
+            maxmemory_policy: policy,
+            timeout: s.timeout,
+            output_limit,
+            persistence: PersistenceConfig {
+                data_dir: p.data_dir.clone(),
+                appendfsync,
+                segment_bytes,
+                save,
+                recovery,
+            },
+        })
+    }
+
+    /// An embedded store with this file's `[storage]` settings (shards, memory limit,
+    /// eviction policy).
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] with every problem of the file.
+    pub fn embedded_store(&self) -> Result<EmbeddedStore, ConfigError> {
+        let server = self.server_config()?;
+        let mut builder =
+            EmbeddedStore::builder(server.shards).eviction_policy(server.maxmemory_policy);
+        if let Some(bytes) = server.maxmemory {
+            builder = builder.max_memory(bytes);
+        }
+        builder.try_build().map_err(|e| {
+            ConfigError::Invalid(vec![Problem {
+                field: "storage",
+                message: e.to_string(),
+            }])
+        })
+    }
+}
+
+/// A recovery mode by its name in flags and files.
+#[must_use]
+pub fn parse_recovery(name: &str) -> Option<RecoveryMode> {
+    match name {
+        "tolerate-tail" => Some(RecoveryMode::TolerateTail),
+        "strict" => Some(RecoveryMode::Strict),
+        "point-in-time" => Some(RecoveryMode::PointInTime),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_file_is_the_defaults() {
+        let config = FastCacheConfig::from_toml_str("").unwrap();
+        assert_eq!(config, FastCacheConfig::default());
+        let server = config.server_config().unwrap();
+        let defaults = ServerConfig::default();
+        assert_eq!(server.bind, defaults.bind);
+        assert_eq!(server.shards, defaults.shards);
+        assert_eq!(server.maxclients, 10_000);
+        assert_eq!(server.output_limit, OutputLimit::default());
+        assert!(server.persistence.data_dir.is_none());
+        assert_eq!(server.persistence.segment_bytes, 64 << 20);
+    }
+
+    #[test]
+    fn validate_names_every_bad_field_at_once() {
+        let config = FastCacheConfig::from_toml_str(
+            r#"
+            [server]
+            bind = "nowhere"
+            threads = 0
+            [storage]
+            shards = 12
+            max_memory = "12 parsecs"
+            eviction_policy = "random"
+            [persistence]
+            appendfsync = "sometimes"
+            recovery = "hope"
+            save = "60"
+            "#,
+        )
+        .unwrap();
+        let Err(ConfigError::Invalid(problems)) = config.validate() else {
+            panic!("expected problems");
+        };
+        let fields: Vec<&str> = problems.iter().map(|p| p.field).collect();
+        assert_eq!(
+            fields,
+            [
+                "server.bind",
+                "storage.shards",
+                "server.threads",
+                "storage.max_memory",
+                "storage.eviction_policy",
+                "persistence.appendfsync",
+                "persistence.save",
+                "persistence.recovery"
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_fields_and_wrong_types_are_refused_by_name() {
+        let err = FastCacheConfig::from_toml_str("[server]\nbnid = \"x\"\n").unwrap_err();
+        assert!(err.to_string().contains("bnid"), "{err}");
+        let err = FastCacheConfig::from_toml_str("[server]\nmaxclients = \"many\"\n").unwrap_err();
+        assert!(err.to_string().contains("maxclients"), "{err}");
+    }
+
+    #[test]
+    fn store_then_load_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fast-cache.toml");
+        let mut config = FastCacheConfig::default();
+        config.storage.max_memory = Size::Text("1gb".into());
+        config.persistence.data_dir = Some(dir.path().join("data"));
+        config.server.requirepass = Some("secret".into());
+        config.store(&path).unwrap();
+        let loaded = FastCacheConfig::load_from_path(&path).unwrap();
+        assert_eq!(loaded, config);
+        assert_eq!(loaded.server_config().unwrap().maxmemory, Some(1 << 30));
+        assert!(matches!(
+            FastCacheConfig::load_from_path(&dir.path().join("missing.toml")),
+            Err(ConfigError::Io { .. })
+        ));
+    }
+
+    #[test]
+    fn the_example_file_is_valid_and_documents_every_field() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fast-cache.toml.example");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let example = FastCacheConfig::from_toml_str(&text).unwrap();
+        example.validate().unwrap();
+        // The example shows the defaults, and names every field (commented out or not).
+        let defaults = FastCacheConfig::default().to_toml_string().unwrap();
+        let mut section = String::new();
+        for line in defaults.lines() {
+            if line.starts_with('[') {
+                section = line.to_string();
+                assert!(text.contains(&section), "example lacks {section}");
+            } else if let Some((field, _)) = line.split_once(" = ") {
+                assert!(
+                    text.contains(&format!("{field} = ")),
+                    "example lacks {section} {field}"
+                );
+            }
+        }
+        for optional in ["threads", "requirepass", "shards", "data_dir"] {
+            assert!(
+                text.contains(&format!("{optional} = ")),
+                "example lacks {optional}"
+            );
+        }
+    }
+}

@@ -1,0 +1,772 @@
+//! What operators and client libraries rely on beyond the data commands: the handshakes of
+//! common clients byte for byte, RESP3, many connections, `CLIENT LIST/KILL`, `WATCH`,
+//! `MSETNX` across workers, `CONFIG SET`, the idle timeout, output limits, and stopping
+//! (`SHUTDOWN`, SIGTERM) with a config file — the last ones through the real binary.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fc_server::{Server, ServerConfig, ServerHandle};
+use redis::{Commands, Value};
+
+fn start(config: ServerConfig) -> ServerHandle {
+    Server::start(ServerConfig {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        ..config
+    })
+    .expect("server starts")
+}
+
+fn two_workers() -> ServerHandle {
+    start(ServerConfig {
+        shards: 8,
+        threads: 2,
+        ..ServerConfig::default()
+    })
+}
+
+fn client(server: &ServerHandle) -> redis::Connection {
+    redis::Client::open(format!("redis://{}/", server.addr()))
+        .unwrap()
+        .get_connection()
+        .unwrap()
+}
+
+/// Sends raw bytes on a new connection and reads what arrives within a short time.
+fn raw(server: &ServerHandle, request: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(server.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    s.write_all(request).unwrap();
+    read_all(&mut s)
+}
+
+fn read_all(s: &mut TcpStream) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = s.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    out
+}
+
+/// A RESP command as a client library encodes it.
+fn cmd(args: &[&str]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+    }
+    out
+}
+
+/// The HELLO reply with the connection id masked (`:ID`).
+fn mask_id(reply: &[u8]) -> String {
+    let text = String::from_utf8_lossy(reply).into_owned();
+    match text.find("$2\r\nid\r\n:") {
+        Some(at) => {
+            let start = at + "$2\r\nid\r\n:".len();
+            let end = start + text[start..].find("\r\n").unwrap();
+            format!("{}ID{}", &text[..start], &text[end..])
+        }
+        None => text,
+    }
+}
+
+fn hello_reply(proto: u8) -> String {
+    let map = if proto == 3 { "%7" } else { "*14" };
+    format!(
+        "{map}\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$5\r\n7.2.0\r\n$5\r\nproto\r\n:{proto}\r\n$2\r\nid\r\n:ID\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"
+    )
+}
+
+#[test]
+fn handshakes_of_common_clients_byte_for_byte() {
+    let server = start(ServerConfig {
+        shards: 4,
+        threads: 1,
+        requirepass: Some("pw".into()),
+        ..ServerConfig::default()
+    });
+    let setinfo = |lib: &str, ver: &str| {
+        [
+            cmd(&["CLIENT", "SETINFO", "LIB-NAME", lib]),
+            cmd(&["CLIENT", "SETINFO", "LIB-VER", ver]),
+        ]
+        .concat()
+    };
+    // (client, what it sends on connect, exactly what it must get back)
+    let table: Vec<(&str, Vec<u8>, String)> = vec![
+        (
+            "redis-cli -a pw (RESP2)",
+            cmd(&["AUTH", "pw"]),
+            "+OK\r\n".into(),
+        ),
+        (
+            "redis-cli -3 -a pw",
+            cmd(&["HELLO", "3", "AUTH", "default", "pw"]),
+            hello_reply(3),
+        ),
+        (
+            "redis-py 5 (AUTH, then CLIENT SETINFO pipelined)",
+            [
+                cmd(&["AUTH", "pw"]),
+                setinfo("redis-py", "5.0.1"),
+                cmd(&["PING"]),
+            ]
+            .concat(),
+            "+OK\r\n+OK\r\n+OK\r\n+PONG\r\n".into(),
+        ),
+        (
+            "go-redis v9 (HELLO 3 AUTH + SETINFO in one pipeline)",
+            [
+                cmd(&["HELLO", "3", "AUTH", "default", "pw"]),
+                setinfo("go-redis(,go1.22.1)", "9.5.1"),
+            ]
+            .concat(),
+            format!("{}+OK\r\n+OK\r\n", hello_reply(3)),
+        ),
+        (
+            "Jedis 5 (AUTH, SETINFO, SELECT 0)",
+            [
+                cmd(&["AUTH", "default", "pw"]),
+                setinfo("jedis", "5.1.0"),
+                cmd(&["SELECT", "0"]),
+            ]
+            .concat(),
+            "+OK\r\n+OK\r\n+OK\r\n+OK\r\n".into(),
+        ),
+        (
+            "ioredis 5 (AUTH, CLIENT SETNAME, then the INFO ready check)",
+            [
+                cmd(&["AUTH", "pw"]),
+                cmd(&["CLIENT", "SETNAME", "app"]),
+                cmd(&["CLIENT", "GETNAME"]),
+            ]
+            .concat(),
+            "+OK\r\n+OK\r\n$3\r\napp\r\n".into(),
+        ),
+        (
+            "redis-rs (HELLO 3 AUTH then SETINFO)",
+            [
+                cmd(&["HELLO", "3", "AUTH", "default", "pw"]),
+                setinfo("redis-rs", "0.32.0"),
+            ]
+            .concat(),
+            format!("{}+OK\r\n+OK\r\n", hello_reply(3)),
+        ),
+        (
+            "any client before AUTH",
+            cmd(&["CLIENT", "SETINFO", "LIB-NAME", "x"]),
+            "-NOAUTH Authentication required.\r\n".into(),
+        ),
+        (
+            "HELLO 2 AUTH (RESP2 reply: a flat array)",
+            cmd(&["HELLO", "2", "AUTH", "default", "pw"]),
+            hello_reply(2),
+        ),
+        (
+            "go-redis fallback: HELLO with an unsupported protocol",
+            cmd(&["HELLO", "4"]),
+            "-NOPROTO unsupported protocol version\r\n".into(),
+        ),
+    ];
+    for (who, request, expected) in &table {
+        let reply = mask_id(&raw(&server, request));
+        assert_eq!(&reply, expected, "{who}");
+    }
+    // ioredis's ready check: INFO must say loading:0.
+    let info = raw(&server, &[cmd(&["AUTH", "pw"]), cmd(&["INFO"])].concat());
+    let info = String::from_utf8_lossy(&info);
+    assert!(info.starts_with("+OK\r\n$"), "{info}");
+    assert!(info.contains("\r\nloading:0\r\n"), "{info}");
+    // CLIENT LIST shows the library a client named.
+    let list = raw(
+        &server,
+        &[
+            cmd(&["AUTH", "pw"]),
+            setinfo("redis-py", "5.0.1"),
+            cmd(&["CLIENT", "LIST"]),
+        ]
+        .concat(),
+    );
+    let list = String::from_utf8_lossy(&list);
+    assert!(list.contains("lib-name=redis-py lib-ver=5.0.1"), "{list}");
+    server.shutdown();
+}
+
+#[test]
+fn resp3_replies_after_hello_3() {
+    let server = two_workers();
+    let mut c = client(&server);
+    let _: () = redis::cmd("HSET")
+        .arg(&["h", "f", "v"])
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("SADD").arg(&["s", "m"]).query(&mut c).unwrap();
+    let _: () = redis::cmd("ZADD")
+        .arg(&["z", "1.5", "m"])
+        .query(&mut c)
+        .unwrap();
+    let request = [
+        cmd(&["HELLO", "3"]),
+        cmd(&["HGETALL", "h"]),
+        cmd(&["SMEMBERS", "s"]),
+        cmd(&["ZSCORE", "z", "m"]),
+        cmd(&["GET", "missing"]),
+        cmd(&["EXISTS", "h"]),
+        cmd(&["ZRANGE", "z", "0", "-1", "WITHSCORES"]),
+        cmd(&["CONFIG", "GET", "maxclients"]),
+    ]
+    .concat();
+    let reply = mask_id(&raw(&server, &request));
+    let expected = format!(
+        "{}%1\r\n$1\r\nf\r\n$1\r\nv\r\n~1\r\n$1\r\nm\r\n,1.5\r\n_\r\n:1\r\n*1\r\n*2\r\n$1\r\nm\r\n,1.5\r\n%1\r\n$10\r\nmaxclients\r\n$5\r\n10000\r\n",
+        hello_reply(3)
+    );
+    assert_eq!(reply, expected);
+    // redis-rs speaking RESP3 decodes the same replies into maps and sets.
+    let mut c3 = redis::Client::open(format!("redis://{}/?protocol=resp3", server.addr()))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let map: Value = redis::cmd("HGETALL").arg("h").query(&mut c3).unwrap();
+    assert!(matches!(map, Value::Map(ref m) if m.len() == 1), "{map:?}");
+    let set: Value = redis::cmd("SMEMBERS").arg("s").query(&mut c3).unwrap();
+    assert!(matches!(set, Value::Set(ref s) if s.len() == 1), "{set:?}");
+    let score: f64 = redis::cmd("ZSCORE")
+        .arg(&["z", "m"])
+        .query(&mut c3)
+        .unwrap();
+    assert!((score - 1.5).abs() < f64::EPSILON);
+    server.shutdown();
+}
+
+#[test]
+fn two_hundred_concurrent_connections() {
+    let server = two_workers();
+    let mut conns: Vec<redis::Connection> = (0..200).map(|_| client(&server)).collect();
+    for (i, c) in conns.iter_mut().enumerate() {
+        let _: () = c.set(format!("c{i}"), i).unwrap();
+    }
+    for (i, c) in conns.iter_mut().enumerate().rev() {
+        let v: usize = c.get(format!("c{i}")).unwrap();
+        assert_eq!(v, i);
+    }
+    let info: String = redis::cmd("INFO")
+        .arg("clients")
+        .query(&mut conns[0])
+        .unwrap();
+    assert!(info.contains("connected_clients:200\r\n"), "{info}");
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut conns[0])
+        .unwrap();
+    assert_eq!(list.lines().count(), 200);
+    drop(conns);
+    server.shutdown();
+}
+
+fn client_id(c: &mut redis::Connection) -> i64 {
+    redis::cmd("CLIENT").arg("ID").query(c).unwrap()
+}
+
+#[test]
+fn client_list_info_and_kill() {
+    let server = two_workers();
+    let mut a = client(&server);
+    let mut b = client(&server);
+    let _: () = redis::cmd("CLIENT")
+        .arg(&["SETNAME", "worker-b"])
+        .query(&mut b)
+        .unwrap();
+    let b_id = client_id(&mut b);
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut a).unwrap();
+    assert_eq!(list.lines().count(), 2, "{list}");
+    let b_line = list
+        .lines()
+        .find(|l| l.starts_with(&format!("id={b_id} ")))
+        .unwrap();
+    assert!(b_line.contains(" name=worker-b "), "{b_line}");
+    let only_b: String = redis::cmd("CLIENT")
+        .arg(&["LIST", "ID", &b_id.to_string()])
+        .query(&mut a)
+        .unwrap();
+    assert_eq!(only_b.lines().count(), 1);
+    let me: String = redis::cmd("CLIENT").arg("INFO").query(&mut b).unwrap();
+    assert!(me.starts_with(&format!("id={b_id} ")) && me.contains("cmd=client|info"));
+    // New form: the count killed; the killed client's next command finds the socket closed.
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg(&["KILL", "ID", &b_id.to_string()])
+        .query(&mut a)
+        .unwrap();
+    assert_eq!(killed, 1);
+    assert!(redis::cmd("PING").query::<String>(&mut b).is_err());
+    let none: i64 = redis::cmd("CLIENT")
+        .arg(&["KILL", "ID", "999999"])
+        .query(&mut a)
+        .unwrap();
+    assert_eq!(none, 0);
+    // Old form, by address.
+    let mut s = TcpStream::connect(server.addr()).unwrap();
+    let addr = s.local_addr().unwrap().to_string();
+    s.write_all(&cmd(&["PING"])).unwrap();
+    let mut pong = [0u8; 7];
+    s.read_exact(&mut pong).unwrap();
+    let ok: String = redis::cmd("CLIENT")
+        .arg(&["KILL", &addr])
+        .query(&mut a)
+        .unwrap();
+    assert_eq!(ok, "OK");
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    assert_eq!(s.read(&mut pong).unwrap(), 0, "killed socket is closed");
+    let err = redis::cmd("CLIENT")
+        .arg(&["KILL", "1.2.3.4:5"])
+        .query::<Value>(&mut a)
+        .unwrap_err();
+    assert!(err.to_string().contains("No such client"), "{err}");
+    // The killer is unharmed, and the registry forgot the dead.
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut a).unwrap();
+    assert_eq!(list.lines().count(), 1, "{list}");
+    server.shutdown();
+}
+
+/// Two keys owned by different workers (shards 8, threads 2: owner = shard % 2).
+fn keys_on_both_workers(c: &mut redis::Connection) -> (String, String) {
+    let _ = c;
+    let router = fc_shard::ShardRouter::new(8, fc_shard::EmbeddedRouteMode::FullKey);
+    let owner = |k: &str| router.shard_of(&router.route_key(k.as_bytes())) % 2;
+    let a = (0..)
+        .map(|i| format!("w{i}"))
+        .find(|k| owner(k) == 0)
+        .unwrap();
+    let b = (0..)
+        .map(|i| format!("w{i}"))
+        .find(|k| owner(k) == 1)
+        .unwrap();
+    (a, b)
+}
+
+#[test]
+fn watch_makes_exec_fail_after_any_change() {
+    let server = two_workers();
+    let mut c = client(&server);
+    let mut other = client(&server);
+    let (a, b) = keys_on_both_workers(&mut c);
+    let exec = |c: &mut redis::Connection, key: &str| -> Value {
+        let _: () = redis::cmd("MULTI").query(c).unwrap();
+        let _: () = redis::cmd("SET").arg(&[key, "mine"]).query(c).unwrap();
+        redis::cmd("EXEC").query(c).unwrap()
+    };
+    // Unchanged: EXEC runs.
+    let _: () = redis::cmd("WATCH").arg(&[&a, &b]).query(&mut c).unwrap();
+    assert!(matches!(exec(&mut c, &a), Value::Array(ref v) if v.len() == 1));
+    // Another client writes a watched key on the other worker: EXEC aborts (nil).
+    let _: () = redis::cmd("WATCH").arg(&[&a, &b]).query(&mut c).unwrap();
+    let _: () = other.set(&b, "theirs").unwrap();
+    assert_eq!(exec(&mut c, &a), Value::Nil);
+    let v: String = c.get(&a).unwrap();
+    assert_eq!(v, "mine", "the aborted transaction wrote nothing new");
+    // Writing the same value still counts as a change (as in Redis).
+    let _: () = redis::cmd("WATCH").arg(&b).query(&mut c).unwrap();
+    let _: () = other.set(&b, "theirs").unwrap();
+    assert_eq!(exec(&mut c, &a), Value::Nil);
+    // Expiry after WATCH is a change; so is FLUSHALL.
+    let _: () = redis::cmd("SET")
+        .arg(&[&b, "short", "PX", "50"])
+        .query(&mut other)
+        .unwrap();
+    let _: () = redis::cmd("WATCH").arg(&b).query(&mut c).unwrap();
+    std::thread::sleep(Duration::from_millis(120));
+    assert_eq!(exec(&mut c, &a), Value::Nil);
+    let _: () = redis::cmd("WATCH").arg(&a).query(&mut c).unwrap();
+    let _: () = redis::cmd("FLUSHALL").query(&mut other).unwrap();
+    assert_eq!(exec(&mut c, &a), Value::Nil);
+    // UNWATCH forgets; EXEC unwatches too (the next transaction is free).
+    let _: () = redis::cmd("WATCH").arg(&a).query(&mut c).unwrap();
+    let _: () = redis::cmd("UNWATCH").query(&mut c).unwrap();
+    let _: () = other.set(&a, "x").unwrap();
+    assert!(matches!(exec(&mut c, &a), Value::Array(_)));
+    // WATCH inside MULTI is an error (and the transaction still runs: Redis does not flag it).
+    let _: () = redis::cmd("MULTI").query(&mut c).unwrap();
+    let err = redis::cmd("WATCH")
+        .arg(&a)
+        .query::<Value>(&mut c)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("WATCH inside MULTI is not allowed")
+    );
+    let _: () = redis::cmd("DISCARD").query(&mut c).unwrap();
+    server.shutdown();
+}
+
+#[test]
+fn optimistic_counters_with_watch_never_lose_an_increment() {
+    let server = two_workers();
+    let addr = server.addr();
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut c = redis::Client::open(format!("redis://{addr}/"))
+                    .unwrap()
+                    .get_connection()
+                    .unwrap();
+                for _ in 0..50 {
+                    // redis-rs's transaction helper: WATCH, read, MULTI/EXEC, retry on nil.
+                    let _: () = redis::transaction(&mut c, &["counter"], |c, pipe| {
+                        let n: i64 = c.get("counter").unwrap_or(0);
+                        pipe.set("counter", n + 1).ignore().query(c)
+                    })
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let mut c = client(&server);
+    let n: i64 = c.get("counter").unwrap();
+    assert_eq!(n, 200, "a read-modify-write under WATCH was lost");
+    server.shutdown();
+}
+
+#[test]
+fn msetnx_is_atomic_across_workers() {
+    let server = two_workers();
+    let mut c = client(&server);
+    let (a, b) = keys_on_both_workers(&mut c);
+    let set: i64 = redis::cmd("MSETNX")
+        .arg(&[&a, "1", &b, "2"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(set, 1);
+    let both: Vec<String> = c.mget(&[&a, &b]).unwrap();
+    assert_eq!(both, ["1", "2"]);
+    let fresh = format!("{a}-fresh");
+    let set: i64 = redis::cmd("MSETNX")
+        .arg(&[&fresh, "x", &b, "y"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(set, 0, "one key exists: nothing is set");
+    let none: Option<String> = c.get(&fresh).unwrap();
+    assert_eq!(none, None);
+    let kept: String = c.get(&b).unwrap();
+    assert_eq!(kept, "2");
+    // Inside a transaction too.
+    let _: () = redis::cmd("DEL").arg(&[&a, &b]).query(&mut c).unwrap();
+    let (r,): (i64,) = redis::pipe()
+        .atomic()
+        .cmd("MSETNX")
+        .arg(&[&a, "3", &b, "4"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(r, 1);
+    let both: Vec<String> = c.mget(&[&a, &b]).unwrap();
+    assert_eq!(both, ["3", "4"]);
+    server.shutdown();
+}
+
+#[test]
+fn config_set_changes_live_settings() {
+    let server = start(ServerConfig {
+        shards: 4,
+        threads: 2,
+        maxmemory: Some(64 << 20),
+        maxmemory_policy: fc_shard::EvictionPolicy::Lru,
+        ..ServerConfig::default()
+    });
+    let mut c = client(&server);
+    let get = |c: &mut redis::Connection, name: &str| -> String {
+        let pairs: Vec<String> = redis::cmd("CONFIG").arg(&["GET", name]).query(c).unwrap();
+        pairs[1].clone()
+    };
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "maxclients", "500", "timeout", "30"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(get(&mut c, "maxclients"), "500");
+    assert_eq!(get(&mut c, "timeout"), "30");
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "client-output-buffer-limit", "normal 1mb 0 10"])
+        .query(&mut c)
+        .unwrap();
+    assert!(get(&mut c, "client-output-buffer-limit").starts_with("normal 1048576 0 10 "));
+    // maxmemory shrinks live, and LRU evicts down to it.
+    for i in 0..2000 {
+        let _: () = c.set(format!("m{i}"), "x".repeat(1000)).unwrap();
+    }
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "maxmemory", "512kb"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(get(&mut c, "maxmemory"), "524288");
+    let info: String = redis::cmd("INFO").arg("memory").query(&mut c).unwrap();
+    assert!(info.contains("maxmemory:524288\r\n"), "{info}");
+    let dbsize: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert!(
+        dbsize < 600,
+        "evicted down to the new limit: {dbsize} keys left"
+    );
+    // Errors, with nothing applied when one pair of several is bad.
+    let err = |c: &mut redis::Connection, args: &[&str]| {
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(args)
+            .query::<Value>(c)
+            .unwrap_err()
+            .to_string()
+    };
+    let e = err(&mut c, &["maxclients", "7", "port", "1"]);
+    assert!(e.contains("can't set immutable config"), "{e}");
+    assert_eq!(get(&mut c, "maxclients"), "500");
+    let e = err(&mut c, &["bogus", "1"]);
+    assert!(
+        e.contains("Unknown option or number of arguments for CONFIG SET - 'bogus'"),
+        "{e}"
+    );
+    let e = err(&mut c, &["maxclients", "many"]);
+    assert!(
+        e.contains("argument couldn't be parsed into an integer"),
+        "{e}"
+    );
+    // requirepass applies to new connections; this one stays authenticated.
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "requirepass", "s3"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(
+        raw(&server, &cmd(&["PING"])),
+        b"-NOAUTH Authentication required.\r\n"
+    );
+    let pong: String = redis::cmd("PING").query(&mut c).unwrap();
+    assert_eq!(pong, "PONG");
+    server.shutdown();
+
+    // A server started without a limit cannot take one live (eviction bookkeeping starts
+    // with the first entry); it says so and changes nothing.
+    let server = two_workers();
+    let mut c = client(&server);
+    let e = err(&mut c, &["maxmemory", "1mb"]);
+    assert!(
+        e.contains("possibly related to argument 'maxmemory'") && e.contains("built with one"),
+        "{e}"
+    );
+    assert_eq!(get(&mut c, "maxmemory"), "0");
+    server.shutdown();
+}
+
+#[test]
+fn idle_clients_are_closed_after_the_timeout() {
+    let server = two_workers();
+    let mut c = client(&server);
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "timeout", "1"])
+        .query(&mut c)
+        .unwrap();
+    drop(c);
+    // An active client (a command every 300 ms) keeps its connection meanwhile.
+    let addr = server.addr();
+    let active = std::thread::spawn(move || {
+        let mut c = redis::Client::open(format!("redis://{addr}/"))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        for _ in 0..10 {
+            std::thread::sleep(Duration::from_millis(300));
+            let pong: String = redis::cmd("PING").query(&mut c).unwrap();
+            assert_eq!(pong, "PONG");
+        }
+    });
+    let mut idle = TcpStream::connect(server.addr()).unwrap();
+    idle.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let began = Instant::now();
+    let mut buf = [0u8; 16];
+    assert_eq!(idle.read(&mut buf).unwrap(), 0, "the idle client is closed");
+    assert!(began.elapsed() >= Duration::from_millis(900));
+    active.join().unwrap();
+    server.shutdown();
+}
+
+#[test]
+fn a_client_that_never_reads_is_disconnected_at_its_output_limit() {
+    let server = two_workers();
+    let mut c = client(&server);
+    let _: () = c.set("big", "x".repeat(1 << 20)).unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "client-output-buffer-limit", "normal 0 0 1"])
+        .query(&mut c)
+        .unwrap();
+    // 64 MiB of replies asked for and never read: the socket buffers fill, the write stalls.
+    let mut greedy = TcpStream::connect(server.addr()).unwrap();
+    greedy
+        .set_write_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let gets = cmd(&["GET", "big"]).repeat(64);
+    let _ = greedy.write_all(&gets);
+    let deadline = Instant::now() + Duration::from_secs(8);
+    let mut gone = false;
+    while Instant::now() < deadline {
+        let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut c).unwrap();
+        if list.lines().count() == 1 {
+            gone = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(gone, "the client that never reads is disconnected");
+    let pong: String = redis::cmd("PING").query(&mut c).unwrap();
+    assert_eq!(pong, "PONG");
+    // A hard limit closes the client at once instead of sending a reply batch over it.
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "client-output-buffer-limit", "normal 100kb 0 0"])
+        .query(&mut c)
+        .unwrap();
+    let reply = raw(&server, &cmd(&["GET", "big"]));
+    assert!(reply.is_empty(), "closed without the 1 MiB reply");
+    let small: Option<String> = c.get("nothing").unwrap();
+    assert_eq!(small, None);
+    server.shutdown();
+}
+
+// ----- the binary: config file, flags, SHUTDOWN, SIGTERM --------------------------------------
+
+struct Binary {
+    child: Child,
+    addr: String,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn spawn(args: &[&str]) -> Binary {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fc-server"))
+        .args(args)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("fc-server starts");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                let addr = rest.split(':').take(2).collect::<Vec<_>>().join(":");
+                let _ = tx.send(addr);
+            }
+        }
+    });
+    let addr = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("fc-server prints its address");
+    Binary { child, addr }
+}
+
+fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "fc-server did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn binary_config_file_flags_shutdown_and_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let file = dir.path().join("fast-cache.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[server]\nbind = \"127.0.0.1:{port}\"\nthreads = 2\nrequirepass = \"from-file\"\n[storage]\nshards = 8\n[persistence]\ndata_dir = \"{}\"\nsave = \"3600 1\"\n",
+            dir.path().join("data").display()
+        ),
+    )
+    .unwrap();
+    // The flag wins over the file's password; the file's address and data dir are used.
+    let config = file.to_str().unwrap();
+    let mut server = spawn(&["--config", config, "--requirepass", "from-flag"]);
+    assert_eq!(server.addr, format!("127.0.0.1:{port}"));
+    let url = |addr: &str, pw: &str| format!("redis://:{pw}@{addr}/");
+    assert!(
+        redis::Client::open(url(&server.addr, "from-file"))
+            .unwrap()
+            .get_connection()
+            .is_err()
+    );
+    let mut c = redis::Client::open(url(&server.addr, "from-flag"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    for i in 0..100 {
+        let _: () = c.set(format!("k{i}"), i).unwrap();
+    }
+    // SHUTDOWN saves (the save rules are set), answers nothing, and the process exits 0.
+    let r = redis::cmd("SHUTDOWN").query::<Value>(&mut c);
+    assert!(r.is_err(), "no reply: the connection closes ({r:?})");
+    assert!(wait_exit(&mut server.child).success());
+    let images = std::fs::read_dir(dir.path().join("data/snapshot"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert!(images > 0, "SHUTDOWN took a snapshot");
+
+    // Restart: everything is back. SIGTERM stops it gracefully: a pipeline already sent gets
+    // every reply before the connection closes.
+    let mut server = spawn(&["--config", config, "--requirepass", "from-flag"]);
+    let mut c = redis::Client::open(url(&server.addr, "from-flag"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let n: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(n, 100);
+    let mut s = TcpStream::connect(&server.addr).unwrap();
+    s.write_all(&cmd(&["AUTH", "from-flag"])).unwrap();
+    let mut ok = [0u8; 5];
+    s.read_exact(&mut ok).unwrap();
+    let pipeline = cmd(&["INCR", "n"]).repeat(2000);
+    s.write_all(&pipeline).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let pid = server.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let replies = read_all(&mut s);
+    let text = String::from_utf8_lossy(&replies);
+    assert_eq!(
+        text.lines().count(),
+        2000,
+        "every pipelined INCR got its reply"
+    );
+    assert!(text.ends_with(":2000\r\n"));
+    assert!(wait_exit(&mut server.child).success());
+    // A bad file is refused with every problem named.
+    std::fs::write(&file, "[server]\nbind = \"x\"\nmaxclients = 0\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_fc-server"))
+        .args(["--config", config])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("server.bind") && err.contains("server.maxclients"),
+        "{err}"
+    );
+}
