@@ -5,7 +5,8 @@
 //! [`storage::LocalEmbeddedStore`] (one per pinned worker, `&mut`, no locks).
 //!
 //! **Owns:** nothing of its own: it is the facade that re-exports the workspace crates by feature
-//! (`storage` now; `config`, `protocol`, `persistence`, `cuda` and `server` as those crates land).
+//! (`storage` and `persistence` by default; `config` and `server` with the `server` feature;
+//! `protocol` and `cuda` as those crates land).
 //! **Must not depend on:** anything a feature did not ask for.
 //!
 //! Keys and values are bytes. TTL arguments are milliseconds relative to now; `None` means the
@@ -162,6 +163,35 @@ pub mod persistence {
     pub use fc_wal::{
         FsyncPolicy, RecoveryMode, RecoveryReport, WalConfig, WalError, WalStatsSnapshot,
     };
+}
+
+/// Configuration from TOML (`fast-cache.toml`; every field documented in
+/// `fast-cache.toml.example`): load, validate (every problem with its field name), store, and
+/// build a server configuration or an embedded store from it.
+///
+/// ```
+/// use fast_cache::config::FastCacheConfig;
+///
+/// let config = FastCacheConfig::from_toml_str("[storage]\nshards = 8\nmax_memory = \"64mb\"\n")?;
+/// config.validate()?;
+/// let cache = config.embedded_store()?;
+/// cache.set(b"k".to_vec(), b"v".to_vec(), None);
+/// assert_eq!(cache.stats_snapshot().shards.len(), 8);
+/// # Ok::<(), fast_cache::config::ConfigError>(())
+/// ```
+#[cfg(feature = "server")]
+pub mod config {
+    pub use fc_server::config::{
+        ConfigError, FastCacheConfig, PersistenceSection, Problem, ServerSection, Size,
+        StorageSection,
+    };
+}
+
+/// The Redis-compatible server, to embed in a binary of your own (the `fc-server` binary is
+/// the same thing with a command line).
+#[cfg(feature = "server")]
+pub mod server {
+    pub use fc_server::{OutputLimit, PersistenceConfig, Server, ServerConfig, ServerHandle};
 }
 
 pub use fc_shard::StoreError as Error;
