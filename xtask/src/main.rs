@@ -5,6 +5,7 @@
 //! - `bench`: the embedded benchmark matrix against DashMap, Moka, lru and quick_cache, and
 //!   bytes-per-entry rows (`--memory`); writes `bench-matrix/<run-id>/`.
 //! - `hitratio`: hit ratios of the eviction policies against Moka, quick_cache and lru.
+//! - `bench-server`: fc-server against redis-server over TCP (`server.csv`), with durability rows.
 //! - `fuzz`: the codec crates' cargo-fuzz targets for a bounded time each (nightly + cargo-fuzz).
 
 use std::collections::BTreeMap;
@@ -16,6 +17,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod fuzz;
 mod hitratio;
+mod server_bench;
 
 #[derive(Parser)]
 #[command(name = "xtask", about = "fast-cache developer tasks")]
@@ -33,6 +35,10 @@ enum Task {
     /// Hit ratios of the eviction policies against Moka, quick_cache and lru on Zipf, scan and
     /// loop workloads (writes `bench-matrix/<run-id>/hitratio.csv`).
     Hitratio(hitratio::HitRatioArgs),
+    /// fc-server against redis-server (when installed): same settings, pinning and load, GET/SET/
+    /// 80-20 at pipelines 1/16/64 (writes `bench-matrix/<run-id>/server.csv`); `--persistence`
+    /// adds appendfsync everysec/always rows.
+    BenchServer(Box<server_bench::ServerBenchArgs>),
     /// Run the cargo-fuzz targets (fc-resp's request parser and reply decoder) for a bounded time.
     Fuzz(fuzz::FuzzArgs),
     /// Kill -9 durability soak: the fc-server binary with a data directory, writers, SIGKILL at
@@ -92,6 +98,7 @@ fn main() -> anyhow::Result<()> {
         Task::Fuzz(args) => fuzz::fuzz(args),
         Task::Hitratio(args) => hitratio::hitratio(args),
         Task::Crash(args) => crash(&args),
+        Task::BenchServer(args) => server_bench::bench_server(*args),
     }
 }
 

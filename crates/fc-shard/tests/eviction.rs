@@ -607,14 +607,23 @@ fn the_budget_changes_live_on_a_bounded_store_and_not_on_an_unbounded_one() {
         // Lifted: writes are no longer bounded, and a limit can come back.
         for local in &mut locals {
             local.set_max_memory(None).unwrap();
-            assert!(local.stats_snapshot().shards.iter().all(|s| s.max_memory == 0));
+            assert!(
+                local
+                    .stats_snapshot()
+                    .shards
+                    .iter()
+                    .all(|s| s.max_memory == 0)
+            );
         }
         for i in 0..1_000 {
             let key = k3(i);
             let w = locals[0].owner_of_key(&key);
             locals[w].set(&key, [2u8; 100], None);
         }
-        assert_eq!(locals.iter().map(LocalEmbeddedStore::len).sum::<usize>(), 1_000);
+        assert_eq!(
+            locals.iter().map(LocalEmbeddedStore::len).sum::<usize>(),
+            1_000
+        );
         for local in &mut locals {
             local.set_max_memory(Some(4 * 5_000)).unwrap();
         }

@@ -5,9 +5,9 @@
 //! `summary.md`); a full run updates `bench-matrix/LATEST`. See `bench-matrix/README.md`.
 
 mod backends;
-mod driver;
+pub(crate) mod driver;
 mod memory;
-mod report;
+pub(crate) mod report;
 
 use std::fmt;
 use std::fs;

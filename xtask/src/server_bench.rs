@@ -1,0 +1,811 @@
+//! `cargo xtask bench-server`: fc-server against redis-server, same settings, same pinning, same
+//! load — writes `bench-matrix/<run-id>/server.csv`, `server-summary.md` and `meta.json`.
+//!
+//! Each server runs as its own process pinned to `--server-cores` (the xtask sets its own
+//! affinity before spawning, and the child inherits it); the load runs on `--load-cores`. Two
+//! loads drive each shape: this xtask's own closed-loop generator (`load: xtask`: a pinned
+//! single-threaded tokio runtime, one task per connection, each writing a batch of `pipeline`
+//! commands and reading every reply before the next batch; latency is the batch's round trip)
+//! and, when installed, `redis-benchmark` (`load: redis-benchmark`, GET and SET only). Keys are
+//! `key:NNNNNNNNNNNN` (16 bytes, uniform over `--keys`, preloaded), as `redis-benchmark -r`
+//! names them. `--persistence` adds the durability rows: fc-server with `--data-dir` and Redis
+//! with `appendonly yes`, each under `appendfsync everysec` and `always`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::bench::report;
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct ServerBenchArgs {
+    /// Seconds measured per shape.
+    #[arg(long, default_value_t = 5.0)]
+    duration: f64,
+    /// Seconds of load before measuring.
+    #[arg(long, default_value_t = 1.0)]
+    warmup: f64,
+    /// Value sizes in bytes.
+    #[arg(long, value_delimiter = ',', default_value = "64,4096")]
+    values: Vec<usize>,
+    /// Mixes: get, set, 80-20.
+    #[arg(long, value_delimiter = ',', default_value = "get,set,80-20")]
+    mixes: Vec<String>,
+    /// Commands per batch.
+    #[arg(long, value_delimiter = ',', default_value = "1,16,64")]
+    pipelines: Vec<usize>,
+    /// Client connections.
+    #[arg(long, default_value_t = 50)]
+    connections: usize,
+    /// Distinct keys (preloaded).
+    #[arg(long, default_value_t = 100_000)]
+    keys: u64,
+    /// Servers: fc-server, redis (skipped with a note when redis-server is not installed).
+    #[arg(long, value_delimiter = ',', default_value = "fc-server,redis")]
+    servers: Vec<String>,
+    /// Durability: none (in memory), everysec, always.
+    #[arg(long, value_delimiter = ',', default_value = "none")]
+    fsync: Vec<String>,
+    /// The durability rows: `--fsync none,everysec,always --mixes set --values 64
+    /// --pipelines 1,16` unless given otherwise.
+    #[arg(long)]
+    persistence: bool,
+    /// CPUs the server runs on (fc-server gets one worker thread per CPU).
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    server_cores: Vec<usize>,
+    /// CPUs the load runs on.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    load_cores: Vec<usize>,
+    /// Skip redis-benchmark even when installed.
+    #[arg(long)]
+    no_redis_benchmark: bool,
+    /// A seconds-long smoke (CI): 64-byte values, pipelines 1 and 16, 10k keys, 1 s shapes.
+    #[arg(long)]
+    quick: bool,
+    /// Output directory (default `bench-matrix/<run-id>`).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Key sequence seed.
+    #[arg(long, default_value_t = 0x5eed_cafe)]
+    seed: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mix {
+    Get,
+    Set,
+    Mixed,
+}
+
+impl Mix {
+    fn parse(name: &str) -> anyhow::Result<Self> {
+        Ok(match name {
+            "get" => Self::Get,
+            "set" => Self::Set,
+            "80-20" => Self::Mixed,
+            other => bail!("unknown mix {other}: get, set, 80-20"),
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Get => "get",
+            Self::Set => "set",
+            Self::Mixed => "80-20",
+        }
+    }
+
+    /// Whether request `r` (a random number) is a SET.
+    fn is_set(self, r: u64) -> bool {
+        match self {
+            Self::Get => false,
+            Self::Set => true,
+            Self::Mixed => r.is_multiple_of(5),
+        }
+    }
+}
+
+struct Row {
+    server: String,
+    value: usize,
+    mix: &'static str,
+    pipeline: usize,
+    ops: f64,
+    p50: f64,
+    p99: f64,
+    cpu: f64,
+    load: &'static str,
+    fsync: String,
+}
+
+pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
+    if args.persistence {
+        args.fsync = vec!["none".into(), "everysec".into(), "always".into()];
+        if args.mixes == ["get", "set", "80-20"] {
+            args.mixes = vec!["set".into()];
+        }
+        if args.values == [64, 4096] {
+            args.values = vec![64];
+        }
+        if args.pipelines == [1, 16, 64] {
+            args.pipelines = vec![1, 16];
+        }
+    }
+    if args.quick {
+        args.duration = 1.0;
+        args.warmup = 0.2;
+        args.values = vec![64];
+        args.pipelines = vec![1, 16];
+        args.keys = 10_000;
+    }
+    let mixes: Vec<Mix> = args
+        .mixes
+        .iter()
+        .map(|m| Mix::parse(m))
+        .collect::<anyhow::Result<_>>()?;
+    let root = report::workspace_root()?;
+    let run_id = report::utc_run_id();
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| root.join("bench-matrix").join(&run_id));
+    std::fs::create_dir_all(&out)?;
+    eprintln!("bench-server: building fc-server (release)");
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["build", "--release", "--quiet", "-p", "fc-server"])
+        .current_dir(&root)
+        .status()?;
+    if !status.success() {
+        bail!("building fc-server failed");
+    }
+    let fc_binary = root.join("target/release/fc-server");
+    let have_redis = which("redis-server");
+    let have_benchmark = which("redis-benchmark") && !args.no_redis_benchmark;
+    let mut rows = Vec::new();
+    for server in &args.servers {
+        if server == "redis" && !have_redis {
+            eprintln!("bench-server: redis-server is not installed; its rows are skipped");
+            continue;
+        }
+        for fsync in &args.fsync {
+            for &value in &args.values {
+                let data = tempfile_dir(&out, server, fsync)?;
+                let process = start_server(server, fsync, &fc_binary, &data, &args)?;
+                let addr = process.addr.clone();
+                let pid = process.child.id();
+                preload(&addr, args.keys, value)?;
+                for &mix in &mixes {
+                    for &pipeline in &args.pipelines {
+                        let label =
+                            format!("{server} fsync={fsync} {value}B {} P{pipeline}", mix.name());
+                        let sample = run_load(&process, &args, mix, value, pipeline)?;
+                        eprintln!(
+                            "bench-server: {label}: {:.0} ops/s, p50 {:.0} us, p99 {:.0} us, server CPU {:.2}",
+                            sample.ops, sample.p50, sample.p99, sample.cpu
+                        );
+                        rows.push(Row {
+                            server: server.clone(),
+                            value,
+                            mix: mix.name(),
+                            pipeline,
+                            ops: sample.ops,
+                            p50: sample.p50,
+                            p99: sample.p99,
+                            cpu: sample.cpu,
+                            load: "xtask",
+                            fsync: fsync.clone(),
+                        });
+                        if have_benchmark && mix != Mix::Mixed {
+                            let requests = (sample.ops * args.duration) as u64;
+                            match redis_benchmark(&addr, pid, &args, mix, value, pipeline, requests)
+                            {
+                                Ok(s) => rows.push(Row {
+                                    server: server.clone(),
+                                    value,
+                                    mix: mix.name(),
+                                    pipeline,
+                                    ops: s.ops,
+                                    p50: s.p50,
+                                    p99: s.p99,
+                                    cpu: s.cpu,
+                                    load: "redis-benchmark",
+                                    fsync: fsync.clone(),
+                                }),
+                                Err(e) => eprintln!("bench-server: redis-benchmark {label}: {e}"),
+                            }
+                        }
+                    }
+                }
+                process.stop();
+                let _ = std::fs::remove_dir_all(&data);
+            }
+        }
+    }
+    write_csv(&out.join("server.csv"), &run_id, &args, &rows)?;
+    write_summary(&out.join("server-summary.md"), &run_id, &args, &rows)?;
+    report::write_meta(&out, &run_id, &report::command_line(), args.seed)?;
+    eprintln!("bench-server: wrote {}", out.join("server.csv").display());
+    Ok(())
+}
+
+fn which(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn tempfile_dir(out: &Path, server: &str, fsync: &str) -> anyhow::Result<PathBuf> {
+    let dir = out.join(format!("data-{server}-{fsync}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+fn pin_self(cpus: &[usize]) {
+    let mut set = rustix::thread::CpuSet::new();
+    for &c in cpus {
+        set.set(c);
+    }
+    if let Err(e) = rustix::thread::sched_setaffinity(None, &set) {
+        eprintln!("bench-server: could not pin to CPUs {cpus:?}: {e}");
+    }
+}
+
+struct ServerProcess {
+    child: Child,
+    addr: String,
+}
+
+impl ServerProcess {
+    fn stop(mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// Starts `server` pinned to the server cores (the child inherits this thread's affinity).
+fn start_server(
+    server: &str,
+    fsync: &str,
+    fc_binary: &Path,
+    data: &Path,
+    args: &ServerBenchArgs,
+) -> anyhow::Result<ServerProcess> {
+    let port = free_port()?;
+    let before = crate::bench::driver::allowed_cpus();
+    pin_self(&args.server_cores);
+    let mut cmd = if server == "fc-server" {
+        let mut cmd = Command::new(fc_binary);
+        cmd.args(["--bind", &format!("127.0.0.1:{port}")])
+            .args(["--threads", &args.server_cores.len().to_string()])
+            .args(["--save", ""]);
+        if fsync != "none" {
+            cmd.arg("--data-dir")
+                .arg(data)
+                .args(["--appendfsync", fsync]);
+        }
+        cmd
+    } else {
+        let mut cmd = Command::new("redis-server");
+        cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--protected-mode", "no", "--daemonize", "no"])
+            .args(["--io-threads", &args.server_cores.len().to_string()]);
+        if fsync == "none" {
+            cmd.args(["--appendonly", "no"]);
+        } else {
+            cmd.args(["--appendonly", "yes", "--appendfsync", fsync])
+                .arg("--dir")
+                .arg(data);
+        }
+        cmd
+    };
+    let child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {server}"));
+    pin_self(&before);
+    let child = child?;
+    let addr = format!("127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(mut s) = TcpStream::connect(&addr) {
+            let mut pong = [0u8; 7];
+            if s.write_all(b"PING\r\n").is_ok()
+                && s.read_exact(&mut pong).is_ok()
+                && &pong == b"+PONG\r\n"
+            {
+                break;
+            }
+        }
+        if Instant::now() > deadline {
+            bail!("{server} did not answer PING on {addr}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(ServerProcess { child, addr })
+}
+
+fn key(n: u64) -> String {
+    format!("key:{n:012}")
+}
+
+fn push_command(buf: &mut Vec<u8>, parts: &[&[u8]]) {
+    let _ = write!(VecWriter(buf), "*{}\r\n", parts.len());
+    for p in parts {
+        let _ = write!(VecWriter(buf), "${}\r\n", p.len());
+        buf.extend_from_slice(p);
+        buf.extend_from_slice(b"\r\n");
+    }
+}
+
+struct VecWriter<'a>(&'a mut Vec<u8>);
+
+impl std::fmt::Write for VecWriter<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
+}
+
+/// Sets every key once (pipelines of 256), so GETs hit.
+fn preload(addr: &str, keys: u64, value: usize) -> anyhow::Result<()> {
+    let value = vec![b'x'; value];
+    let mut s = TcpStream::connect(addr)?;
+    let mut buf = Vec::new();
+    let mut scratch = vec![0u8; 64 << 10];
+    let mut pending = Vec::new();
+    let mut next = 0;
+    while next < keys {
+        buf.clear();
+        let end = (next + 256).min(keys);
+        for n in next..end {
+            push_command(&mut buf, &[b"SET", key(n).as_bytes(), &value]);
+        }
+        s.write_all(&buf)?;
+        let mut replies = 0;
+        while replies < (end - next) as usize {
+            let n = s.read(&mut scratch)?;
+            if n == 0 {
+                bail!("the server closed the connection while loading");
+            }
+            pending.extend_from_slice(&scratch[..n]);
+            let (count, used) = count_replies(&pending);
+            replies += count;
+            pending.drain(..used);
+        }
+        next = end;
+    }
+    Ok(())
+}
+
+/// Complete replies at the start of `buf`, and the bytes they take.
+fn count_replies(buf: &[u8]) -> (usize, usize) {
+    let mut at = 0;
+    let mut count = 0;
+    while at < buf.len() {
+        let Some(line_end) = memchr_crlf(&buf[at..]) else {
+            break;
+        };
+        let line = &buf[at..at + line_end];
+        let next = at + line_end + 2;
+        match line.first() {
+            Some(b'$') => {
+                let len: i64 = std::str::from_utf8(&line[1..])
+                    .ok()
+                    .and_then(|t| t.parse().ok())
+                    .unwrap_or(-1);
+                if len < 0 {
+                    at = next;
+                } else {
+                    let end = next + len as usize + 2;
+                    if end > buf.len() {
+                        break;
+                    }
+                    at = end;
+                }
+            }
+            _ => at = next,
+        }
+        count += 1;
+    }
+    (count, at)
+}
+
+fn memchr_crlf(buf: &[u8]) -> Option<usize> {
+    let at = memchr::memchr(b'\n', buf)?;
+    (at > 0 && buf[at - 1] == b'\r').then(|| at - 1)
+}
+
+struct Sample {
+    ops: f64,
+    p50: f64,
+    p99: f64,
+    /// The server process's CPU use in the window, in cores (1.0 = one core busy throughout).
+    cpu: f64,
+}
+
+/// User + system CPU seconds `pid` has used.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at state (field 3).
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i).and_then(|f| f.parse::<u64>().ok()))
+        .sum();
+    ticks as f64 / rustix::param::clock_ticks_per_second() as f64
+}
+
+fn xorshift(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
+/// The xtask load: `connections` tasks on a runtime pinned to the load cores.
+fn run_load(
+    server: &ServerProcess,
+    args: &ServerBenchArgs,
+    mix: Mix,
+    value: usize,
+    pipeline: usize,
+) -> anyhow::Result<Sample> {
+    let addr = server.addr.clone();
+    let start = Instant::now();
+    let (connections, keys, seed) = (args.connections, args.keys, args.seed);
+    let warmup = Duration::from_secs_f64(args.warmup);
+    let duration = Duration::from_secs_f64(args.duration);
+    let load_cores = args.load_cores.clone();
+    let handle = std::thread::spawn(move || -> anyhow::Result<Sample> {
+        pin_self(&load_cores);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        runtime.block_on(async move {
+            let measure_from = start + warmup;
+            let end = measure_from + duration;
+            let value = vec![b'v'; value];
+            let mut tasks = Vec::new();
+            for c in 0..connections {
+                let addr = addr.clone();
+                let value = value.clone();
+                tasks.push(tokio::task::spawn(async move {
+                    connection_load(
+                        &addr,
+                        mix,
+                        &value,
+                        pipeline,
+                        keys,
+                        seed ^ (c as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                        measure_from,
+                        end,
+                    )
+                    .await
+                }));
+            }
+            let mut ops = 0u64;
+            let mut latencies = Vec::new();
+            for task in tasks {
+                let (n, mut lat) = task.await??;
+                ops += n;
+                latencies.append(&mut lat);
+            }
+            latencies.sort_unstable();
+            let pct = |p: f64| {
+                latencies
+                    .get(
+                        ((latencies.len() as f64 * p) as usize)
+                            .min(latencies.len().saturating_sub(1)),
+                    )
+                    .map_or(0.0, |&v| f64::from(v))
+            };
+            Ok(Sample {
+                ops: ops as f64 / duration.as_secs_f64(),
+                p50: pct(0.50),
+                p99: pct(0.99),
+                cpu: 0.0,
+            })
+        })
+    });
+    let pid = server.child.id();
+    std::thread::sleep((start + warmup).saturating_duration_since(Instant::now()));
+    let (cpu0, t0) = (cpu_seconds(pid), Instant::now());
+    std::thread::sleep((start + warmup + duration).saturating_duration_since(Instant::now()));
+    let (cpu1, t1) = (cpu_seconds(pid), Instant::now());
+    let mut sample = handle
+        .join()
+        .map_err(|_| anyhow::anyhow!("the load thread panicked"))??;
+    sample.cpu = (cpu1 - cpu0) / t1.duration_since(t0).as_secs_f64();
+    Ok(sample)
+}
+
+/// A batch of `pipeline` commands whose keys are rewritten in place before each send (12
+/// digits at each recorded offset), as redis-benchmark does with `__rand_int__`: sending costs
+/// the load no formatting.
+struct Template {
+    bytes: Vec<u8>,
+    key_digits: Vec<usize>,
+}
+
+impl Template {
+    fn new(mix: Mix, value: &[u8], pipeline: usize, state: &mut u64) -> Self {
+        let mut bytes = Vec::with_capacity(pipeline * (value.len() + 64));
+        let mut key_digits = Vec::with_capacity(pipeline);
+        for _ in 0..pipeline {
+            let set = mix.is_set(xorshift(state));
+            let head: &[u8] = if set {
+                b"*3\r\n$3\r\nSET\r\n$16\r\nkey:"
+            } else {
+                b"*2\r\n$3\r\nGET\r\n$16\r\nkey:"
+            };
+            bytes.extend_from_slice(head);
+            key_digits.push(bytes.len());
+            bytes.extend_from_slice(b"000000000000\r\n");
+            if set {
+                push_bulk(&mut bytes, value);
+            }
+        }
+        Self { bytes, key_digits }
+    }
+
+    fn randomize(&mut self, keys: u64, state: &mut u64) {
+        for &at in &self.key_digits {
+            let r = xorshift(state);
+            let mut n = ((u128::from(r >> 11) * u128::from(keys)) >> 53) as u64;
+            for d in self.bytes[at..at + 12].iter_mut().rev() {
+                *d = b'0' + (n % 10) as u8;
+                n /= 10;
+            }
+        }
+    }
+}
+
+fn push_bulk(buf: &mut Vec<u8>, bytes: &[u8]) {
+    let _ = write!(VecWriter(buf), "${}\r\n", bytes.len());
+    buf.extend_from_slice(bytes);
+    buf.extend_from_slice(b"\r\n");
+}
+
+/// One connection's closed loop: a batch out, every reply in, repeat until `end`. Counts the
+/// operations whose batch finished inside `[measure_from, end)`.
+#[expect(clippy::too_many_arguments, reason = "one load shape, spelled out")]
+async fn connection_load(
+    addr: &str,
+    mix: Mix,
+    value: &[u8],
+    pipeline: usize,
+    keys: u64,
+    seed: u64,
+    measure_from: Instant,
+    end: Instant,
+) -> anyhow::Result<(u64, Vec<u32>)> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let mut state = seed | 1;
+    let mut templates: Vec<Template> = (0..8)
+        .map(|_| Template::new(mix, value, pipeline, &mut state))
+        .collect();
+    let mut rbuf = Vec::with_capacity(64 << 10);
+    let mut chunk = vec![0u8; 64 << 10];
+    let mut ops = 0u64;
+    let mut latencies = Vec::new();
+    let mut round = 0usize;
+    loop {
+        let now = Instant::now();
+        if now >= end {
+            break;
+        }
+        let template = &mut templates[round % 8];
+        round += 1;
+        template.randomize(keys, &mut state);
+        stream.write_all(&template.bytes).await?;
+        let mut replies = 0;
+        while replies < pipeline {
+            let n = stream.read(&mut chunk).await?;
+            if n == 0 {
+                bail!("the server closed the connection");
+            }
+            let (count, used) = if rbuf.is_empty() {
+                let (count, used) = count_replies(&chunk[..n]);
+                rbuf.extend_from_slice(&chunk[used..n]);
+                (count, 0)
+            } else {
+                rbuf.extend_from_slice(&chunk[..n]);
+                count_replies(&rbuf)
+            };
+            replies += count;
+            rbuf.drain(..used);
+        }
+        let done = Instant::now();
+        if now >= measure_from && done <= end {
+            ops += pipeline as u64;
+            latencies.push(
+                done.duration_since(now)
+                    .as_micros()
+                    .min(u128::from(u32::MAX)) as u32,
+            );
+        }
+    }
+    Ok((ops, latencies))
+}
+
+/// `redis-benchmark` pinned to the load cores, one test (GET or SET).
+fn redis_benchmark(
+    addr: &str,
+    pid: u32,
+    args: &ServerBenchArgs,
+    mix: Mix,
+    value: usize,
+    pipeline: usize,
+    requests: u64,
+) -> anyhow::Result<Sample> {
+    let (host, port) = addr.split_once(':').context("address")?;
+    let before = crate::bench::driver::allowed_cpus();
+    pin_self(&args.load_cores);
+    let (cpu0, t0) = (cpu_seconds(pid), Instant::now());
+    let output = Command::new("redis-benchmark")
+        .args(["-h", host, "-p", port, "--csv", "-q"])
+        .args(["-c", &args.connections.to_string()])
+        .args(["-n", &requests.max(10_000).to_string()])
+        .args(["-P", &pipeline.to_string()])
+        .args(["-d", &value.to_string()])
+        .args(["-r", &args.keys.to_string()])
+        .args(["-t", mix.name()])
+        .output();
+    let cpu = (cpu_seconds(pid) - cpu0) / t0.elapsed().as_secs_f64();
+    pin_self(&before);
+    let output = output?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    // "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
+    let line = text
+        .lines()
+        .find(|l| {
+            l.to_ascii_lowercase()
+                .starts_with(&format!("\"{}\"", mix.name()))
+        })
+        .with_context(|| format!("no {} row in redis-benchmark's output: {text}", mix.name()))?;
+    let fields: Vec<f64> = line
+        .split(',')
+        .skip(1)
+        .map(|f| f.trim_matches('"').parse().unwrap_or(0.0))
+        .collect();
+    if fields.len() < 6 {
+        bail!("unexpected redis-benchmark line: {line}");
+    }
+    Ok(Sample {
+        ops: fields[0],
+        p50: fields[3] * 1000.0,
+        p99: fields[5] * 1000.0,
+        cpu,
+    })
+}
+
+const HEADER: &str = "run_id,server,server_cores,value_bytes,mix,pipeline,connections,ops_per_sec,p50_us,p99_us,load,persistence,server_cpu,ops_per_server_cpu_sec";
+
+fn write_csv(
+    path: &Path,
+    run_id: &str,
+    args: &ServerBenchArgs,
+    rows: &[Row],
+) -> anyhow::Result<()> {
+    let mut text = String::from(HEADER);
+    text.push('\n');
+    for r in rows {
+        let _ = writeln!(
+            text,
+            "{run_id},{},{},{},{},{},{},{:.0},{:.0},{:.0},{},{},{:.2},{:.0}",
+            r.server,
+            args.server_cores.len(),
+            r.value,
+            r.mix,
+            r.pipeline,
+            args.connections,
+            r.ops,
+            r.p50,
+            r.p99,
+            r.load,
+            r.fsync,
+            r.cpu,
+            r.ops / r.cpu.max(0.01)
+        );
+    }
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+fn write_summary(
+    path: &Path,
+    run_id: &str,
+    args: &ServerBenchArgs,
+    rows: &[Row],
+) -> anyhow::Result<()> {
+    type Shape = (&'static str, String, usize, &'static str, usize);
+    let mut table: BTreeMap<Shape, BTreeMap<String, &Row>> = BTreeMap::new();
+    for r in rows {
+        table
+            .entry((r.load, r.fsync.clone(), r.value, r.mix, r.pipeline))
+            .or_default()
+            .insert(r.server.clone(), r);
+    }
+    let mut text = format!(
+        "# bench-server {run_id}\n\n`{}`\n\nServer on CPUs {:?} (fc-server: {} worker thread(s); Redis: io-threads {}), load on CPUs {:?}, {} connections, {} keys preloaded. Same load, same run.\n\n- **ops/s ratio** = fc-server ÷ Redis throughput. On a machine where the load has only as many cores as the server, the load generator can be the limit (then both servers show the same rate and the server CPU column is below 1.0).\n- **per-CPU ratio** = fc-server ÷ Redis in operations per server CPU-second (throughput ÷ the server's measured CPU use): the per-core efficiency, meaningful whichever side is the limit.\n- Latency: per batch round trip (xtask load) or per request (redis-benchmark), µs.\n\n| load | persistence | value | mix | pipeline | fc-server ops/s | Redis ops/s | ops/s ratio | fc CPU | Redis CPU | per-CPU ratio | fc p50 / p99 | Redis p50 / p99 |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        report::command_line(),
+        args.server_cores,
+        args.server_cores.len(),
+        args.server_cores.len(),
+        args.load_cores,
+        args.connections,
+        args.keys
+    );
+    for ((load, fsync, value, mix, pipeline), servers) in &table {
+        let fc = servers.get("fc-server");
+        let redis = servers.get("redis");
+        let ops = |r: Option<&&Row>| r.map_or("-".to_string(), |r| format!("{:.0}", r.ops));
+        let cpu = |r: Option<&&Row>| r.map_or("-".to_string(), |r| format!("{:.2}", r.cpu));
+        let lat = |r: Option<&&Row>| {
+            r.map_or("-".to_string(), |r| format!("{:.0} / {:.0}", r.p50, r.p99))
+        };
+        let (ratio, per_cpu) = match (fc, redis) {
+            (Some(f), Some(r)) if r.ops > 0.0 => (
+                format!("{:.2}x", f.ops / r.ops),
+                format!(
+                    "{:.2}x",
+                    (f.ops / f.cpu.max(0.01)) / (r.ops / r.cpu.max(0.01))
+                ),
+            ),
+            _ => ("-".into(), "-".into()),
+        };
+        let _ = writeln!(
+            text,
+            "| {load} | {fsync} | {value} | {mix} | {pipeline} | {} | {} | {ratio} | {} | {} | {per_cpu} | {} | {} |",
+            ops(fc),
+            ops(redis),
+            cpu(fc),
+            cpu(redis),
+            lat(fc),
+            lat(redis)
+        );
+    }
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_are_counted_only_when_complete() {
+        let buf = b"+OK\r\n$3\r\nabc\r\n$-1\r\n:5\r\n$5\r\nab";
+        assert_eq!(count_replies(buf), (4, 23));
+        assert_eq!(count_replies(b"$3\r\nab"), (0, 0));
+        assert_eq!(count_replies(b"+O"), (0, 0));
+    }
+}
