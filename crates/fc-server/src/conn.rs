@@ -434,7 +434,7 @@ async fn exec(worker: &Worker, state: &mut State, parser: &mut RequestParser, ou
         let args = vec![Bytes::from_static(b"exists"), key.key.clone()];
         let owner = key.shard % shared.workers;
         let mut scratch = BytesMut::new();
-        let touch = command::TABLE["exists"].handler;
+        let touch = command::spec_of("exists").handler;
         exec_at(
             worker,
             owner,
@@ -503,7 +503,7 @@ impl Held {
 /// expiry is not mistaken for a later change), then records its version.
 async fn watch(worker: &Worker, state: &mut State, args: &[Bytes], out: &mut BytesMut) {
     let shared = &worker.shared;
-    let touch = command::TABLE["exists"].handler;
+    let touch = command::spec_of("exists").handler;
     for key in &args[1..] {
         let probe = vec![Bytes::from_static(b"exists"), key.clone()];
         let mut scratch = BytesMut::new();
@@ -986,8 +986,8 @@ async fn msetnx_across(
         None => Some(Held::take(worker, owners).await),
     };
     let links = txn.or(held.as_ref().map(|h| &h.links));
-    let exists = command::TABLE["exists"].handler;
-    let set = command::TABLE["mset"].handler;
+    let exists = command::spec_of("exists").handler;
+    let set = command::spec_of("mset").handler;
     let mut found = 0;
     let mut failed = None;
     for pair in args[1..].chunks(2) {

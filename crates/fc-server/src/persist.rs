@@ -148,7 +148,15 @@ impl Persist {
                 self.wake.notify_one();
                 answer.await.unwrap_or(false)
             }
-            _ => self.wal.flush_appended().is_ok(),
+            _ => {
+                // Let this worker's other ready connections run their batches first, so one
+                // write per dirty shard covers all of them (as Redis's beforeSleep writes the
+                // AOF once per event-loop turn); whoever comes later finds its frames flushed.
+                if !self.wal.is_flushed(self.wal.appended()) {
+                    tokio::task::yield_now().await;
+                }
+                self.wal.flush_appended().is_ok()
+            }
         }
     }
 

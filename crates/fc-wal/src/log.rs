@@ -588,6 +588,12 @@ impl WalSink {
         Ok(())
     }
 
+    /// Whether every frame appended up to `position` has been written to the OS.
+    #[must_use]
+    pub fn is_flushed(&self, position: u64) -> bool {
+        self.flushed.load(Ordering::Acquire) >= position
+    }
+
     /// Frames appended since the sink opened (a position to pass to [`WalSink::commit_to`]).
     #[must_use]
     pub fn appended(&self) -> u64 {

@@ -247,107 +247,113 @@ const WRITE_COMMANDS: &[&str] = &[
     "zremrangebylex",
 ];
 
-/// Every command, by lowercase name.
-pub(crate) static TABLE: LazyLock<HashMap<&'static str, Spec>> = LazyLock::new(|| {
-    use Route::{AllWorkers, Connection, PerKey};
-    let conn = |name, arity| spec(name, arity, Connection, connection_only);
-    let mut all = vec![
-        conn("ping", -1),
-        conn("echo", 2),
-        conn("hello", -1),
-        conn("auth", -2),
-        conn("select", 2),
-        conn("quit", -1),
-        conn("reset", 1),
-        conn("client", -2),
-        conn("command", -1),
-        conn("info", -1),
-        conn("time", 1),
-        conn("config", -2),
-        conn("multi", 1),
-        conn("exec", 1),
-        conn("discard", 1),
-        conn("watch", -2),
-        conn("unwatch", 1),
-        conn("shutdown", -1),
-        conn("save", 1),
-        conn("bgsave", -1),
-        conn("lastsave", 1),
-        spec("dbsize", 1, AllWorkers(Merge::Sum), keys::dbsize),
-        spec("flushall", -1, AllWorkers(Merge::Ok), keys::flushall),
-        spec("flushdb", -1, AllWorkers(Merge::Ok), keys::flushall),
-        spec("keys", 2, AllWorkers(Merge::Concat), keys::keys),
-        spec(
-            "del",
-            -2,
-            PerKey {
-                step: 1,
-                merge: Merge::Sum,
-            },
-            keys::del_one,
-        ),
-        spec(
-            "unlink",
-            -2,
-            PerKey {
-                step: 1,
-                merge: Merge::Sum,
-            },
-            keys::del_one,
-        ),
-        spec(
-            "exists",
-            -2,
-            PerKey {
-                step: 1,
-                merge: Merge::Sum,
-            },
-            keys::exists_one,
-        ),
-        spec(
-            "touch",
-            -2,
-            PerKey {
-                step: 1,
-                merge: Merge::Sum,
-            },
-            keys::exists_one,
-        ),
-        spec(
-            "mget",
-            -2,
-            PerKey {
-                step: 1,
-                merge: Merge::Array,
-            },
-            strings::mget_one,
-        ),
-        spec(
-            "mset",
-            -3,
-            PerKey {
-                step: 2,
-                merge: Merge::Ok,
-            },
-            strings::mset_one,
-        ),
-        spec("scan", -2, Route::Cursor, keys::scan),
-        spec("debug", -2, AllWorkers(Merge::Digest), keys::debug_part),
-        spec(
-            "randomkey",
-            1,
-            AllWorkers(Merge::Random),
-            keys::randomkey_part,
-        ),
-    ];
-    all.extend(keys::specs());
-    all.extend(strings::specs());
-    all.extend(hashes::specs());
-    all.extend(lists::specs());
-    all.extend(sets::specs());
-    all.extend(zsets::specs());
-    all.into_iter().map(|s| (s.name, s)).collect()
-});
+/// Every command, by lowercase name (foldhash: the lookup is on every command's path).
+pub(crate) static TABLE: LazyLock<HashMap<&'static [u8], Spec, foldhash::fast::FixedState>> =
+    LazyLock::new(|| {
+        use Route::{AllWorkers, Connection, PerKey};
+        let conn = |name, arity| spec(name, arity, Connection, connection_only);
+        let mut all = vec![
+            conn("ping", -1),
+            conn("echo", 2),
+            conn("hello", -1),
+            conn("auth", -2),
+            conn("select", 2),
+            conn("quit", -1),
+            conn("reset", 1),
+            conn("client", -2),
+            conn("command", -1),
+            conn("info", -1),
+            conn("time", 1),
+            conn("config", -2),
+            conn("multi", 1),
+            conn("exec", 1),
+            conn("discard", 1),
+            conn("watch", -2),
+            conn("unwatch", 1),
+            conn("shutdown", -1),
+            conn("save", 1),
+            conn("bgsave", -1),
+            conn("lastsave", 1),
+            spec("dbsize", 1, AllWorkers(Merge::Sum), keys::dbsize),
+            spec("flushall", -1, AllWorkers(Merge::Ok), keys::flushall),
+            spec("flushdb", -1, AllWorkers(Merge::Ok), keys::flushall),
+            spec("keys", 2, AllWorkers(Merge::Concat), keys::keys),
+            spec(
+                "del",
+                -2,
+                PerKey {
+                    step: 1,
+                    merge: Merge::Sum,
+                },
+                keys::del_one,
+            ),
+            spec(
+                "unlink",
+                -2,
+                PerKey {
+                    step: 1,
+                    merge: Merge::Sum,
+                },
+                keys::del_one,
+            ),
+            spec(
+                "exists",
+                -2,
+                PerKey {
+                    step: 1,
+                    merge: Merge::Sum,
+                },
+                keys::exists_one,
+            ),
+            spec(
+                "touch",
+                -2,
+                PerKey {
+                    step: 1,
+                    merge: Merge::Sum,
+                },
+                keys::exists_one,
+            ),
+            spec(
+                "mget",
+                -2,
+                PerKey {
+                    step: 1,
+                    merge: Merge::Array,
+                },
+                strings::mget_one,
+            ),
+            spec(
+                "mset",
+                -3,
+                PerKey {
+                    step: 2,
+                    merge: Merge::Ok,
+                },
+                strings::mset_one,
+            ),
+            spec("scan", -2, Route::Cursor, keys::scan),
+            spec("debug", -2, AllWorkers(Merge::Digest), keys::debug_part),
+            spec(
+                "randomkey",
+                1,
+                AllWorkers(Merge::Random),
+                keys::randomkey_part,
+            ),
+        ];
+        all.extend(keys::specs());
+        all.extend(strings::specs());
+        all.extend(hashes::specs());
+        all.extend(lists::specs());
+        all.extend(sets::specs());
+        all.extend(zsets::specs());
+        all.into_iter().map(|s| (s.name.as_bytes(), s)).collect()
+    });
+
+/// The spec of a command known to exist (by lowercase name).
+pub(crate) fn spec_of(name: &str) -> &'static Spec {
+    &TABLE[name.as_bytes()]
+}
 
 /// The spec of a command name (any case).
 pub(crate) fn lookup(name: &[u8]) -> Option<&'static Spec> {
@@ -358,8 +364,7 @@ pub(crate) fn lookup(name: &[u8]) -> Option<&'static Spec> {
     for (l, &c) in lower.iter_mut().zip(name) {
         *l = c.to_ascii_lowercase();
     }
-    let name = std::str::from_utf8(&lower[..name.len()]).ok()?;
-    TABLE.get(name)
+    TABLE.get(&lower[..name.len()])
 }
 
 /// Redis's reply for an unknown command (clients match its prefix).
