@@ -412,10 +412,9 @@ fn workers_of(worker: &Worker, spec: &command::Spec, args: &[Bytes], into: &mut 
 /// else running on those workers, then releases them.
 async fn exec(worker: &Worker, state: &mut State, parser: &mut RequestParser, out: &mut BytesMut) {
     let version = state.version;
-    if state.multi.is_none() {
+    let Some(queue) = state.multi.take() else {
         return Encoder::new(out, version).error(b"ERR EXEC without MULTI");
-    }
-    let queue = state.multi.take().unwrap_or_default();
+    };
     state.set_multi(None);
     if std::mem::take(&mut state.dirty) {
         state.unwatch();
