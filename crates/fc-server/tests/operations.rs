@@ -8,52 +8,11 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fc_server::{Server, ServerConfig, ServerHandle};
+mod common;
+
+use common::{client, raw, read_all, start, two_workers};
+use fc_server::ServerConfig;
 use redis::{Commands, Value};
-
-fn start(config: ServerConfig) -> ServerHandle {
-    Server::start(ServerConfig {
-        bind: "127.0.0.1:0".parse().unwrap(),
-        ..config
-    })
-    .expect("server starts")
-}
-
-fn two_workers() -> ServerHandle {
-    start(ServerConfig {
-        shards: 8,
-        threads: 2,
-        ..ServerConfig::default()
-    })
-}
-
-fn client(server: &ServerHandle) -> redis::Connection {
-    redis::Client::open(format!("redis://{}/", server.addr()))
-        .unwrap()
-        .get_connection()
-        .unwrap()
-}
-
-/// Sends raw bytes on a new connection and reads what arrives within a short time.
-fn raw(server: &ServerHandle, request: &[u8]) -> Vec<u8> {
-    let mut s = TcpStream::connect(server.addr()).unwrap();
-    s.set_read_timeout(Some(Duration::from_millis(300)))
-        .unwrap();
-    s.write_all(request).unwrap();
-    read_all(&mut s)
-}
-
-fn read_all(s: &mut TcpStream) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut buf = [0u8; 4096];
-    while let Ok(n) = s.read(&mut buf) {
-        if n == 0 {
-            break;
-        }
-        out.extend_from_slice(&buf[..n]);
-    }
-    out
-}
 
 /// A RESP command as a client library encodes it.
 fn cmd(args: &[&str]) -> Vec<u8> {
