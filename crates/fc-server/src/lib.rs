@@ -238,21 +238,11 @@ impl Server {
         let background = if shared.persist.is_some() {
             let flag = Arc::new(AtomicBool::new(false));
             let (bg_shared, bg_flag) = (Arc::clone(&shared), Arc::clone(&flag));
-            let mut threads = vec![
+            let threads = vec![
                 std::thread::Builder::new()
                     .name("fc-persist".into())
                     .spawn(move || persist::background(bg_shared, bg_flag))?,
             ];
-            if let Some(p) = &shared.persist
-                && p.fsync == fc_wal::FsyncPolicy::Always
-            {
-                let (p, flag) = (Arc::clone(p), Arc::clone(&flag));
-                threads.push(
-                    std::thread::Builder::new()
-                        .name("fc-commit".into())
-                        .spawn(move || persist::committer(p, flag))?,
-                );
-            }
             Some((flag, threads))
         } else {
             None
@@ -284,8 +274,12 @@ fn open_store(
         // Frames gather per shard and are written before the batch's replies leave.
         write_buffer_bytes: 64 << 10,
         group_commit: true,
+        // One log per worker (worker `w` owns shards `s % threads == w`): a group commit
+        // fsyncs each worker's log once, however many of its shards a batch touched.
+        logs: config.threads,
         ..WalConfig::new(dir)
-    };
+    }
+    .with_layout_on_disk()?;
     let (mut store, wal) = fc_wal::build_logged(&wal_config, config.shards, |_| builder)?;
     let loaded = fc_snapshot::load_into(&wal_config, &mut store, &wal, settings.recovery)
         .map_err(|e| anyhow::anyhow!("cannot load {}: {e}", dir.display()))?;
@@ -295,8 +289,8 @@ fn open_store(
             path.display()
         );
     }
-    for shard in &loaded.wal.shards {
-        if let Some(damage) = &shard.damage {
+    for log in &loaded.wal.logs {
+        if let Some(damage) = &log.damage {
             eprintln!(
                 "fc-server: WAL damage in {} at byte {} ({} bytes, {}): {}",
                 damage.path.display(),

@@ -1,18 +1,18 @@
-//! Persistence of the server: the write-ahead log every worker's shards append to, the
-//! acknowledgement gate (nothing is replied before its frames are written to the OS, and with
-//! `appendfsync always` before they are on disk — one group commit for every connection
-//! waiting), snapshots taken by the workers themselves one shard at a time (`SAVE`, `BGSAVE`,
+//! Persistence of the server: the write-ahead log every worker's shards append to (one log per
+//! worker), the acknowledgement gate (nothing is replied before its frames are written to the
+//! OS, and with `appendfsync always` before they are on disk: each worker commits its own log
+//! once its ready connections have run, one `fdatasync` for all of them), snapshots taken by the workers themselves one shard at a time (`SAVE`, `BGSAVE`,
 //! the `save` rules), the `everysec` syncer, and the `INFO persistence` fields.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fc_snapshot::{LoadReport, SnapshotReport, unix_ms};
 use fc_wal::{FsyncPolicy, RecoveryMode, WalError, WalSink};
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
 
 use crate::worker::{Job, Shared};
 
@@ -84,10 +84,17 @@ pub(crate) struct Persist {
     pub(crate) saving: AtomicBool,
     /// `wal.appended()` when the last snapshot began.
     pub(crate) appended_at_save: AtomicU64,
-    /// Connections waiting for a group commit (`always`), each told whether it succeeded.
-    waiters: Mutex<Vec<oneshot::Sender<bool>>>,
-    wake: Condvar,
+    /// Per log: wakes its committer (a connection waits for its frames).
+    wanted: Vec<Notify>,
+    /// Per log: woken after each commit of it (`always`).
+    committed: Vec<Notify>,
+    /// Commits a waiter had to run itself because none came within [`COMMIT_FALLBACK`]
+    /// (every write path schedules its worker's commit, so this stays 0).
+    pub(crate) fallback_commits: AtomicU64,
 }
+
+/// How long a connection waits for its frames' commit before running one itself.
+const COMMIT_FALLBACK: Duration = Duration::from_millis(50);
 
 impl Persist {
     pub(crate) fn new(
@@ -97,7 +104,6 @@ impl Persist {
         loaded: LoadReport,
     ) -> Self {
         Self {
-            wal,
             dir,
             fsync: config.appendfsync,
             save: Mutex::new(config.save.clone()),
@@ -107,8 +113,10 @@ impl Persist {
             last_save_secs: AtomicU64::new(0),
             saving: AtomicBool::new(false),
             appended_at_save: AtomicU64::new(0),
-            waiters: Mutex::new(Vec::new()),
-            wake: Condvar::new(),
+            wanted: (0..wal.log_count()).map(|_| Notify::new()).collect(),
+            committed: (0..wal.log_count()).map(|_| Notify::new()).collect(),
+            fallback_commits: AtomicU64::new(0),
+            wal,
         }
     }
 
@@ -132,21 +140,16 @@ impl Persist {
     }
 
     /// Makes what was just executed safe to acknowledge: written to the OS always, and on disk
-    /// under `always` (group commit on a blocking thread, so the worker serves on). `false`:
-    /// the log failed, and the replies must not be sent.
-    pub(crate) async fn acknowledge(self: &Arc<Self>) -> bool {
+    /// under `always` (every log's frames so far durable: the owning workers' commits, see
+    /// [`committer`]). `false`: the log failed, and the replies must not be sent.
+    pub(crate) async fn acknowledge(&self) -> bool {
         match self.fsync {
             FsyncPolicy::Always => {
-                let position = self.wal.appended();
-                if self.wal.is_durable(position) {
-                    return !self.wal.has_failed();
+                for log in 0..self.committed.len() {
+                    let position = self.wal.log_appended(log);
+                    self.durable(log, position).await;
                 }
-                // The committer's next commit covers every frame appended before it starts,
-                // so ours: wait for its answer (the worker serves other connections meanwhile).
-                let (done, answer) = oneshot::channel();
-                self.waiters.lock().expect("waiters").push(done);
-                self.wake.notify_one();
-                answer.await.unwrap_or(false)
+                !self.wal.has_failed()
             }
             _ => {
                 // Let this worker's other ready connections run their batches first, so one
@@ -158,6 +161,38 @@ impl Persist {
                 self.wal.flush_appended().is_ok()
             }
         }
+    }
+
+    /// Waits until log `log` is durable up to `position` (or the log failed).
+    async fn durable(&self, log: usize, position: u64) {
+        loop {
+            let committed = self.committed[log].notified();
+            tokio::pin!(committed);
+            committed.as_mut().enable();
+            if self.wal.log_durable(log) >= position || self.wal.has_failed() {
+                return;
+            }
+            self.wanted[log].notify_one();
+            if tokio::time::timeout(COMMIT_FALLBACK, committed)
+                .await
+                .is_err()
+            {
+                // No commit came: run one (never expected; counted in INFO).
+                self.fallback_commits.fetch_add(1, Ordering::Relaxed);
+                let wal = Arc::clone(&self.wal);
+                let _ = tokio::task::spawn_blocking(move || wal.commit_log(log)).await;
+                self.committed[log].notify_waiters();
+            }
+        }
+    }
+
+    /// Commits log `log` and wakes its waiters. A failure poisons the log: writes are
+    /// refused from then on.
+    fn commit(&self, log: usize) {
+        if let Err(err) = self.wal.commit_log(log) {
+            eprintln!("fc-server: WAL commit failed, refusing writes: {err}");
+        }
+        self.committed[log].notify_waiters();
     }
 
     /// Redis's refusal of writes once the log has failed.
@@ -186,7 +221,7 @@ impl Persist {
         let status = |ok: bool| if ok { "ok" } else { "err" };
         let _ = write!(
             text,
-            "# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\naof_enabled:1\r\naof_rewrite_in_progress:0\r\naof_last_write_status:{}\r\nappendfsync:{}\r\nwal_frames:{}\r\nwal_bytes:{}\r\nwal_fsyncs:{}\r\nwal_fsync_max_micros:{}\r\nwal_segments_opened:{}\r\nloaded_keys_from_snapshot:{}\r\nloaded_wal_frames:{}\r\nload_time_ms:{}\r\n\r\n",
+            "# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\naof_enabled:1\r\naof_rewrite_in_progress:0\r\naof_last_write_status:{}\r\nappendfsync:{}\r\nwal_frames:{}\r\nwal_bytes:{}\r\nwal_fsyncs:{}\r\nwal_fsync_max_micros:{}\r\nwal_commit_fallbacks:{}\r\nwal_segments_opened:{}\r\nloaded_keys_from_snapshot:{}\r\nloaded_wal_frames:{}\r\nload_time_ms:{}\r\n\r\n",
             self.changes_since_save(),
             u8::from(self.saving.load(Ordering::Relaxed)),
             self.last_save.load(Ordering::Relaxed),
@@ -198,6 +233,7 @@ impl Persist {
             stats.bytes,
             stats.fsyncs,
             stats.fsync_max_micros,
+            self.fallback_commits.load(Ordering::Relaxed),
             stats.segments,
             self.loaded.image_keys,
             self.loaded.wal.frames(),
@@ -206,34 +242,17 @@ impl Persist {
     }
 }
 
-/// The committer thread (`always`): while connections wait, one group commit at a time covers
-/// every frame appended before it began; each waiter learns whether its frames are durable.
-pub(crate) fn committer(persist: Arc<Persist>, stop: Arc<AtomicBool>) {
+/// The group commit of log `log` (`appendfsync always`), a task on the worker owning its
+/// shards. Woken by a connection waiting for frames of it, it first lets every ready
+/// connection and job of the worker run (Redis's beforeSleep), then one `fdatasync` covers
+/// all of them. The sync runs off the worker thread, which meanwhile executes the next
+/// commands; whoever waits for those wakes it again, and their commit follows at once.
+pub(crate) async fn committer(persist: Arc<Persist>, log: usize) {
     loop {
-        let waiting = {
-            let mut waiters = persist.waiters.lock().expect("waiters");
-            while waiters.is_empty() {
-                if stop.load(Ordering::Acquire) {
-                    return;
-                }
-                waiters = persist
-                    .wake
-                    .wait_timeout(waiters, Duration::from_millis(100))
-                    .expect("waiters")
-                    .0;
-            }
-            std::mem::take(&mut *waiters)
-        };
-        let durable = match persist.wal.commit() {
-            Ok(()) => true,
-            Err(err) => {
-                eprintln!("fc-server: WAL commit failed, refusing writes: {err}");
-                false
-            }
-        };
-        for waiter in waiting {
-            let _ = waiter.send(durable);
-        }
+        persist.wanted[log].notified().await;
+        tokio::task::yield_now().await;
+        let persist = Arc::clone(&persist);
+        let _ = tokio::task::spawn_blocking(move || persist.commit(log)).await;
     }
 }
 

@@ -178,6 +178,23 @@ pub(crate) fn run(
         .build()
         .expect("a worker's runtime");
     let local = tokio::task::LocalSet::new();
+    let own_logs = match &shared.persist {
+        Some(persist) if persist.fsync == fc_wal::FsyncPolicy::Always => {
+            let mut logs: Vec<usize> = store
+                .owned_shards()
+                .map(|s| persist.wal.log_of(s))
+                .collect();
+            logs.sort_unstable();
+            logs.dedup();
+            logs
+        }
+        _ => Vec::new(),
+    };
+    if let Some(persist) = &shared.persist {
+        for log in own_logs {
+            local.spawn_local(crate::persist::committer(Arc::clone(persist), log));
+        }
+    }
     let worker = Rc::new(Worker {
         index,
         store: RefCell::new(store),

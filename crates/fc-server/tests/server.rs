@@ -580,3 +580,72 @@ fn persistence_save_bgsave_lastsave_info_and_restart() {
     assert!(e.contains("--data-dir"), "{e}");
     server.shutdown();
 }
+
+#[test]
+fn always_commits_one_log_per_worker_for_many_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(ServerConfig {
+        shards: 8,
+        threads: 2,
+        persistence: fc_server::PersistenceConfig {
+            data_dir: Some(dir.path().to_path_buf()),
+            appendfsync: fc_wal::FsyncPolicy::Always,
+            save: Vec::new(),
+            ..fc_server::PersistenceConfig::default()
+        },
+        ..ServerConfig::default()
+    });
+    // Four connections, each pipelining writes whose keys land on both workers.
+    let writers: Vec<_> = (0..4)
+        .map(|c| {
+            let addr = server.addr();
+            std::thread::spawn(move || {
+                let mut con = redis::Client::open(format!("redis://{addr}/"))
+                    .unwrap()
+                    .get_connection()
+                    .unwrap();
+                for round in 0..25 {
+                    let mut pipe = redis::pipe();
+                    for i in 0..16 {
+                        pipe.set(format!("c{c}:r{round}:k{i}"), i).ignore();
+                    }
+                    let _: () = pipe.query(&mut con).unwrap();
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    let mut con = client(&server);
+    let info: String = redis::cmd("INFO")
+        .arg("persistence")
+        .query(&mut con)
+        .unwrap();
+    let field = |name: &str| -> u64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .unwrap_or_else(|| panic!("{name} in {info}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(field("wal_frames"), 1600);
+    // Every batch was acknowledged after a commit of both workers' logs, each commit
+    // covering whatever all connections had sent: at most 2 fsyncs per batch, never one per
+    // write; and every commit came from a worker's own committer.
+    let fsyncs = field("wal_fsyncs");
+    assert!(
+        (2..=200).contains(&fsyncs),
+        "{fsyncs} fsyncs for 100 batches"
+    );
+    assert_eq!(field("wal_commit_fallbacks"), 0);
+    let mut logs: Vec<String> = std::fs::read_dir(dir.path().join("wal"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    logs.sort();
+    assert_eq!(logs, ["log-0000", "log-0001"]);
+    drop(con);
+    server.shutdown();
+}

@@ -159,7 +159,11 @@ impl Image {
         let (mut at, mut seq) = (IMAGE_HEADER_LEN, 0u64);
         while at < end {
             match decode_frame(&data[at..end]) {
+                FrameRead::Frame { shard: Some(_), .. } => {
+                    return Err(corrupt(at, "a shared log's frame inside an image"));
+                }
                 FrameRead::Frame {
+                    shard: None,
                     seq: s,
                     payload,
                     len,

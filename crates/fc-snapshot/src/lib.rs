@@ -161,9 +161,7 @@ pub fn commit_image(
     bytes: &[u8],
 ) -> Result<u64, WalError> {
     let oldest_kept = write_image(data_dir, header, bytes)?;
-    wal.with_log(header.shard as usize, |log| {
-        log.delete_segments_before(oldest_kept)
-    })?;
+    wal.trim(header.shard as usize, oldest_kept)?;
     Ok(bytes.len() as u64)
 }
 
@@ -231,6 +229,7 @@ impl PersistentStore {
         mode: RecoveryMode,
         configure: impl FnOnce(EmbeddedStoreBuilder) -> EmbeddedStoreBuilder,
     ) -> Result<Self, WalError> {
+        let config = &config.with_layout_on_disk()?;
         let (mut store, wal) = fc_wal::build_logged(config, shards, configure)?;
         let recovery = load_into(config, &mut store, &wal, mode)?;
         Ok(Self {

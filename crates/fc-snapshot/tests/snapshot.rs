@@ -50,9 +50,18 @@ fn fill(store: &PersistentStore, from: usize, to: usize) {
 
 #[test]
 fn image_plus_tail_recovers_and_trims_the_log() {
+    // One log per shard, and two logs shared by the four shards (a segment of a shared log
+    // goes only once both of its shards' images cover it).
+    for logs in [0, 2] {
+        image_plus_tail(logs);
+    }
+}
+
+fn image_plus_tail(logs: usize) {
     let dir = tempfile::tempdir().unwrap();
     let config = WalConfig {
         segment_bytes: 512,
+        logs,
         ..WalConfig::new(dir.path())
     };
     let digest = {

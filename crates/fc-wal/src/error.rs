@@ -44,6 +44,18 @@ pub enum WalError {
         /// This store's shard count.
         expected: usize,
     },
+    /// The log was written in another layout of shared logs ([`crate::WalConfig::logs`]).
+    #[error(
+        "{path} belongs to a layout of {logs} logs (0: one per shard); this store expects {expected}"
+    )]
+    Layout {
+        /// The segment.
+        path: PathBuf,
+        /// Its layout.
+        logs: u32,
+        /// The layout expected.
+        expected: usize,
+    },
     /// A logged change could not be applied to the store.
     #[error("{path} at byte {offset}: cannot apply the logged change: {message}")]
     Apply {

@@ -14,16 +14,23 @@ pub const FRAME_HEADER_LEN: usize = 20;
 pub const FRAME_TRAILER_LEN: usize = 4;
 /// Largest payload a frame may claim (checked before anything is read or allocated).
 pub const MAX_PAYLOAD_LEN: usize = 1 << 30;
+/// Frame flag: bytes 6..8 hold the shard the frame belongs to (a log shared by several shards).
+pub const FLAG_SHARD: u8 = 0x01;
+/// Most shards a shared log can name (the frame's shard field is 16 bits).
+pub const MAX_SHARED_LOG_SHARDS: usize = 1 << 16;
 
 /// A segment's header fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SegmentHeader {
-    /// The shard whose log this is.
+    /// The shard whose log this is; in a shared layout (`logs` > 0), the log's index.
     pub shard: u32,
     /// Shards of the store that wrote it (a log only replays into a store of the same count).
     pub shard_count: u32,
     /// Sequence number of the segment's first frame.
     pub first_seq: u64,
+    /// 0: one log per shard. Otherwise the store's shards share this many logs (shard `s`
+    /// writes to log `s % logs`), and every frame names its shard ([`FLAG_SHARD`]).
+    pub logs: u32,
 }
 
 impl SegmentHeader {
@@ -36,6 +43,7 @@ impl SegmentHeader {
         out[8..12].copy_from_slice(&self.shard.to_le_bytes());
         out[12..16].copy_from_slice(&self.shard_count.to_le_bytes());
         out[16..24].copy_from_slice(&self.first_seq.to_le_bytes());
+        out[24..28].copy_from_slice(&self.logs.to_le_bytes());
         let crc = crc32c::crc32c(&out[..28]);
         out[28..32].copy_from_slice(&crc.to_le_bytes());
         out
@@ -53,15 +61,22 @@ impl SegmentHeader {
             shard: word(8),
             shard_count: word(12),
             first_seq: u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes")),
+            logs: word(24),
         })
     }
 }
 
 /// Appends one frame holding `payload` with sequence number `seq` to `out`.
 pub fn encode_frame(seq: u64, payload: &[u8], out: &mut Vec<u8>) {
+    encode_frame_of(None, seq, payload, out);
+}
+
+/// [`encode_frame`] for a log shared by several shards: `shard` (`Some`) is recorded in the
+/// frame ([`FLAG_SHARD`]).
+pub fn encode_frame_of(shard: Option<u16>, seq: u64, payload: &[u8], out: &mut Vec<u8>) {
     let start = out.len();
     out.extend_from_slice(&FRAME_MAGIC);
-    out.extend_from_slice(&[0u8; 4]); // flags, reserved
+    out.extend_from_slice(&flag_bytes(shard)); // flags, reserved, shard
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
     out.extend_from_slice(&seq.to_le_bytes());
     out.extend_from_slice(payload);
@@ -69,11 +84,24 @@ pub fn encode_frame(seq: u64, payload: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(&crc.to_le_bytes());
 }
 
+/// Bytes 4..8 of a frame: flags, a reserved zero, and the shard when it has one.
+pub(crate) fn flag_bytes(shard: Option<u16>) -> [u8; 4] {
+    match shard {
+        None => [0; 4],
+        Some(shard) => {
+            let [lo, hi] = shard.to_le_bytes();
+            [FLAG_SHARD, 0, lo, hi]
+        }
+    }
+}
+
 /// What the bytes at a frame position hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FrameRead<'a> {
     /// A whole, valid frame: its sequence number, payload, and total length in bytes.
     Frame {
+        /// The shard it belongs to, when its log is shared ([`FLAG_SHARD`]).
+        shard: Option<u16>,
         /// Sequence number.
         seq: u64,
         /// The payload.
@@ -100,9 +128,11 @@ pub fn decode_frame(bytes: &[u8]) -> FrameRead<'_> {
     if bytes[0..4] != FRAME_MAGIC {
         return FrameRead::Bad("bad frame magic");
     }
-    if bytes[4..8] != [0u8; 4] {
-        return FrameRead::Bad("unknown frame flags");
-    }
+    let shard = match bytes[4..8] {
+        [0, 0, 0, 0] => None,
+        [FLAG_SHARD, 0, lo, hi] => Some(u16::from_le_bytes([lo, hi])),
+        _ => return FrameRead::Bad("unknown frame flags"),
+    };
     let len = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes")) as usize;
     if len > MAX_PAYLOAD_LEN {
         return FrameRead::Bad("frame length over the limit");
@@ -121,6 +151,7 @@ pub fn decode_frame(bytes: &[u8]) -> FrameRead<'_> {
         return FrameRead::Bad("frame checksum mismatch");
     }
     FrameRead::Frame {
+        shard,
         seq: u64::from_le_bytes(bytes[12..20].try_into().expect("8 bytes")),
         payload: &bytes[FRAME_HEADER_LEN..FRAME_HEADER_LEN + len],
         len: total,
@@ -137,6 +168,7 @@ mod tests {
             shard: 7,
             shard_count: 16,
             first_seq: 42,
+            logs: 2,
         };
         let bytes = h.encode();
         assert_eq!(&bytes[0..4], b"FCWS");
@@ -156,9 +188,21 @@ mod tests {
         assert_eq!(
             decode_frame(&out),
             FrameRead::Frame {
+                shard: None,
                 seq: 9,
                 payload: b"payload",
                 len: out.len()
+            }
+        );
+        let mut tagged = Vec::new();
+        encode_frame_of(Some(513), 9, b"payload", &mut tagged);
+        assert_eq!(
+            decode_frame(&tagged),
+            FrameRead::Frame {
+                shard: Some(513),
+                seq: 9,
+                payload: b"payload",
+                len: tagged.len()
             }
         );
         for cut in 0..out.len() {
@@ -171,6 +215,12 @@ mod tests {
         for i in 0..out.len() {
             for bit in 0..8 {
                 let mut bad = out.clone();
+                bad[i] ^= 1 << bit;
+                assert!(
+                    !matches!(decode_frame(&bad), FrameRead::Frame { .. }),
+                    "byte {i} bit {bit}"
+                );
+                let mut bad = tagged.clone();
                 bad[i] ^= 1 << bit;
                 assert!(
                     !matches!(decode_frame(&bad), FrameRead::Frame { .. }),

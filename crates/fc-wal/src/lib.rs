@@ -46,14 +46,15 @@ use fc_shard::{EmbeddedStore, EmbeddedStoreBuilder};
 
 pub use error::WalError;
 pub use frame::{
-    FORMAT_VERSION, FRAME_HEADER_LEN, FRAME_MAGIC, FRAME_TRAILER_LEN, FrameRead, MAX_PAYLOAD_LEN,
-    SEGMENT_HEADER_LEN, SEGMENT_MAGIC, SegmentHeader, decode_frame, encode_frame,
+    FLAG_SHARD, FORMAT_VERSION, FRAME_HEADER_LEN, FRAME_MAGIC, FRAME_TRAILER_LEN, FrameRead,
+    MAX_PAYLOAD_LEN, MAX_SHARED_LOG_SHARDS, SEGMENT_HEADER_LEN, SEGMENT_MAGIC, SegmentHeader,
+    decode_frame, encode_frame, encode_frame_of,
 };
 pub use log::{
     FsyncPolicy, ShardLog, SyncTicket, WalConfig, WalSink, WalStatsSnapshot, segment_name,
 };
 pub use record::{PayloadError, Record, encode_mutation};
-pub use recover::{Damage, RecoveryMode, RecoveryReport, ShardRecovery, recover, recover_from};
+pub use recover::{Damage, LogRecovery, RecoveryMode, RecoveryReport, recover, recover_from};
 
 /// An [`EmbeddedStore`] that survives restarts: opening replays the log, and every change is
 /// logged by a [`WalSink`] under the configured fsync policy. Derefs to the store.
@@ -78,6 +79,7 @@ impl LoggedStore {
         mode: RecoveryMode,
         configure: impl FnOnce(EmbeddedStoreBuilder) -> EmbeddedStoreBuilder,
     ) -> Result<Self, WalError> {
+        let config = &config.with_layout_on_disk()?;
         let (mut store, wal) = build_logged(config, shards, configure)?;
         let recovery = replay_into(&mut store, &wal, |store| recover(config, store, mode))?;
         wal.set_next_seqs(&recovery.next_seqs());
@@ -120,7 +122,7 @@ pub fn build_logged(
     shards: usize,
     configure: impl FnOnce(EmbeddedStoreBuilder) -> EmbeddedStoreBuilder,
 ) -> Result<(EmbeddedStore, Arc<WalSink>), WalError> {
-    let wal = Arc::new(WalSink::open(config, &vec![1; shards])?);
+    let wal = Arc::new(WalSink::open(config, shards)?);
     let sink: Arc<dyn fc_shard::MutationSink> = wal.clone();
     let store = configure(EmbeddedStore::builder(shards))
         .mutation_sink(sink)

@@ -70,6 +70,13 @@ pub struct WalConfig {
     /// everything appended so far, many writers' frames in one `fdatasync` per dirty shard.
     /// Without it, `always` syncs inside every append.
     pub group_commit: bool,
+    /// How the shards' frames map to logs. 0 (the default): one log per shard, under
+    /// `wal/shard-NNNN/`. `n` > 0: `n` shared logs under `wal/log-NNNN/`, shard `s` writing
+    /// to log `s % n` with its number in every frame — a thread-per-core server gives each
+    /// worker one log (its shards are `s % workers == worker`), so a group commit runs one
+    /// `fdatasync` per worker instead of one per shard. A data directory keeps the layout it
+    /// was created with ([`WalConfig::with_layout_on_disk`]).
+    pub logs: usize,
 }
 
 impl WalConfig {
@@ -82,13 +89,106 @@ impl WalConfig {
             segment_bytes: 64 << 20,
             write_buffer_bytes: 0,
             group_commit: false,
+            logs: 0,
         }
     }
 
-    /// The directory of shard `shard`'s segments.
+    /// The directory of shard `shard`'s segments (one log per shard).
     #[must_use]
     pub fn shard_dir(&self, shard: usize) -> PathBuf {
         self.dir.join("wal").join(format!("shard-{shard:04}"))
+    }
+
+    /// The directory of log `index`'s segments: [`WalConfig::shard_dir`] with one log per
+    /// shard, `wal/log-NNNN/` when shards share logs.
+    #[must_use]
+    pub fn log_dir(&self, index: usize) -> PathBuf {
+        if self.logs == 0 {
+            self.shard_dir(index)
+        } else {
+            self.dir.join("wal").join(format!("log-{index:04}"))
+        }
+    }
+
+    /// How many logs a store of `shard_count` shards writes.
+    #[must_use]
+    pub fn log_count(&self, shard_count: usize) -> usize {
+        if self.logs == 0 {
+            shard_count
+        } else {
+            self.logs.min(shard_count).max(1)
+        }
+    }
+
+    /// This configuration with the layout (`logs`) the data directory's existing segments
+    /// were written in, if it has any — a directory keeps its layout whatever the settings
+    /// say now (a server restarted with another thread count reads and extends the logs it
+    /// has). Empty log directories do not count.
+    ///
+    /// # Errors
+    /// [`WalError::Io`] reading the directory; [`WalError::Corrupt`] when segments of both
+    /// layouts exist, or no shared-log segment has a readable header.
+    pub fn with_layout_on_disk(&self) -> Result<Self, WalError> {
+        let wal = self.dir.join("wal");
+        let entries = match fs::read_dir(&wal) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(self.clone()),
+            Err(e) => return Err(io_error(&wal, &e)),
+        };
+        let (mut per_shard, mut shared, mut shared_logs) = (false, None::<PathBuf>, None);
+        for entry in entries {
+            let dir = entry.map_err(|e| io_error(&wal, &e))?.path();
+            let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            let is_shard = name.starts_with("shard-");
+            if !is_shard && !name.starts_with("log-") {
+                continue;
+            }
+            let Ok(files) = fs::read_dir(&dir) else {
+                continue;
+            };
+            for file in files.flatten() {
+                let path = file.path();
+                if path.extension().is_none_or(|e| e != "fcw") {
+                    continue;
+                }
+                if is_shard {
+                    per_shard = true;
+                } else {
+                    shared = Some(path.clone());
+                    let mut head = [0u8; crate::frame::SEGMENT_HEADER_LEN];
+                    let read = File::open(&path)
+                        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head));
+                    if let (Ok(()), Some(header)) = (read, SegmentHeader::decode(&head))
+                        && header.logs > 0
+                    {
+                        shared_logs = Some(header.logs as usize);
+                    }
+                }
+            }
+        }
+        let corrupt = |path: PathBuf, reason: &str| WalError::Corrupt {
+            path,
+            offset: 0,
+            reason: reason.to_string(),
+        };
+        match (per_shard, shared, shared_logs) {
+            (true, Some(path), _) => Err(corrupt(
+                path,
+                "segments of both layouts (per-shard and shared logs) exist",
+            )),
+            (true, None, _) => Ok(Self {
+                logs: 0,
+                ..self.clone()
+            }),
+            (false, Some(_), Some(logs)) => Ok(Self {
+                logs,
+                ..self.clone()
+            }),
+            (false, Some(path), None) => {
+                Err(corrupt(path, "no shared-log segment has a readable header"))
+            }
+            (false, None, _) => Ok(self.clone()),
+        }
     }
 }
 
@@ -130,11 +230,14 @@ impl WalStatsSnapshot {
     }
 }
 
-/// One shard's log.
+/// One log: a shard's own, or (with [`WalConfig::logs`]) one shared by several shards.
 #[derive(Debug)]
 pub struct ShardLog {
+    /// The shard, or the shared log's index.
     shard: u32,
     shard_count: u32,
+    /// 0: this log is one shard's; otherwise the number of shared logs.
+    logs: u32,
     dir: PathBuf,
     fsync: FsyncPolicy,
     segment_bytes: u64,
@@ -169,22 +272,29 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), WalError> {
 }
 
 impl ShardLog {
-    /// A log for shard `shard` of `shard_count` whose next frame has sequence `next_seq`; its
-    /// first append starts a new segment.
+    /// Log `index` (the shard's own log, or shared log `index` with [`WalConfig::logs`]) of
+    /// a store of `shard_count` shards, whose next frame has sequence `next_seq`; its first
+    /// append starts a new segment.
     ///
     /// # Errors
-    /// [`WalError::Io`] when the shard's directory cannot be created.
+    /// [`WalError::Io`] when the log's directory cannot be created.
     pub fn open(
         config: &WalConfig,
-        shard: usize,
+        index: usize,
         shard_count: usize,
         next_seq: u64,
     ) -> Result<Self, WalError> {
-        let dir = config.shard_dir(shard);
+        let dir = config.log_dir(index);
         fs::create_dir_all(&dir).map_err(|e| io_error(&dir, &e))?;
+        let logs = if config.logs == 0 {
+            0
+        } else {
+            config.log_count(shard_count) as u32
+        };
         Ok(Self {
-            shard: shard as u32,
+            shard: index as u32,
             shard_count: shard_count as u32,
+            logs,
             dir,
             fsync: config.fsync,
             segment_bytes: config.segment_bytes.max(1),
@@ -243,6 +353,7 @@ impl ShardLog {
             shard: self.shard,
             shard_count: self.shard_count,
             first_seq: self.next_seq,
+            logs: self.logs,
         }
         .encode();
         file.write_all(&header)
@@ -258,15 +369,24 @@ impl ShardLog {
 
     /// Appends `mutation` as the next frame; returns its sequence number. The frame is written
     /// to the OS now (or, with a write buffer, by the next [`ShardLog::flush`]); with
-    /// [`FsyncPolicy::Always`] it is on disk when this returns.
+    /// [`FsyncPolicy::Always`] (without group commit) it is on disk when this returns.
     ///
     /// # Errors
     /// [`WalError::Poisoned`] after an earlier failure; otherwise the I/O error, which poisons
     /// the log (after truncating a partial frame away).
     pub fn append(&mut self, mutation: &Mutation<'_>) -> Result<u64, WalError> {
+        self.append_of(self.shard as usize, mutation)
+    }
+
+    /// [`ShardLog::append`] of a mutation of shard `shard` (recorded in the frame when the log
+    /// is shared).
+    ///
+    /// # Errors
+    /// As [`ShardLog::append`].
+    pub fn append_of(&mut self, shard: usize, mutation: &Mutation<'_>) -> Result<u64, WalError> {
         if let Some(err) = &self.poisoned {
             return Err(WalError::Poisoned {
-                shard: self.shard as usize,
+                shard,
                 cause: Box::new(err.clone()),
             });
         }
@@ -278,7 +398,10 @@ impl ShardLog {
         let before = self.pending.len();
         // The payload is encoded in place, after a header whose length is filled in after.
         self.pending.extend_from_slice(&crate::frame::FRAME_MAGIC);
-        self.pending.extend_from_slice(&[0u8; 8]); // flags, reserved, length
+        let tag = (self.logs > 0).then_some(shard as u16);
+        self.pending
+            .extend_from_slice(&crate::frame::flag_bytes(tag)); // flags, reserved, shard
+        self.pending.extend_from_slice(&[0u8; 4]); // length
         self.pending.extend_from_slice(&seq.to_le_bytes());
         encode_mutation(mutation, &mut self.pending);
         let len = self.pending.len() - before - crate::frame::FRAME_HEADER_LEN;
@@ -458,8 +581,9 @@ impl ShardLog {
     }
 }
 
-/// The [`MutationSink`] that logs a store: one [`ShardLog`] per shard, each behind its own
-/// lock (taken inside the store's shard lock, so never contended by another shard).
+/// The [`MutationSink`] that logs a store: one [`ShardLog`] per shard (or per group of shards,
+/// [`WalConfig::logs`]), each behind its own lock (taken inside the store's shard lock; with one
+/// log per shard, never contended by another shard).
 ///
 /// A sink cannot fail a store's write, so an append error is kept: [`WalSink::health`] reports
 /// it and every later append of that shard fails fast (poisoned). A server checks `health`
@@ -467,6 +591,10 @@ impl ShardLog {
 #[derive(Debug)]
 pub struct WalSink {
     logs: Vec<Mutex<ShardLog>>,
+    /// Per shard: the log sequence the shard's oldest kept snapshot image covers (0: not
+    /// known in this process) — a shared log's segment goes only once every shard writing to
+    /// it has an image past it.
+    covered: Vec<AtomicU64>,
     /// While recovery replays the log into the store, the store's own mutations are not logged
     /// again.
     replaying: AtomicBool,
@@ -474,8 +602,11 @@ pub struct WalSink {
     appended: AtomicU64,
     /// Every frame counted in `appended` up to this value is durable.
     durable: AtomicU64,
-    /// One group commit at a time; later callers find their frames already durable.
-    committing: Mutex<()>,
+    /// Per log: frames appended, and how many of them are known durable.
+    log_appended: Vec<AtomicU64>,
+    log_durable: Vec<AtomicU64>,
+    /// Per log: one group commit at a time; later callers find their frames durable.
+    committing: Vec<Mutex<()>>,
     /// Whether any shard's log is poisoned.
     failed: Arc<AtomicBool>,
     /// Every frame counted in `appended` up to this value has been written to the OS.
@@ -483,18 +614,28 @@ pub struct WalSink {
 }
 
 impl WalSink {
-    /// A sink over one log per shard, the next sequence numbers given per shard.
+    /// A sink for a store of `shard_count` shards over the logs `config` lays out (their
+    /// sequence numbers start at 1 until [`WalSink::set_next_seqs`]).
     ///
     /// # Errors
-    /// [`WalError::Io`] when a shard's directory cannot be created.
-    pub fn open(config: &WalConfig, next_seqs: &[u64]) -> Result<Self, WalError> {
-        let count = next_seqs.len();
+    /// [`WalError::Io`] when a log's directory cannot be created; [`WalError::Corrupt`] when
+    /// shared logs are asked for more shards than a frame can name.
+    pub fn open(config: &WalConfig, shard_count: usize) -> Result<Self, WalError> {
+        if config.logs > 0 && shard_count > crate::frame::MAX_SHARED_LOG_SHARDS {
+            return Err(WalError::Corrupt {
+                path: config.dir.clone(),
+                offset: 0,
+                reason: format!(
+                    "shared logs name at most {} shards; the store has {shard_count}",
+                    crate::frame::MAX_SHARED_LOG_SHARDS
+                ),
+            });
+        }
         let failed = Arc::new(AtomicBool::new(false));
-        let logs = next_seqs
-            .iter()
-            .enumerate()
-            .map(|(shard, &next)| {
-                ShardLog::open(config, shard, count, next).map(|mut log| {
+        let count = config.log_count(shard_count);
+        let logs = (0..count)
+            .map(|index| {
+                ShardLog::open(config, index, shard_count, 1).map(|mut log| {
                     log.failed = Arc::clone(&failed);
                     Mutex::new(log)
                 })
@@ -502,12 +643,15 @@ impl WalSink {
             .collect::<Result<_, _>>()?;
         Ok(Self {
             logs,
+            covered: (0..shard_count).map(|_| AtomicU64::new(0)).collect(),
             failed,
             flushed: AtomicU64::new(0),
             replaying: AtomicBool::new(false),
             appended: AtomicU64::new(0),
             durable: AtomicU64::new(0),
-            committing: Mutex::new(()),
+            log_appended: (0..count).map(|_| AtomicU64::new(0)).collect(),
+            log_durable: (0..count).map(|_| AtomicU64::new(0)).collect(),
+            committing: (0..count).map(|_| Mutex::new(())).collect(),
         })
     }
 
@@ -517,7 +661,7 @@ impl WalSink {
         self.replaying.store(replaying, Ordering::Release);
     }
 
-    /// Sets each shard's next sequence number (after recovery).
+    /// Sets each log's next sequence number (after recovery: [`crate::RecoveryReport::next_seqs`]).
     pub fn set_next_seqs(&self, next: &[u64]) {
         for (log, &seq) in self.logs.iter().zip(next) {
             log.lock().next_seq = seq.max(1);
@@ -624,33 +768,39 @@ impl WalSink {
         if self.is_durable(position) {
             return self.health();
         }
-        let _one = self.committing.lock();
+        // Every log's commit lock, in order (a single-log commit takes one, so no deadlock).
+        let _all: Vec<_> = self.committing.iter().map(|c| c.lock()).collect();
         if self.is_durable(position) {
             return self.health();
         }
-        // Everything counted before this load is in its log's buffer already.
+        // Everything counted before these loads is in its log's buffer already.
         let target = self.appended();
+        let targets: Vec<u64> = self
+            .log_appended
+            .iter()
+            .map(|a| a.load(Ordering::Acquire))
+            .collect();
         let mut tickets = Vec::new();
         let mut first = Ok(());
-        for log in &self.logs {
+        for (index, log) in self.logs.iter().enumerate() {
             match log.lock().sync_ticket() {
-                Ok(Some(ticket)) => tickets.push(ticket),
+                Ok(Some(ticket)) => tickets.push((index, ticket)),
                 Ok(None) => {}
                 Err(err) => first = first.and(Err(err)),
             }
         }
         let results: Vec<Result<u64, WalError>> = if tickets.len() <= 1 {
-            tickets.iter().map(SyncTicket::run).collect()
+            tickets.iter().map(|(_, t)| t.run()).collect()
         } else {
             std::thread::scope(|scope| {
                 let handles: Vec<_> = tickets
                     .iter()
-                    .map(|t| scope.spawn(move || t.run()))
+                    .map(|(_, t)| scope.spawn(move || t.run()))
                     .collect();
                 handles
                     .into_iter()
                     .zip(&tickets)
-                    .map(|(h, t)| {
+                    .map(|(h, (_, t))| {
                         // A sync that did not finish is not durable.
                         h.join().unwrap_or_else(|_| {
                             Err(WalError::Io {
@@ -662,8 +812,8 @@ impl WalSink {
                     .collect()
             })
         };
-        for (ticket, result) in tickets.iter().zip(results) {
-            let mut log = self.logs[ticket.shard()].lock();
+        for ((index, _), result) in tickets.iter().zip(results) {
+            let mut log = self.logs[*index].lock();
             match result {
                 Ok(micros) => log.sync_done(micros),
                 Err(err) => {
@@ -673,22 +823,114 @@ impl WalSink {
             }
         }
         first?;
+        for (durable, target) in self.log_durable.iter().zip(targets) {
+            durable.fetch_max(target, Ordering::AcqRel);
+        }
         self.durable.fetch_max(target, Ordering::AcqRel);
         Ok(())
     }
 
-    /// Runs `f` on shard `shard`'s log under its lock (for snapshots: its next sequence
-    /// number; for segment deletion).
+    /// Frames appended to log `log` so far (a position for [`WalSink::log_durable`]).
+    ///
+    /// # Panics
+    /// When `log` is out of range.
+    #[must_use]
+    pub fn log_appended(&self, log: usize) -> u64 {
+        self.log_appended[log].load(Ordering::Acquire)
+    }
+
+    /// How many of log `log`'s frames are known durable.
+    ///
+    /// # Panics
+    /// When `log` is out of range.
+    #[must_use]
+    pub fn log_durable(&self, log: usize) -> u64 {
+        self.log_durable[log].load(Ordering::Acquire)
+    }
+
+    /// Group commit of one log (a thread-per-core server's worker commits its own): writes and
+    /// `fdatasync`s everything appended to it so far, once for all its waiters.
+    ///
+    /// # Errors
+    /// The log's failure (it is poisoned: nothing after it is acknowledged).
+    ///
+    /// # Panics
+    /// When `log` is out of range.
+    pub fn commit_log(&self, log: usize) -> Result<(), WalError> {
+        let health = |wal: &Self| match wal.logs[log].lock().poisoned() {
+            Some(err) => Err(err.clone()),
+            None => Ok(()),
+        };
+        if self.log_durable(log) >= self.log_appended(log) {
+            return health(self);
+        }
+        let _one = self.committing[log].lock();
+        // Everything counted before this load is in the log's buffer already.
+        let target = self.log_appended(log);
+        if self.log_durable(log) >= target {
+            return health(self);
+        }
+        let ticket = self.logs[log].lock().sync_ticket()?;
+        if let Some(ticket) = ticket {
+            let result = ticket.run();
+            let mut state = self.logs[log].lock();
+            match result {
+                Ok(micros) => state.sync_done(micros),
+                Err(err) => {
+                    state.sync_failed(err.clone());
+                    return Err(err);
+                }
+            }
+        }
+        self.log_durable[log].fetch_max(target, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Runs `f` on the log shard `shard` writes to, under its lock (for snapshots: its next
+    /// sequence number).
     ///
     /// # Panics
     /// When `shard` is out of range.
     pub fn with_log<R>(&self, shard: usize, f: impl FnOnce(&mut ShardLog) -> R) -> R {
-        f(&mut self.logs[shard].lock())
+        assert!(shard < self.covered.len(), "shard {shard} out of range");
+        f(&mut self.logs[self.log_of(shard)].lock())
     }
 
-    /// The number of shard logs.
+    /// The log shard `shard` writes to.
+    #[must_use]
+    pub fn log_of(&self, shard: usize) -> usize {
+        shard % self.logs.len()
+    }
+
+    /// Records that shard `shard`'s oldest kept snapshot image covers its log below `seq`,
+    /// then deletes the segments of its log that every shard writing to that log has covered
+    /// (never the segment being written). Returns how many.
+    ///
+    /// # Errors
+    /// [`WalError::Io`] listing or removing a segment.
+    pub fn trim(&self, shard: usize, seq: u64) -> Result<usize, WalError> {
+        self.covered[shard].fetch_max(seq, Ordering::AcqRel);
+        let log = self.log_of(shard);
+        let below = (log..self.covered.len())
+            .step_by(self.logs.len())
+            .map(|s| self.covered[s].load(Ordering::Acquire))
+            .min()
+            .unwrap_or(0);
+        if below <= 1 {
+            return Ok(0);
+        }
+        self.logs[log].lock().delete_segments_before(below)
+    }
+
+    /// The number of shards logged.
     #[must_use]
     pub fn shard_count(&self) -> usize {
+        self.covered.len()
+    }
+
+    /// The number of logs (the shard count, or fewer shared ones).
+    #[must_use]
+    pub fn log_count(&self) -> usize {
         self.logs.len()
     }
 
@@ -708,9 +950,11 @@ impl MutationSink for WalSink {
         if self.replaying.load(Ordering::Acquire) {
             return;
         }
-        if let Some(log) = self.logs.get(shard) {
+        if shard < self.covered.len() {
             // The error is kept in the log (poisoned) and reported by `health`.
-            let _ = log.lock().append(mutation);
+            let log = self.log_of(shard);
+            let _ = self.logs[log].lock().append_of(shard, mutation);
+            self.log_appended[log].fetch_add(1, Ordering::AcqRel);
             self.appended.fetch_add(1, Ordering::AcqRel);
         }
     }

@@ -16,13 +16,13 @@ use crate::record::Record;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 #[non_exhaustive]
 pub enum RecoveryMode {
-    /// A damaged tail of a shard's newest segment (nothing valid after it) is truncated,
+    /// A damaged tail of a log's newest segment (nothing valid after it) is truncated,
     /// fsynced and reported; damage anywhere else refuses to start.
     #[default]
     TolerateTail,
     /// Any damage refuses to start; nothing is changed on disk.
     Strict,
-    /// Replay stops at the first damage of a shard; what follows is reported, not deleted.
+    /// Replay stops at the first damage of a log; what follows is reported, not deleted.
     PointInTime,
 }
 
@@ -39,9 +39,9 @@ pub struct Damage {
     pub reason: String,
 }
 
-/// What recovery found in one shard's log.
+/// What recovery found in one log (a shard's own, or a shared one).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ShardRecovery {
+pub struct LogRecovery {
     /// Frames replayed.
     pub frames: u64,
     /// Sequence number of the last frame replayed (0: none).
@@ -52,11 +52,11 @@ pub struct ShardRecovery {
     pub damage: Option<Damage>,
 }
 
-/// What recovery did, per shard.
+/// What recovery did, per log.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecoveryReport {
-    /// One entry per shard.
-    pub shards: Vec<ShardRecovery>,
+    /// One entry per log (per shard, unless shards share logs).
+    pub logs: Vec<LogRecovery>,
     /// Bytes of segments read.
     pub bytes: u64,
     /// Time taken.
@@ -67,13 +67,13 @@ impl RecoveryReport {
     /// Frames replayed over all shards.
     #[must_use]
     pub fn frames(&self) -> u64 {
-        self.shards.iter().map(|s| s.frames).sum()
+        self.logs.iter().map(|s| s.frames).sum()
     }
 
-    /// The next sequence number of each shard's log.
+    /// The next sequence number of each log ([`crate::WalSink::set_next_seqs`]).
     #[must_use]
     pub fn next_seqs(&self) -> Vec<u64> {
-        self.shards.iter().map(|s| s.last_seq + 1).collect()
+        self.logs.iter().map(|s| s.last_seq + 1).collect()
     }
 }
 
@@ -128,12 +128,12 @@ fn truncate(path: &Path, len: u64) -> Result<(), WalError> {
         .map_err(|e| io_error(path, &e))
 }
 
-/// Replays the log under `config.dir` into `store` (which must have the shard count that wrote
-/// it), shard by shard, applying `mode` to damage.
+/// Replays the logs under `config.dir` (laid out as `config.logs` says) into `store` (which
+/// must have the shard count that wrote them), log by log, applying `mode` to damage.
 ///
 /// # Errors
 /// [`WalError::Corrupt`] for damage `mode` refuses (with file and offset),
-/// [`WalError::ShardCount`], [`WalError::Apply`], [`WalError::Io`].
+/// [`WalError::ShardCount`], [`WalError::Layout`], [`WalError::Apply`], [`WalError::Io`].
 pub fn recover(
     config: &WalConfig,
     store: &EmbeddedStore,
@@ -143,9 +143,10 @@ pub fn recover(
 }
 
 /// As [`recover`], for a store already loaded from snapshots: shard `s` replays only frames
-/// with sequence numbers from `starts[s]` on (a missing entry: 1, everything). The log must
-/// reach back to that start: a first segment beginning after it means frames are missing,
-/// which refuses to start (point-in-time: replays nothing of that shard).
+/// with sequence numbers from `starts[s]` on (a missing entry: 1, everything). A log must
+/// reach back to the lowest start of the shards writing to it: a first segment beginning
+/// after it means frames are missing, which refuses to start (point-in-time: replays nothing
+/// of that log).
 ///
 /// # Errors
 /// As [`recover`].
@@ -157,29 +158,76 @@ pub fn recover_from(
 ) -> Result<RecoveryReport, WalError> {
     let started = Instant::now();
     let mut report = RecoveryReport::default();
-    for shard in 0..store.shard_count() {
-        let dir = config.shard_dir(shard);
-        let start = starts.get(shard).copied().unwrap_or(1).max(1);
-        let (found, bytes) = recover_shard(&dir, shard, store, mode, start)?;
+    let shard_count = store.shard_count();
+    let count = config.log_count(shard_count);
+    for log in 0..count {
+        let layout = Layout {
+            log,
+            logs: count,
+            shared: config.logs > 0,
+            shard_count,
+            starts: (0..shard_count)
+                .map(|s| starts.get(s).copied().unwrap_or(1).max(1))
+                .collect(),
+        };
+        let (found, bytes) = recover_log(&config.log_dir(log), &layout, store, mode)?;
         report.bytes += bytes;
-        report.shards.push(found);
+        report.logs.push(found);
     }
     report.elapsed = started.elapsed();
     Ok(report)
 }
 
-fn recover_shard(
+/// Which log is being read, and what its frames' shards may be.
+struct Layout {
+    log: usize,
+    logs: usize,
+    shared: bool,
+    shard_count: usize,
+    /// Per shard: the first sequence number not in its snapshot image.
+    starts: Vec<u64>,
+}
+
+impl Layout {
+    /// The shards writing to this log.
+    fn shards(&self) -> impl Iterator<Item = usize> + '_ {
+        (self.log..self.shard_count).step_by(self.logs)
+    }
+
+    /// The header's `logs` field this layout writes.
+    fn header_logs(&self) -> u32 {
+        if self.shared { self.logs as u32 } else { 0 }
+    }
+
+    /// The shard a frame of this log belongs to, or why it cannot be one of this log's.
+    fn shard_of(&self, tag: Option<u16>) -> Result<usize, String> {
+        match (self.shared, tag) {
+            (false, None) => Ok(self.log),
+            (true, Some(shard))
+                if (shard as usize) < self.shard_count
+                    && shard as usize % self.logs == self.log =>
+            {
+                Ok(shard as usize)
+            }
+            (true, Some(shard)) => Err(format!("frame of shard {shard} in log {}", self.log)),
+            (true, None) => Err("frame without a shard in a shared log".into()),
+            (false, Some(_)) => Err("frame with a shard in a shard's own log".into()),
+        }
+    }
+}
+
+fn recover_log(
     dir: &Path,
-    shard: usize,
+    layout: &Layout,
     store: &EmbeddedStore,
     mode: RecoveryMode,
-    start: u64,
-) -> Result<(ShardRecovery, u64), WalError> {
+) -> Result<(LogRecovery, u64), WalError> {
     let paths = segments(dir)?;
-    let mut found = ShardRecovery::default();
+    let mut found = LogRecovery::default();
     let mut read_bytes = 0;
-    // With a snapshot, the log must continue it: its first segment may not begin after the
-    // first frame the snapshot lacks.
+    // With snapshots, the log must continue them: its first segment may not begin after the
+    // first frame one of its shards' images lacks.
+    let start = layout.shards().map(|s| layout.starts[s]).min().unwrap_or(1);
     let mut expected: Option<u64> = None;
     let mut first_due = Some(start);
     for (i, path) in paths.iter().enumerate() {
@@ -219,12 +267,20 @@ fn recover_shard(
                 _ => return Err(corrupt(0, "bad segment header")),
             }
         };
-        if header.shard as usize != shard || header.shard_count as usize != store.shard_count() {
+        if header.shard as usize != layout.log || header.shard_count as usize != store.shard_count()
+        {
             return Err(WalError::ShardCount {
                 path: path.clone(),
                 shard: header.shard,
                 shard_count: header.shard_count,
                 expected: store.shard_count(),
+            });
+        }
+        if header.logs != layout.header_logs() {
+            return Err(WalError::Layout {
+                path: path.clone(),
+                logs: header.logs,
+                expected: layout.header_logs() as usize,
             });
         }
         let gap = match (expected, first_due.take()) {
@@ -253,12 +309,21 @@ fn recover_shard(
         let mut stop = false;
         while at < bytes.len() {
             let problem = match decode_frame(&bytes[at..]) {
-                FrameRead::Frame { seq, payload, len } => {
+                FrameRead::Frame {
+                    shard,
+                    seq,
+                    payload,
+                    len,
+                } => {
+                    let shard = layout.shard_of(shard);
                     if seq != next_seq {
                         Some(format!("frame sequence {seq} where {next_seq} was due"))
+                    } else if let Err(reason) = shard {
+                        Some(reason)
                     } else {
+                        let shard = shard.unwrap_or(layout.log);
                         match Record::decode(payload) {
-                            Ok(_) if seq < start => {
+                            Ok(_) if seq < layout.starts[shard] => {
                                 // Covered by the snapshot already loaded.
                                 found.last_seq = seq;
                                 next_seq += 1;
@@ -318,12 +383,14 @@ fn recover_shard(
         }
         expected = Some(next_seq);
     }
-    // An empty log continues from the store's start, and never below the snapshot's.
+    // An empty log continues from the store's start, and never below a snapshot's: every
+    // image of its shards covers less than the next frame.
     if found.last_seq == 0
         && let Some(next) = expected
     {
         found.last_seq = next.saturating_sub(1);
     }
-    found.last_seq = found.last_seq.max(start - 1);
+    let newest_start = layout.shards().map(|s| layout.starts[s]).max().unwrap_or(1);
+    found.last_seq = found.last_seq.max(newest_start - 1);
     Ok((found, read_bytes))
 }

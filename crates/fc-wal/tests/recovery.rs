@@ -190,7 +190,7 @@ fn a_torn_last_frame_at_every_offset() {
         let store = LoggedStore::open(&config, 1, RecoveryMode::TolerateTail, |b| b).unwrap();
         assert_eq!(store.len(), 20);
         assert_eq!(store.get(b"last"), None);
-        assert_eq!(store.recovery().shards[0].damage.is_some(), cut != start);
+        assert_eq!(store.recovery().logs[0].damage.is_some(), cut != start);
         drop(store);
         assert_eq!(fs::read(&seg).unwrap().len(), start, "cut {cut}");
     }
@@ -226,7 +226,7 @@ fn damage_mid_segment_refuses_unless_point_in_time() {
     let store = open(&config, RecoveryMode::PointInTime).unwrap();
     let shard = store
         .recovery()
-        .shards
+        .logs
         .iter()
         .find(|s| s.damage.is_some())
         .unwrap();
@@ -258,7 +258,7 @@ fn zeroed_tail_and_appended_junk_are_tails() {
     for round in 0..10 {
         let store = LoggedStore::open(&config, 1, RecoveryMode::TolerateTail, |b| b).unwrap();
         assert_eq!(store.digest(), digest, "round {round}");
-        assert_eq!(store.recovery().shards[0].damage.is_some(), round == 0);
+        assert_eq!(store.recovery().logs[0].damage.is_some(), round == 0);
     }
     assert_eq!(fs::read(&seg).unwrap(), good);
     // Junk appended five more times between reopenings.
@@ -275,7 +275,7 @@ fn zeroed_tail_and_appended_junk_are_tails() {
     zeroed[len - 2400..].fill(0);
     fs::write(&seg, &zeroed).unwrap();
     let store = LoggedStore::open(&config, 1, RecoveryMode::TolerateTail, |b| b).unwrap();
-    let damage = store.recovery().shards[0].damage.clone().unwrap();
+    let damage = store.recovery().logs[0].damage.clone().unwrap();
     assert!(damage.offset as usize <= len - 2400);
     assert!(store.len() < 300 && store.len() > 200);
 }
@@ -335,18 +335,28 @@ proptest! {
         ops in proptest::collection::vec((0u8..14, 0u8..6, any::<u8>(), -3i64..4), 1..120),
         segment_bytes in prop_oneof![Just(256u64), Just(64 << 20)],
         write_buffer_bytes in prop_oneof![Just(0usize), Just(300), Just(1 << 16)],
+        logs in 0usize..4,
+        spread in any::<bool>(),
     ) {
         let dir = tempfile::tempdir().unwrap();
         let clock = ManualClock::new(START_MS);
-        let config = WalConfig { segment_bytes, write_buffer_bytes, ..WalConfig::new(dir.path()) };
+        let config = WalConfig {
+            segment_bytes,
+            write_buffer_bytes,
+            logs,
+            ..WalConfig::new(dir.path())
+        };
+        // One hash tag (every key in one shard) or keys spread over the shards (and, with
+        // shared logs, several shards' frames interleaved in one log).
+        let name = |k: u8| if spread { format!("k{k}") } else { format!("{{k}}{k}") };
         let digest = {
             let store = LoggedStore::open(&config, 4, RecoveryMode::Strict, |b| {
                 b.clock(clock.clone())
             })
             .unwrap();
             for (op, k, v, n) in ops {
-                let key = format!("{{k}}{k}").into_bytes();
-                let other = format!("{{k}}{}", (k + 1) % 6).into_bytes();
+                let key = name(k).into_bytes();
+                let other = name((k + 1) % 6).into_bytes();
                 let val = [v];
                 let _ = match op {
                     0 => { store.set(&key, val, (n > 0).then(|| n as u64 * 10)); Ok(()) }
@@ -427,4 +437,99 @@ fn group_commit_syncs_once_for_many_appends_and_reopens_them() {
     };
     let store = open(&config, RecoveryMode::Strict).unwrap();
     assert_eq!(store.digest(), digest);
+}
+
+/// The log directories under `dir/wal` that hold segments, by name.
+fn log_dirs(dir: &Path) -> Vec<String> {
+    let mut out: Vec<String> = fs::read_dir(dir.join("wal"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| fs::read_dir(p).unwrap().next().is_some())
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn shared_logs_hold_every_shard_and_a_directory_keeps_its_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = WalConfig {
+        fsync: FsyncPolicy::Always,
+        group_commit: true,
+        logs: 2,
+        ..WalConfig::new(dir.path())
+    };
+    let digest = {
+        let store = LoggedStore::open(&shared, 8, RecoveryMode::Strict, |b| b).unwrap();
+        assert_eq!(store.wal().log_count(), 2);
+        let digest = fill(&store, 200);
+        store.wal().commit().unwrap();
+        // Eight shards dirty, two logs: two fdatasyncs.
+        assert_eq!(store.wal().stats().fsyncs, 2);
+        digest
+    };
+    assert_eq!(log_dirs(dir.path()), ["log-0000", "log-0001"]);
+    // Reopened with the default layout (one log per shard) asked for: the directory's own
+    // layout is used, and new writes go on in it.
+    let per_shard = WalConfig::new(dir.path());
+    assert_eq!(per_shard.with_layout_on_disk().unwrap().logs, 2);
+    let digest = {
+        let store = LoggedStore::open(&per_shard, 8, RecoveryMode::Strict, |b| b).unwrap();
+        assert_eq!(store.digest(), digest);
+        assert_eq!(store.recovery().logs.len(), 2);
+        assert_eq!(store.recovery().frames(), 200);
+        store.set(b"after", b"reopen", None);
+        store.digest()
+    };
+    assert_eq!(log_dirs(dir.path()), ["log-0000", "log-0001"]);
+    let store = LoggedStore::open(&shared, 8, RecoveryMode::Strict, |b| b).unwrap();
+    assert_eq!(store.digest(), digest);
+    assert_eq!(store.get(b"after"), Some(b"reopen".to_vec()));
+}
+
+#[test]
+fn a_frame_of_a_shard_that_does_not_write_to_its_log_is_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = WalConfig {
+        logs: 2,
+        ..WalConfig::new(dir.path())
+    };
+    {
+        let store = LoggedStore::open(&config, 4, RecoveryMode::Strict, |b| b).unwrap();
+        fill(&store, 40);
+    }
+    // A well-formed frame (right CRC, next sequence number) naming shard 1 in log 0, which
+    // only shards 0 and 2 write to.
+    let log0 = dir.path().join("wal/log-0000");
+    let segment = fs::read_dir(&log0).unwrap().next().unwrap().unwrap().path();
+    let frames = {
+        let store = LoggedStore::open(&config, 4, RecoveryMode::Strict, |b| b).unwrap();
+        store.recovery().logs[0].last_seq
+    };
+    let mut payload = Vec::new();
+    encode_mutation(
+        &Mutation::Set {
+            key: b"stray",
+            value: b"x",
+            expire_at_ms: None,
+        },
+        &mut payload,
+    );
+    let mut frame = Vec::new();
+    fc_wal::encode_frame_of(Some(1), frames + 1, &payload, &mut frame);
+    let len = fs::metadata(&segment).unwrap().len();
+    let mut bytes = fs::read(&segment).unwrap();
+    bytes.extend_from_slice(&frame);
+    fs::write(&segment, &bytes).unwrap();
+    let err = LoggedStore::open(&config, 4, RecoveryMode::Strict, |b| b).unwrap_err();
+    assert!(
+        err.to_string().contains("frame of shard 1 in log 0"),
+        "{err}"
+    );
+    // The default mode cuts it as a damaged tail, and nothing else is lost.
+    let store = LoggedStore::open(&config, 4, RecoveryMode::TolerateTail, |b| b).unwrap();
+    assert_eq!(store.len(), 40);
+    assert_eq!(store.get(b"stray"), None);
+    assert_eq!(fs::metadata(&segment).unwrap().len(), len);
 }
