@@ -354,6 +354,7 @@ impl FastCacheConfig {
                 segment_bytes,
                 save,
                 recovery,
+                faults: fc_wal::Faults::none(),
             },
         })
     }

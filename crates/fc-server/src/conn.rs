@@ -35,6 +35,9 @@ struct State {
     /// Keys `WATCH`ed since the last `EXEC`/`DISCARD`/`UNWATCH`.
     watched: Vec<WatchedKey>,
     shared: Arc<Shared>,
+    /// Whether the replies pending include a write command's (persistence: those are never
+    /// sent once the log has failed).
+    wrote: bool,
 }
 
 impl State {
@@ -86,6 +89,7 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
         client,
         watched: Vec::new(),
         shared: Arc::clone(shared),
+        wrote: false,
     };
     let Ok(mut stream) = TcpStream::from_std(stream) else {
         return;
@@ -113,11 +117,11 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
                     shared.commands.fetch_add(1, Ordering::Relaxed);
                     dispatch(&worker, &mut state, &mut parser, cmd.args, &mut wbuf).await;
                     if state.quit {
-                        let _ = send(&worker, &state.client, &mut stream, &mut wbuf).await;
+                        let _ = send(&worker, &mut state, &mut stream, &mut wbuf).await;
                         return;
                     }
                     if wbuf.len() >= FLUSH_AT
-                        && !send(&worker, &state.client, &mut stream, &mut wbuf).await
+                        && !send(&worker, &mut state, &mut stream, &mut wbuf).await
                     {
                         return;
                     }
@@ -126,12 +130,12 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
                 Err(err) => {
                     // Redis answers the protocol error and closes this client only.
                     err.write_reply(&mut wbuf);
-                    let _ = send(&worker, &state.client, &mut stream, &mut wbuf).await;
+                    let _ = send(&worker, &mut state, &mut stream, &mut wbuf).await;
                     return;
                 }
             }
         }
-        if !wbuf.is_empty() && !send(&worker, &state.client, &mut stream, &mut wbuf).await {
+        if !wbuf.is_empty() && !send(&worker, &mut state, &mut stream, &mut wbuf).await {
             return;
         }
     }
@@ -146,16 +150,18 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
 /// that lasts longer than the limit's seconds.
 async fn send(
     worker: &Worker,
-    client: &Client,
+    state: &mut State,
     stream: &mut TcpStream,
     wbuf: &mut BytesMut,
 ) -> bool {
     let shared = &worker.shared;
+    let wrote = std::mem::take(&mut state.wrote);
     if let Some(persist) = &shared.persist
-        && !persist.acknowledge().await
+        && !persist.acknowledge(wrote).await
     {
         return false;
     }
+    let client = &state.client;
     let limit = shared.live.output_limit();
     let pending = wbuf.len() as u64;
     if limit.hard > 0 && pending > limit.hard {
@@ -202,6 +208,7 @@ async fn dispatch(
         state.dirty |= state.multi.is_some();
         return Encoder::new(out, version).error(refusal.as_bytes());
     }
+    state.wrote |= spec.write || spec.name == "exec";
     match spec.name {
         "multi" => {
             let mut enc = Encoder::new(out, version);

@@ -277,6 +277,7 @@ fn open_store(
         // One log per worker (worker `w` owns shards `s % threads == w`): a group commit
         // fsyncs each worker's log once, however many of its shards a batch touched.
         logs: config.threads,
+        faults: settings.faults.clone(),
         ..WalConfig::new(dir)
     }
     .with_layout_on_disk()?;

@@ -30,6 +30,8 @@ pub struct PersistenceConfig {
     pub save: Vec<(u64, u64)>,
     /// What recovery does about damage.
     pub recovery: RecoveryMode,
+    /// Fault injection into the log's file operations (tests; none by default).
+    pub faults: fc_wal::Faults,
 }
 
 impl Default for PersistenceConfig {
@@ -40,6 +42,7 @@ impl Default for PersistenceConfig {
             segment_bytes: 64 << 20,
             save: vec![(3600, 1), (300, 100), (60, 10_000)],
             recovery: RecoveryMode::TolerateTail,
+            faults: fc_wal::Faults::none(),
         }
     }
 }
@@ -141,15 +144,17 @@ impl Persist {
 
     /// Makes what was just executed safe to acknowledge: written to the OS always, and on disk
     /// under `always` (every log's frames so far durable: the owning workers' commits, see
-    /// [`committer`]). `false`: the log failed, and the replies must not be sent.
-    pub(crate) async fn acknowledge(&self) -> bool {
+    /// [`committer`]). `false`: the log failed and the replies include a write's (`wrote`),
+    /// so they must not be sent; read-only replies still go (writes are refused with
+    /// `MISCONF` from then on, reads are served, as Redis does).
+    pub(crate) async fn acknowledge(&self, wrote: bool) -> bool {
         match self.fsync {
             FsyncPolicy::Always => {
                 for log in 0..self.committed.len() {
                     let position = self.wal.log_appended(log);
                     self.durable(log, position).await;
                 }
-                !self.wal.has_failed()
+                !(wrote && self.wal.has_failed())
             }
             _ => {
                 // Let this worker's other ready connections run their batches first, so one
@@ -158,7 +163,7 @@ impl Persist {
                 if !self.wal.is_flushed(self.wal.appended()) {
                     tokio::task::yield_now().await;
                 }
-                self.wal.flush_appended().is_ok()
+                self.wal.flush_appended().is_ok() || !wrote
             }
         }
     }

@@ -649,3 +649,67 @@ fn always_commits_one_log_per_worker_for_many_connections() {
     drop(con);
     server.shutdown();
 }
+
+#[test]
+fn a_failing_disk_never_acknowledges_and_refuses_writes_with_misconf() {
+    let dir = tempfile::tempdir().unwrap();
+    // Every fdatasync from the second on fails with EIO.
+    let syncs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = std::sync::Arc::clone(&syncs);
+    let faults = fc_wal::Faults::new(move |op, _| {
+        (op == fc_wal::FileOp::Sync && seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= 1)
+            .then(|| fc_wal::Fault::os(5))
+    });
+    let server = start(ServerConfig {
+        shards: 8,
+        threads: 2,
+        persistence: fc_server::PersistenceConfig {
+            data_dir: Some(dir.path().to_path_buf()),
+            appendfsync: fc_wal::FsyncPolicy::Always,
+            save: Vec::new(),
+            faults,
+            ..fc_server::PersistenceConfig::default()
+        },
+        ..ServerConfig::default()
+    });
+    let mut con = client(&server);
+    let _: () = con.set("first", "durable").unwrap();
+    // This write's commit fails: its reply is never sent; the connection is closed.
+    let lost: redis::RedisResult<()> = con.set("second", "not durable");
+    assert!(lost.is_err(), "{lost:?}");
+    assert!(syncs.load(std::sync::atomic::Ordering::SeqCst) >= 2);
+    // Every later write is refused with Redis's MISCONF; reads go on.
+    let mut con = client(&server);
+    let e = err_text(redis::cmd("SET").arg("third").arg("x").query(&mut con));
+    assert!(
+        e.contains("MISCONF") && e.contains("Input/output error"),
+        "{e}"
+    );
+    let v: String = con.get("first").unwrap();
+    assert_eq!(v, "durable");
+    let info: String = redis::cmd("INFO")
+        .arg("persistence")
+        .query(&mut con)
+        .unwrap();
+    assert!(info.contains("aof_last_write_status:err"), "{info}");
+    drop(con);
+    server.shutdown();
+    // What was acknowledged is on disk.
+    let server = start(ServerConfig {
+        shards: 8,
+        threads: 2,
+        persistence: fc_server::PersistenceConfig {
+            data_dir: Some(dir.path().to_path_buf()),
+            save: Vec::new(),
+            ..fc_server::PersistenceConfig::default()
+        },
+        ..ServerConfig::default()
+    });
+    let mut con = client(&server);
+    let v: String = con.get("first").unwrap();
+    assert_eq!(v, "durable");
+    let n: Option<String> = con.get("third").unwrap();
+    assert_eq!(n, None);
+    drop(con);
+    server.shutdown();
+}

@@ -34,6 +34,7 @@
 //! ```
 
 mod error;
+mod faults;
 mod frame;
 mod log;
 mod record;
@@ -45,6 +46,7 @@ use std::sync::Arc;
 use fc_shard::{EmbeddedStore, EmbeddedStoreBuilder};
 
 pub use error::WalError;
+pub use faults::{Fault, Faults, FileOp};
 pub use frame::{
     FLAG_SHARD, FORMAT_VERSION, FRAME_HEADER_LEN, FRAME_MAGIC, FRAME_TRAILER_LEN, FrameRead,
     MAX_PAYLOAD_LEN, MAX_SHARED_LOG_SHARDS, SEGMENT_HEADER_LEN, SEGMENT_MAGIC, SegmentHeader,

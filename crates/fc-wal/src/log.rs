@@ -12,6 +12,7 @@ use fc_shard::{Mutation, MutationSink};
 use parking_lot::Mutex;
 
 use crate::error::WalError;
+use crate::faults::{Faults, FileOp};
 use crate::frame::SegmentHeader;
 use crate::record::encode_mutation;
 
@@ -77,6 +78,9 @@ pub struct WalConfig {
     /// `fdatasync` per worker instead of one per shard. A data directory keeps the layout it
     /// was created with ([`WalConfig::with_layout_on_disk`]).
     pub logs: usize,
+    /// Fault injection for tests (none by default): consulted before every write, sync and
+    /// segment creation.
+    pub faults: Faults,
 }
 
 impl WalConfig {
@@ -90,6 +94,7 @@ impl WalConfig {
             write_buffer_bytes: 0,
             group_commit: false,
             logs: 0,
+            faults: Faults::none(),
         }
     }
 
@@ -255,6 +260,7 @@ pub struct ShardLog {
     /// Set (for the whole sink) when this log is poisoned: a lock-free health check.
     failed: Arc<AtomicBool>,
     stats: WalStatsSnapshot,
+    faults: Faults,
 }
 
 fn io_error(path: &Path, err: &std::io::Error) -> WalError {
@@ -309,6 +315,7 @@ impl ShardLog {
             poisoned: None,
             failed: Arc::new(AtomicBool::new(false)),
             stats: WalStatsSnapshot::default(),
+            faults: config.faults.clone(),
         })
     }
 
@@ -342,6 +349,9 @@ impl ShardLog {
             self.sync()?;
         }
         let path = self.dir.join(segment_name(self.next_seq));
+        if let Some(fault) = self.faults.check(FileOp::Create, &path) {
+            return Err(io_error(&path, &fault.error));
+        }
         // Never over an existing segment: a name taken means frames this log would overwrite
         // (recovery removes frame-less segments), so that is an error, not a truncation.
         let mut file = OpenOptions::new()
@@ -430,13 +440,23 @@ impl ShardLog {
     /// The I/O error, which poisons the log after cutting the segment back to its last whole
     /// frame.
     pub fn flush(&mut self) -> Result<(), WalError> {
+        if let Some(err) = &self.poisoned {
+            return Err(err.clone());
+        }
         if self.pending.is_empty() {
             return Ok(());
         }
         let Some((file, path)) = self.file.as_mut() else {
             return Ok(());
         };
-        if let Err(e) = (&**file).write_all(&self.pending) {
+        let written = match self.faults.check(FileOp::Write, path) {
+            None => (&**file).write_all(&self.pending),
+            Some(fault) => {
+                let part = &self.pending[..fault.written.min(self.pending.len())];
+                (&**file).write_all(part).and(Err(fault.error))
+            }
+        };
+        if let Err(e) = written {
             let err = io_error(path, &e);
             // A short write leaves a partial frame: cut back to the last whole one.
             let _ = file.set_len(self.segment_len);
@@ -464,7 +484,11 @@ impl ShardLog {
             return Ok(());
         };
         let started = Instant::now();
-        if let Err(e) = file.sync_data() {
+        let synced = match self.faults.check(FileOp::Sync, path) {
+            None => file.sync_data(),
+            Some(fault) => Err(fault.error),
+        };
+        if let Err(e) = synced {
             let err = io_error(path, &e);
             return Err(self.fail(err));
         }
@@ -484,6 +508,7 @@ pub struct SyncTicket {
     shard: usize,
     file: Arc<File>,
     path: PathBuf,
+    faults: Faults,
 }
 
 impl SyncTicket {
@@ -499,9 +524,11 @@ impl SyncTicket {
     /// The I/O error (the caller poisons the log: [`ShardLog::sync_failed`]).
     pub fn run(&self) -> Result<u64, WalError> {
         let started = Instant::now();
-        self.file
-            .sync_data()
-            .map_err(|e| io_error(&self.path, &e))?;
+        match self.faults.check(FileOp::Sync, &self.path) {
+            None => self.file.sync_data(),
+            Some(fault) => Err(fault.error),
+        }
+        .map_err(|e| io_error(&self.path, &e))?;
         Ok(started.elapsed().as_micros() as u64)
     }
 }
@@ -529,6 +556,7 @@ impl ShardLog {
             shard: self.shard as usize,
             file: Arc::clone(file),
             path: path.clone(),
+            faults: self.faults.clone(),
         }))
     }
 

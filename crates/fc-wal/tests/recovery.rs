@@ -533,3 +533,106 @@ fn a_frame_of_a_shard_that_does_not_write_to_its_log_is_damage() {
     assert_eq!(store.get(b"stray"), None);
     assert_eq!(fs::metadata(&segment).unwrap().len(), len);
 }
+
+const ENOSPC: i32 = 28;
+const EIO: i32 = 5;
+
+/// A hook failing the `nth` operation `op` (counting from 1) with `fault`, and every later one
+/// with the same errno (a full disk stays full).
+fn fail_from(op: fc_wal::FileOp, nth: usize, written: usize, errno: i32) -> fc_wal::Faults {
+    let seen = std::sync::atomic::AtomicUsize::new(0);
+    fc_wal::Faults::new(move |o, _| {
+        if o != op {
+            return None;
+        }
+        let n = seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        (n >= nth).then(|| {
+            if n == nth {
+                fc_wal::Fault::short(written, errno)
+            } else {
+                fc_wal::Fault::os(errno)
+            }
+        })
+    })
+}
+
+#[test]
+fn a_full_disk_mid_frame_cuts_the_partial_frame_and_poisons_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let faulty = WalConfig {
+        fsync: FsyncPolicy::No,
+        // The third frame's write stores 11 bytes, then the disk is full.
+        faults: fail_from(fc_wal::FileOp::Write, 3, 11, ENOSPC),
+        ..WalConfig::new(dir.path())
+    };
+    {
+        let store = LoggedStore::open(&faulty, 1, RecoveryMode::Strict, |b| b).unwrap();
+        store.set(b"k0", b"v0", None);
+        store.set(b"k1", b"v1", None);
+        assert!(store.wal().health().is_ok());
+        store.set(b"k2", b"v2", None);
+        let err = store.wal().health().unwrap_err();
+        assert!(err.to_string().contains("No space left on device"), "{err}");
+        assert!(store.wal().has_failed());
+        assert_eq!(store.wal().stats().truncations, 1);
+        // Nothing more is logged, and syncing reports the failure instead of claiming success.
+        store.set(b"k3", b"v3", None);
+        assert!(store.wal().sync_all().is_err());
+        assert_eq!(store.wal().stats().frames, 3);
+    }
+    // The partial frame was cut: the segment ends at the last whole frame, which even
+    // strict recovery accepts, and what reached the log before the failure is all there.
+    let store =
+        LoggedStore::open(&WalConfig::new(dir.path()), 1, RecoveryMode::Strict, |b| b).unwrap();
+    assert_eq!(store.recovery().frames(), 2);
+    assert_eq!(store.get(b"k1"), Some(b"v1".to_vec()));
+    assert_eq!(store.get(b"k2"), None);
+    assert!(store.recovery().logs[0].damage.is_none());
+}
+
+#[test]
+fn a_failed_fdatasync_fails_the_group_commit_and_poisons_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let faulty = WalConfig {
+        fsync: FsyncPolicy::Always,
+        group_commit: true,
+        faults: fail_from(fc_wal::FileOp::Sync, 2, 0, EIO),
+        ..WalConfig::new(dir.path())
+    };
+    let store = LoggedStore::open(&faulty, 2, RecoveryMode::Strict, |b| b).unwrap();
+    store.set(b"a", b"1", None);
+    store.wal().commit().unwrap();
+    assert!(store.wal().is_durable(store.wal().appended()));
+    store.set(b"b", b"2", None);
+    let err = store.wal().commit().unwrap_err();
+    assert!(err.to_string().contains("Input/output error"), "{err}");
+    // Not durable, and never claimed to be later: the log refuses from now on.
+    assert!(!store.wal().is_durable(store.wal().appended()));
+    assert!(store.wal().commit().is_err());
+    assert!(store.wal().has_failed());
+    // One log at a time (the server's path) says the same.
+    let log = store.wal().log_of(0);
+    store.set(b"c", b"3", None);
+    assert!(
+        (0..store.wal().log_count()).any(|l| store.wal().commit_log(l).is_err()),
+        "log {log}"
+    );
+}
+
+#[test]
+fn a_segment_that_cannot_be_created_poisons_the_log_before_any_frame() {
+    let dir = tempfile::tempdir().unwrap();
+    let faulty = WalConfig {
+        faults: fail_from(fc_wal::FileOp::Create, 1, 0, ENOSPC),
+        ..WalConfig::new(dir.path())
+    };
+    {
+        let store = LoggedStore::open(&faulty, 1, RecoveryMode::Strict, |b| b).unwrap();
+        store.set(b"k", b"v", None);
+        assert!(store.wal().has_failed());
+        assert_eq!(store.wal().stats().frames, 0);
+    }
+    let store =
+        LoggedStore::open(&WalConfig::new(dir.path()), 1, RecoveryMode::Strict, |b| b).unwrap();
+    assert_eq!(store.len(), 0);
+}
