@@ -152,7 +152,9 @@ impl Persist {
             FsyncPolicy::Always => {
                 for log in 0..self.committed.len() {
                     let position = self.wal.log_appended(log);
-                    self.durable(log, position).await;
+                    if self.wal.log_durable(log) < position {
+                        self.durable(log, position).await;
+                    }
                 }
                 !(wrote && self.wal.has_failed())
             }
