@@ -147,7 +147,7 @@ impl Persist {
     /// [`committer`]). `false`: the log failed and the replies include a write's (`wrote`),
     /// so they must not be sent; read-only replies still go (writes are refused with
     /// `MISCONF` from then on, reads are served, as Redis does).
-    pub(crate) async fn acknowledge(&self, wrote: bool) -> bool {
+    pub(crate) async fn acknowledge(self: &Arc<Self>, wrote: bool) -> bool {
         match self.fsync {
             FsyncPolicy::Always => {
                 for log in 0..self.committed.len() {
@@ -171,7 +171,7 @@ impl Persist {
     }
 
     /// Waits until log `log` is durable up to `position` (or the log failed).
-    async fn durable(&self, log: usize, position: u64) {
+    async fn durable(self: &Arc<Self>, log: usize, position: u64) {
         loop {
             let committed = self.committed[log].notified();
             tokio::pin!(committed);
@@ -186,9 +186,8 @@ impl Persist {
             {
                 // No commit came: run one (never expected; counted in INFO).
                 self.fallback_commits.fetch_add(1, Ordering::Relaxed);
-                let wal = Arc::clone(&self.wal);
-                let _ = tokio::task::spawn_blocking(move || wal.commit_log(log)).await;
-                self.committed[log].notify_waiters();
+                let persist = Arc::clone(self);
+                let _ = tokio::task::spawn_blocking(move || persist.commit(log)).await;
             }
         }
     }

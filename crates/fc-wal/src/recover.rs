@@ -160,15 +160,16 @@ pub fn recover_from(
     let mut report = RecoveryReport::default();
     let shard_count = store.shard_count();
     let count = config.log_count(shard_count);
+    let starts: Vec<u64> = (0..shard_count)
+        .map(|s| starts.get(s).copied().unwrap_or(1).max(1))
+        .collect();
     for log in 0..count {
         let layout = Layout {
             log,
             logs: count,
             shared: config.logs > 0,
             shard_count,
-            starts: (0..shard_count)
-                .map(|s| starts.get(s).copied().unwrap_or(1).max(1))
-                .collect(),
+            starts: &starts,
         };
         let (found, bytes) = recover_log(&config.log_dir(log), &layout, store, mode)?;
         report.bytes += bytes;
@@ -179,16 +180,16 @@ pub fn recover_from(
 }
 
 /// Which log is being read, and what its frames' shards may be.
-struct Layout {
+struct Layout<'a> {
     log: usize,
     logs: usize,
     shared: bool,
     shard_count: usize,
     /// Per shard: the first sequence number not in its snapshot image.
-    starts: Vec<u64>,
+    starts: &'a [u64],
 }
 
-impl Layout {
+impl Layout<'_> {
     /// The shards writing to this log.
     fn shards(&self) -> impl Iterator<Item = usize> + '_ {
         (self.log..self.shard_count).step_by(self.logs)
@@ -218,7 +219,7 @@ impl Layout {
 
 fn recover_log(
     dir: &Path,
-    layout: &Layout,
+    layout: &Layout<'_>,
     store: &EmbeddedStore,
     mode: RecoveryMode,
 ) -> Result<(LogRecovery, u64), WalError> {
