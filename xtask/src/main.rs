@@ -6,6 +6,8 @@
 //!   bytes-per-entry rows (`--memory`); writes `bench-matrix/<run-id>/`.
 //! - `hitratio`: hit ratios of the eviction policies against Moka, quick_cache and lru.
 //! - `bench-server`: fc-server against redis-server over TCP (`server.csv`), with durability rows.
+//! - `bench-wal`: fc-wal append bandwidth against `dd` (`wal.csv`).
+//! - `bench-restart`: restart time with keys on disk, fc-server against Redis (`restart.csv`).
 //! - `fuzz`: the codec crates' cargo-fuzz targets for a bounded time each (nightly + cargo-fuzz).
 
 use std::collections::BTreeMap;
@@ -17,6 +19,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod fuzz;
 mod hitratio;
+mod persist_bench;
 mod server_bench;
 
 #[derive(Parser)]
@@ -39,6 +42,12 @@ enum Task {
     /// 80-20 at pipelines 1/16/64 (writes `bench-matrix/<run-id>/server.csv`); `--persistence`
     /// adds appendfsync everysec/always rows.
     BenchServer(Box<server_bench::ServerBenchArgs>),
+    /// fc-wal append bandwidth against `dd` writing the same bytes, in the same run
+    /// (writes `bench-matrix/<run-id>/wal.csv`).
+    BenchWal(persist_bench::WalBenchArgs),
+    /// Restart time with 1M keys on disk: fc-server (snapshot + WAL tail) against Redis
+    /// loading an RDB of the same keys (writes `bench-matrix/<run-id>/restart.csv`).
+    BenchRestart(persist_bench::RestartArgs),
     /// Run the cargo-fuzz targets (fc-resp's request parser and reply decoder) for a bounded time.
     Fuzz(fuzz::FuzzArgs),
     /// Kill -9 durability soak: the fc-server binary with a data directory, writers, SIGKILL at
@@ -99,6 +108,8 @@ fn main() -> anyhow::Result<()> {
         Task::Hitratio(args) => hitratio::hitratio(args),
         Task::Crash(args) => crash(&args),
         Task::BenchServer(args) => server_bench::bench_server(*args),
+        Task::BenchWal(args) => persist_bench::bench_wal(args),
+        Task::BenchRestart(args) => persist_bench::bench_restart(args),
     }
 }
 

@@ -235,7 +235,7 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn which(program: &str) -> bool {
+pub(crate) fn which(program: &str) -> bool {
     Command::new(program)
         .arg("--version")
         .stdout(Stdio::null())
@@ -251,7 +251,7 @@ fn tempfile_dir(out: &Path, server: &str, fsync: &str) -> anyhow::Result<PathBuf
     Ok(dir)
 }
 
-fn pin_self(cpus: &[usize]) {
+pub(crate) fn pin_self(cpus: &[usize]) {
     let mut set = rustix::thread::CpuSet::new();
     for &c in cpus {
         set.set(c);
@@ -283,7 +283,7 @@ impl ServerProcess {
     }
 }
 
-fn free_port() -> anyhow::Result<u16> {
+pub(crate) fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
@@ -352,11 +352,11 @@ fn start_server(
     Ok(ServerProcess { child, addr })
 }
 
-fn key(n: u64) -> String {
+pub(crate) fn key(n: u64) -> String {
     format!("key:{n:012}")
 }
 
-fn push_command(buf: &mut Vec<u8>, parts: &[&[u8]]) {
+pub(crate) fn push_command(buf: &mut Vec<u8>, parts: &[&[u8]]) {
     let _ = write!(VecWriter(buf), "*{}\r\n", parts.len());
     for p in parts {
         let _ = write!(VecWriter(buf), "${}\r\n", p.len());
@@ -406,7 +406,7 @@ fn preload(addr: &str, keys: u64, value: usize) -> anyhow::Result<()> {
 }
 
 /// Complete replies at the start of `buf`, and the bytes they take.
-fn count_replies(buf: &[u8]) -> (usize, usize) {
+pub(crate) fn count_replies(buf: &[u8]) -> (usize, usize) {
     let mut at = 0;
     let mut count = 0;
     while at < buf.len() {
