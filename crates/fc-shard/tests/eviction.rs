@@ -485,7 +485,7 @@ impl RefS3Fifo {
                     continue;
                 }
                 self.ghost.push_back(k);
-                while self.ghost.len() > self.main.len().max(64) {
+                while self.ghost.len() > (self.main.len() / 4).max(16) {
                     self.ghost.pop_front();
                 }
             } else if f > 0 {
@@ -514,7 +514,7 @@ proptest! {
         let (store, _) = store(1, budget, EvictionPolicy::S3Fifo, &clock);
         let mut reference = RefS3Fifo {
             capacity,
-            small_share_bytes: budget / 10,
+            small_share_bytes: budget * 5 / 100,
             entry_bytes,
             ..RefS3Fifo::default()
         };
