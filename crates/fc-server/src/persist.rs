@@ -227,7 +227,7 @@ impl Persist {
         let status = |ok: bool| if ok { "ok" } else { "err" };
         let _ = write!(
             text,
-            "# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\naof_enabled:1\r\naof_rewrite_in_progress:0\r\naof_last_write_status:{}\r\nappendfsync:{}\r\nwal_frames:{}\r\nwal_bytes:{}\r\nwal_fsyncs:{}\r\nwal_fsync_max_micros:{}\r\nwal_commit_fallbacks:{}\r\nwal_segments_opened:{}\r\nloaded_keys_from_snapshot:{}\r\nloaded_wal_frames:{}\r\nload_time_ms:{}\r\n\r\n",
+            "# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\naof_enabled:1\r\naof_rewrite_in_progress:0\r\naof_last_write_status:{}\r\nappendfsync:{}\r\nwal_frames:{}\r\nwal_bytes:{}\r\nwal_fsyncs:{}\r\nwal_fsync_micros:{}\r\nwal_fsync_max_micros:{}\r\nwal_commit_fallbacks:{}\r\nwal_segments_opened:{}\r\nloaded_keys_from_snapshot:{}\r\nloaded_wal_frames:{}\r\nload_time_ms:{}\r\n\r\n",
             self.changes_since_save(),
             u8::from(self.saving.load(Ordering::Relaxed)),
             self.last_save.load(Ordering::Relaxed),
@@ -238,6 +238,7 @@ impl Persist {
             stats.frames,
             stats.bytes,
             stats.fsyncs,
+            stats.fsync_micros,
             stats.fsync_max_micros,
             self.fallback_commits.load(Ordering::Relaxed),
             stats.segments,
@@ -253,6 +254,12 @@ impl Persist {
 /// connection and job of the worker run (Redis's beforeSleep), then one `fdatasync` covers
 /// all of them. The sync runs off the worker thread, which meanwhile executes the next
 /// commands; whoever waits for those wakes it again, and their commit follows at once.
+///
+/// Tried and measured (64B SET, 50 connections at pipeline 1, one worker): starting the next
+/// sync as soon as one returns, without the yield (or looping on the blocking thread), keeps
+/// the disk busier but cuts the frames per sync from 29 to 19-24, each sync gets slower, and
+/// throughput drops about 20%: on this disk the rate of syncs, not their idle gaps, is the
+/// limit, so the batch size is what to grow.
 pub(crate) async fn committer(persist: Arc<Persist>, log: usize) {
     loop {
         persist.wanted[log].notified().await;
