@@ -388,9 +388,11 @@ fn scan_returns_each_stable_key_once_while_the_index_grows() {
         ..ScanOptions::default()
     };
     let found = scan_all(&store, options, || {
-        // As many new keys per call as the call returns: the store grows ~e-fold during the
-        // scan (every shard's index doubles), and some of the new keys go again.
-        for _ in 0..50 {
+        // More new keys per call than the call returns: the store about doubles during the
+        // scan (every shard's index doubles: 500 keys a shard sit in 128 buckets, which hold
+        // up to 768), and some of the new keys go again. How many calls the scan takes
+        // depends on the index's random spot order, so the growth varies from run to run.
+        for _ in 0..60 {
             store.set(format!("new:{added}"), b"v", None);
             added += 1;
         }
@@ -400,7 +402,7 @@ fn scan_returns_each_stable_key_once_while_the_index_grows() {
     let unique: BTreeSet<_> = stable.iter().collect();
     assert_eq!(unique.len(), 2_000, "every stable key");
     assert_eq!(stable.len(), 2_000, "exactly once");
-    assert!(store.len() > 4_000, "the index grew: {}", store.len());
+    assert!(store.len() > 3_600, "the index grew: {}", store.len());
 }
 
 #[test]
