@@ -29,7 +29,9 @@ use fc_shard::Mutation;
 use fc_wal::{FsyncPolicy, ShardLog, WalConfig};
 
 use crate::bench::report;
-use crate::server_bench::{count_replies, free_port, key, pin_self, push_command, which};
+use crate::server_bench::{
+    build_fc_server, free_port, key, pin_self, push_command, run_dir, set_keys, which,
+};
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct WalBenchArgs {
@@ -91,13 +93,7 @@ pub(crate) fn bench_wal(mut args: WalBenchArgs) -> anyhow::Result<()> {
     if !which_dd() {
         bail!("bench-wal needs dd (coreutils)");
     }
-    let root = report::workspace_root()?;
-    let run_id = report::utc_run_id();
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| root.join("bench-matrix").join(&run_id));
-    std::fs::create_dir_all(&out)?;
+    let (_, run_id, out) = run_dir(args.out.as_deref())?;
     let dir = args
         .dir
         .clone()
@@ -377,22 +373,8 @@ pub(crate) fn bench_restart(mut args: RestartArgs) -> anyhow::Result<()> {
     if args.tail > args.keys {
         bail!("--tail ({}) exceeds --keys ({})", args.tail, args.keys);
     }
-    let root = report::workspace_root()?;
-    let run_id = report::utc_run_id();
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| root.join("bench-matrix").join(&run_id));
-    std::fs::create_dir_all(&out)?;
-    eprintln!("bench-restart: building fc-server (release)");
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["build", "--release", "--quiet", "-p", "fc-server"])
-        .current_dir(&root)
-        .status()?;
-    if !status.success() {
-        bail!("building fc-server failed");
-    }
-    let fc_binary = root.join("target/release/fc-server");
+    let (root, run_id, out) = run_dir(args.out.as_deref())?;
+    let fc_binary = build_fc_server(&root, "bench-restart")?;
     let mut rows = Vec::new();
     for server in &args.servers {
         if server == "redis" && !which("redis-server") {
@@ -588,39 +570,14 @@ fn spawn(
 fn set_range(addr: &str, from: u64, to: u64, value: usize) -> anyhow::Result<()> {
     const ALPHABET: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ+/";
     let mut state = 0x9e37_79b9_7f4a_7c15u64 ^ from;
-    let mut value = vec![0u8; value];
-    let mut s = TcpStream::connect(addr)?;
-    let mut buf = Vec::new();
-    let mut scratch = vec![0u8; 64 << 10];
-    let mut pending = Vec::new();
-    let mut next = from;
-    while next < to {
-        buf.clear();
-        let end = (next + 512).min(to);
-        for n in next..end {
-            for b in &mut value {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                *b = ALPHABET[(state >> 58) as usize];
-            }
-            push_command(&mut buf, &[b"SET", key(n).as_bytes(), &value]);
+    set_keys(addr, from..to, &mut vec![0u8; value], 512, |value| {
+        for b in value {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            *b = ALPHABET[(state >> 58) as usize];
         }
-        s.write_all(&buf)?;
-        let mut replies = 0;
-        while replies < (end - next) as usize {
-            let n = s.read(&mut scratch)?;
-            if n == 0 {
-                bail!("the server closed the connection while loading");
-            }
-            pending.extend_from_slice(&scratch[..n]);
-            let (count, used) = count_replies(&pending);
-            replies += count;
-            pending.drain(..used);
-        }
-        next = end;
-    }
-    Ok(())
+    })
 }
 
 /// Sends one command and checks the reply starts with `expect`.

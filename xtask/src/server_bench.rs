@@ -150,22 +150,8 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
         .iter()
         .map(|m| Mix::parse(m))
         .collect::<anyhow::Result<_>>()?;
-    let root = report::workspace_root()?;
-    let run_id = report::utc_run_id();
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| root.join("bench-matrix").join(&run_id));
-    std::fs::create_dir_all(&out)?;
-    eprintln!("bench-server: building fc-server (release)");
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["build", "--release", "--quiet", "-p", "fc-server"])
-        .current_dir(&root)
-        .status()?;
-    if !status.success() {
-        bail!("building fc-server failed");
-    }
-    let fc_binary = root.join("target/release/fc-server");
+    let (root, run_id, out) = run_dir(args.out.as_deref())?;
+    let fc_binary = build_fc_server(&root, "bench-server")?;
     let have_redis = which("redis-server");
     let have_benchmark = which("redis-benchmark") && !args.no_redis_benchmark;
     let mut rows = Vec::new();
@@ -376,17 +362,29 @@ impl std::fmt::Write for VecWriter<'_> {
 
 /// Sets every key once (pipelines of 256), so GETs hit.
 fn preload(addr: &str, keys: u64, value: usize) -> anyhow::Result<()> {
-    let value = vec![b'x'; value];
+    set_keys(addr, 0..keys, &mut vec![b'x'; value], 256, |_| {})
+}
+
+/// `SET`s keys `keys` on one connection in pipelines of `batch`, each value `value` after
+/// `refill` has rewritten it.
+pub(crate) fn set_keys(
+    addr: &str,
+    keys: std::ops::Range<u64>,
+    value: &mut [u8],
+    batch: u64,
+    mut refill: impl FnMut(&mut [u8]),
+) -> anyhow::Result<()> {
     let mut s = TcpStream::connect(addr)?;
     let mut buf = Vec::new();
     let mut scratch = vec![0u8; 64 << 10];
     let mut pending = Vec::new();
-    let mut next = 0;
-    while next < keys {
+    let mut next = keys.start;
+    while next < keys.end {
         buf.clear();
-        let end = (next + 256).min(keys);
+        let end = (next + batch.max(1)).min(keys.end);
         for n in next..end {
-            push_command(&mut buf, &[b"SET", key(n).as_bytes(), &value]);
+            refill(value);
+            push_command(&mut buf, &[b"SET", key(n).as_bytes(), value]);
         }
         s.write_all(&buf)?;
         let mut replies = 0;
@@ -405,8 +403,34 @@ fn preload(addr: &str, keys: u64, value: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The output directory of a run (`--out`, or `bench-matrix/<run-id>`), created, with the
+/// workspace root and the run id.
+pub(crate) fn run_dir(out: Option<&Path>) -> anyhow::Result<(PathBuf, String, PathBuf)> {
+    let root = report::workspace_root()?;
+    let run_id = report::utc_run_id();
+    let out = out.map_or_else(
+        || root.join("bench-matrix").join(&run_id),
+        Path::to_path_buf,
+    );
+    std::fs::create_dir_all(&out)?;
+    Ok((root, run_id, out))
+}
+
+/// Builds the release fc-server binary and returns its path.
+pub(crate) fn build_fc_server(root: &Path, task: &str) -> anyhow::Result<PathBuf> {
+    eprintln!("{task}: building fc-server (release)");
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["build", "--release", "--quiet", "-p", "fc-server"])
+        .current_dir(root)
+        .status()?;
+    if !status.success() {
+        bail!("building fc-server failed");
+    }
+    Ok(root.join("target/release/fc-server"))
+}
+
 /// Complete replies at the start of `buf`, and the bytes they take.
-pub(crate) fn count_replies(buf: &[u8]) -> (usize, usize) {
+fn count_replies(buf: &[u8]) -> (usize, usize) {
     let mut at = 0;
     let mut count = 0;
     while at < buf.len() {
