@@ -21,7 +21,7 @@ use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -90,7 +90,7 @@ pub(crate) fn bench_wal(mut args: WalBenchArgs) -> anyhow::Result<()> {
         args.mib = 32;
         args.repeat = 1;
     }
-    if !which_dd() {
+    if !which("dd") {
         bail!("bench-wal needs dd (coreutils)");
     }
     let (_, run_id, out) = run_dir(args.out.as_deref())?;
@@ -198,13 +198,11 @@ pub(crate) fn bench_wal(mut args: WalBenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn which_dd() -> bool {
-    Command::new("dd")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+/// `dir`, emptied: each writer starts from nothing.
+fn fresh_dir(dir: &Path) -> anyhow::Result<()> {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir)?;
+    Ok(())
 }
 
 fn mib_per_s(r: &WalRow) -> f64 {
@@ -219,8 +217,7 @@ fn wal_once(
     buffer: usize,
     writer: &'static str,
 ) -> anyhow::Result<WalRow> {
-    let _ = std::fs::remove_dir_all(dir);
-    std::fs::create_dir_all(dir)?;
+    fresh_dir(dir)?;
     let config = WalConfig {
         fsync: FsyncPolicy::EverySec,
         write_buffer_bytes: buffer,
@@ -261,8 +258,7 @@ fn wal_once(
 /// over, `fdatasync` at every 64 MiB (where the log rotates) and at the end — what the
 /// buffered log would cost if encoding frames were free.
 fn plain_once(dir: &Path, value: usize, target: u64) -> anyhow::Result<WalRow> {
-    let _ = std::fs::remove_dir_all(dir);
-    std::fs::create_dir_all(dir)?;
+    fresh_dir(dir)?;
     let buffer = vec![0xABu8; 64 << 10];
     let segment = 64u64 << 20;
     let cpu = own_cpu();
@@ -294,8 +290,7 @@ fn plain_once(dir: &Path, value: usize, target: u64) -> anyhow::Result<WalRow> {
 
 /// `dd` writing `target` bytes (rounded up to whole MiB) with a final `fdatasync`.
 fn dd_once(dir: &Path, value: usize, target: u64) -> anyhow::Result<WalRow> {
-    let _ = std::fs::remove_dir_all(dir);
-    std::fs::create_dir_all(dir)?;
+    fresh_dir(dir)?;
     let count = target.div_ceil(1 << 20);
     let file = dir.join("dd.bin");
     let start = Instant::now();
