@@ -102,6 +102,7 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
     };
     let mut rbuf = BytesMut::with_capacity(16 * 1024);
     let mut wbuf = BytesMut::with_capacity(16 * 1024);
+    let mut batch = Vec::with_capacity(BATCH);
     loop {
         match stream.read_buf(&mut rbuf).await {
             Ok(0) | Err(_) => return,
@@ -112,33 +113,71 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
             .active_ms
             .store(shared.registry.now_ms(), Ordering::Relaxed);
         loop {
-            match parser.parse_owned(&mut rbuf) {
-                Ok(Some(cmd)) => {
-                    shared.commands.fetch_add(1, Ordering::Relaxed);
-                    dispatch(&worker, &mut state, &mut parser, cmd.args, &mut wbuf).await;
-                    if state.quit {
-                        let _ = send(&worker, &mut state, &mut stream, &mut wbuf).await;
-                        return;
-                    }
-                    if wbuf.len() >= FLUSH_AT
-                        && !send(&worker, &mut state, &mut stream, &mut wbuf).await
-                    {
-                        return;
-                    }
-                }
-                Ok(None) => break,
-                Err(err) => {
-                    // Redis answers the protocol error and closes this client only.
-                    err.write_reply(&mut wbuf);
+            let failure = parse_batch(&mut parser, &mut rbuf, state.authed, &mut batch);
+            if batch.is_empty() && failure.is_none() {
+                break;
+            }
+            worker.prefetch(&batch);
+            for (spec, args) in batch.drain(..) {
+                shared.commands.fetch_add(1, Ordering::Relaxed);
+                dispatch(&worker, &mut state, &mut parser, spec, args, &mut wbuf).await;
+                if state.quit {
                     let _ = send(&worker, &mut state, &mut stream, &mut wbuf).await;
                     return;
                 }
+                if wbuf.len() >= FLUSH_AT
+                    && !send(&worker, &mut state, &mut stream, &mut wbuf).await
+                {
+                    return;
+                }
+            }
+            if let Some(err) = failure {
+                // Redis answers the protocol error and closes this client only.
+                err.write_reply(&mut wbuf);
+                let _ = send(&worker, &mut state, &mut stream, &mut wbuf).await;
+                return;
             }
         }
         if !wbuf.is_empty() && !send(&worker, &mut state, &mut stream, &mut wbuf).await {
             return;
         }
     }
+}
+
+/// Commands parsed ahead of execution, at most: their keys are prefetched together (see
+/// [`Worker::prefetch`]), and a window this size keeps the prefetched lines in cache.
+const BATCH: usize = 32;
+
+/// A parsed command and its table entry (`None`: unknown).
+type Parsed = (Option<&'static command::Spec>, Vec<Bytes>);
+
+/// Parses the complete commands at the front of `rbuf` into `batch` (up to [`BATCH`]), and
+/// returns the protocol error that ended it, if one did. Parsing ahead stops after a command
+/// that may change how the rest must be parsed (`AUTH`, `HELLO` and `RESET` change the
+/// parser's limits), and is one command at a time until the client is authenticated, so
+/// every command is parsed under exactly the limits it would be parsed under alone.
+fn parse_batch(
+    parser: &mut RequestParser,
+    rbuf: &mut BytesMut,
+    authed: bool,
+    batch: &mut Vec<Parsed>,
+) -> Option<fc_resp::ProtocolError> {
+    while batch.len() < BATCH {
+        match parser.parse_owned(rbuf) {
+            Ok(Some(cmd)) => {
+                let spec = command::lookup(&cmd.args[0]);
+                let barrier =
+                    !authed || spec.is_some_and(|s| matches!(s.name, "auth" | "hello" | "reset"));
+                batch.push((spec, cmd.args));
+                if barrier {
+                    break;
+                }
+            }
+            Ok(None) => break,
+            Err(err) => return Some(err),
+        }
+    }
+    None
 }
 
 /// Writes the pending replies, after making the writes they acknowledge safe (persistence:
@@ -185,11 +224,12 @@ async fn dispatch(
     worker: &Worker,
     state: &mut State,
     parser: &mut RequestParser,
+    spec: Option<&'static command::Spec>,
     args: Vec<Bytes>,
     out: &mut BytesMut,
 ) {
     let version = state.version;
-    let Some(spec) = command::lookup(&args[0]) else {
+    let Some(spec) = spec else {
         state.dirty |= state.multi.is_some();
         return command::unknown_command(&args, &mut Encoder::new(out, version));
     };

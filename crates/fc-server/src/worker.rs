@@ -11,11 +11,11 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use fc_resp::{Encoder, RespVersion};
-use fc_shard::{LocalEmbeddedStore, ShardRouter};
+use fc_shard::{EmbeddedKeyRoute, LocalEmbeddedStore, ShardRouter};
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::ServerConfig;
-use crate::command::{Ctx, Handler};
+use crate::command::{Ctx, Handler, Route};
 
 /// Work for a worker.
 pub(crate) enum Job {
@@ -92,6 +92,8 @@ pub(crate) struct Worker {
     /// Held by a transaction (`MULTI`/`EXEC`): nothing else runs on this worker's shards.
     locked: Cell<bool>,
     unlocked: Notify,
+    /// Scratch for [`Worker::prefetch`].
+    routes: RefCell<Vec<EmbeddedKeyRoute>>,
 }
 
 impl Worker {
@@ -114,6 +116,39 @@ impl Worker {
         while self.locked.get() {
             self.unlocked.notified().await;
         }
+    }
+
+    /// Starts loading, for the keyed commands of `batch` whose keys this worker owns, the
+    /// index buckets and entries their lookups will read, so that the batch's cache misses
+    /// overlap instead of costing one full memory latency per command in turn. A hint only
+    /// (see [`LocalEmbeddedStore::prefetch_routes`]); a lone command gains nothing from it.
+    pub(crate) fn prefetch(&self, batch: &[(Option<&'static crate::command::Spec>, Vec<Bytes>)]) {
+        /// Keys per batch at most (an `MSET` of thousands would only evict its own lines).
+        const MAX_KEYS: usize = 64;
+        if batch.len() < 2 {
+            return;
+        }
+        let store = self.store.borrow();
+        let mut routes = self.routes.borrow_mut();
+        routes.clear();
+        for (spec, args) in batch {
+            let keys = match spec.map(|s| &s.route) {
+                Some(Route::Key) => args.get(1..2).unwrap_or_default(),
+                Some(Route::PerKey { .. }) => args.get(1..).unwrap_or_default(),
+                _ => continue,
+            };
+            let step = match spec.map(|s| &s.route) {
+                Some(Route::PerKey { step, .. }) => (*step).max(1),
+                _ => 1,
+            };
+            for key in keys.iter().step_by(step) {
+                if routes.len() == MAX_KEYS {
+                    break;
+                }
+                routes.push(store.route_key(key));
+            }
+        }
+        store.prefetch_routes(&routes);
     }
 
     /// Runs `handler` on this worker's store, appending its reply to `out`.
@@ -201,6 +236,7 @@ pub(crate) fn run(
         shared,
         locked: Cell::new(false),
         unlocked: Notify::new(),
+        routes: RefCell::new(Vec::new()),
     });
     local.block_on(&runtime, async move {
         while let Some(job) = inbox.recv().await {

@@ -248,6 +248,89 @@ fn pipelines_and_concurrent_clients() {
     server.shutdown();
 }
 
+/// The server parses up to a window of pipelined commands ahead (to prefetch their keys):
+/// commands still run in order, nothing after a `QUIT` or a protocol error runs, and a
+/// command after `AUTH` or `RESET` is parsed under the limits that hold once they ran.
+#[test]
+fn pipelined_windows_keep_order_and_boundaries() {
+    let server = start(ServerConfig {
+        shards: 4,
+        threads: 1,
+        requirepass: Some("secret".into()),
+        ..ServerConfig::default()
+    });
+    let auth = &b"*2\r\n$4\r\nAUTH\r\n$6\r\nsecret\r\n"[..];
+    let with_auth = |rest: &[u8]| [auth, rest].concat();
+    // 100 SETs then GETs of the same keys in one write: every reply, in order.
+    let mut request = auth.to_vec();
+    let mut expected = b"+OK\r\n".to_vec();
+    for i in 0..100 {
+        request.extend_from_slice(format!("SET w{i} {i}\r\n").as_bytes());
+        expected.extend_from_slice(b"+OK\r\n");
+    }
+    for i in 0..100 {
+        request.extend_from_slice(format!("GET w{i}\r\n").as_bytes());
+        let v = i.to_string();
+        expected.extend_from_slice(format!("${}\r\n{v}\r\n", v.len()).as_bytes());
+    }
+    assert_eq!(raw(&server, &request), expected);
+    // Commands before a protocol error run; the error ends the client.
+    assert_eq!(
+        raw(
+            &server,
+            &with_auth(b"SET a 1\r\nSET b 2\r\n*1\r\n$x\r\nSET c 3\r\n")
+        ),
+        b"+OK\r\n+OK\r\n+OK\r\n-ERR Protocol error: invalid bulk length\r\n"
+    );
+    // Nothing after QUIT runs.
+    assert_eq!(
+        raw(
+            &server,
+            &with_auth(b"SET q 1\r\nQUIT\r\nSET q 2\r\nSET c 3\r\n")
+        ),
+        b"+OK\r\n+OK\r\n+OK\r\n"
+    );
+    // An argument over the unauthenticated limit (16 KiB) right after AUTH is accepted...
+    let big = "x".repeat(20_000);
+    let set_big = format!(
+        "*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n${}\r\n{big}\r\n",
+        big.len()
+    );
+    assert_eq!(
+        raw(&server, &with_auth(set_big.as_bytes())),
+        b"+OK\r\n+OK\r\n"
+    );
+    // ...and refused right after RESET, which ends the authentication.
+    assert_eq!(
+        raw(
+            &server,
+            &with_auth(&[&b"RESET\r\n"[..], set_big.as_bytes()].concat())
+        ),
+        &b"+OK\r\n+RESET\r\n-ERR Protocol error: unauthenticated bulk length\r\n"[..]
+    );
+    let mut c = redis::Client::open(format!("redis://:secret@{}/", server.addr()))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let got: Vec<Option<String>> = redis::cmd("MGET")
+        .arg(&["a", "b", "c", "q", "w99"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(
+        got,
+        [
+            Some("1".into()),
+            Some("2".into()),
+            None,
+            Some("1".into()),
+            Some("99".into())
+        ]
+    );
+    let len: usize = redis::cmd("STRLEN").arg("big").query(&mut c).unwrap();
+    assert_eq!(len, big.len());
+    server.shutdown();
+}
+
 #[test]
 fn requirepass_and_maxclients() {
     let server = start(ServerConfig {

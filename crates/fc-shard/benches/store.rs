@@ -169,3 +169,69 @@ mod set_64b {
         });
     }
 }
+
+/// Runs `op` on OPS keys per sample in batches of `BATCH` consecutive keys of the sequence.
+fn run_batches(bencher: Bencher<'_, '_>, keys: &[Vec<u8>], mut op: impl FnMut(&[&[u8]])) {
+    const BATCH: usize = 32;
+    let seq = sequence(0x9E37_79B9_7F4A_7C15);
+    let batches: Vec<Vec<&[u8]>> = seq
+        .chunks(BATCH)
+        .map(|c| c.iter().map(|&i| &keys[i][..]).collect())
+        .collect();
+    let mut at = 0;
+    bencher.counter(ItemsCount::new(OPS)).bench_local(|| {
+        for _ in 0..OPS / BATCH {
+            op(&batches[at]);
+            at = (at + 1) % batches.len();
+        }
+    });
+}
+
+/// 32 keys at a time (a pipelined client's batch): one lookup after another, the batch API
+/// (which prefetches each window's buckets and entries first), and single lookups after
+/// `prefetch_routes` (what the server does with a pipelined read).
+mod batch_get_64b {
+    use super::*;
+
+    #[divan::bench]
+    fn local_one_by_one(bencher: Bencher<'_, '_>) {
+        let (mut store, keys) = local();
+        run_batches(bencher, &keys, |batch| {
+            for k in batch {
+                black_box(store.get_view(k).map(<[u8]>::len));
+            }
+        });
+    }
+
+    #[divan::bench]
+    fn local_batch_view(bencher: Bencher<'_, '_>) {
+        let (mut store, keys) = local();
+        run_batches(bencher, &keys, |batch| {
+            black_box(store.batch_get_view(batch).len());
+        });
+    }
+
+    #[divan::bench]
+    fn local_prefetched(bencher: Bencher<'_, '_>) {
+        let (mut store, keys) = local();
+        let mut routes = Vec::with_capacity(32);
+        run_batches(bencher, &keys, |batch| {
+            routes.clear();
+            routes.extend(batch.iter().map(|k| store.route_key(k)));
+            store.prefetch_routes(&routes);
+            for (route, k) in routes.iter().zip(batch) {
+                black_box(store.get_view_routed(route, k).map(<[u8]>::len));
+            }
+        });
+    }
+
+    #[divan::bench]
+    fn dashmap_one_by_one(bencher: Bencher<'_, '_>) {
+        let (map, keys) = dashmap();
+        run_batches(bencher, &keys, |batch| {
+            for k in batch {
+                black_box(map.get(*k).map(|v| v.len()));
+            }
+        });
+    }
+}

@@ -171,6 +171,31 @@ impl Index {
         None
     }
 
+    /// Starts loading the home bucket of `tag` (the first line a lookup reads).
+    #[inline(always)]
+    pub(crate) fn prefetch_home(&self, tag: u32) {
+        if self.buckets.is_empty() {
+            return;
+        }
+        let b = home(stored(tag), self.buckets.len() - 1, self.mult);
+        crate::prefetch::prefetch(&self.buckets[b]);
+    }
+
+    /// The location in `tag`'s home bucket with that tag, if any: the entry a lookup of a key
+    /// with this tag will most likely compare (no key comparison here, so no entry read).
+    #[inline(always)]
+    pub(crate) fn home_candidate(&self, tag: u32) -> Option<u32> {
+        if self.buckets.is_empty() {
+            return None;
+        }
+        let tag = stored(tag);
+        let bucket = &self.buckets[home(tag, self.buckets.len() - 1, self.mult)];
+        match bucket.matches(tag) {
+            0 => None,
+            m => Some(bucket.locs[m.trailing_zeros() as usize]),
+        }
+    }
+
     /// The location of the entry whose tag is `tag` and for whose location `eq` says yes.
     #[inline(always)]
     pub(crate) fn find(&self, tag: u32, eq: impl FnMut(u32) -> bool) -> Option<u32> {

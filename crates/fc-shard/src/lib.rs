@@ -60,6 +60,7 @@ mod listener;
 mod mutation;
 mod object;
 mod packed;
+mod prefetch;
 mod s3fifo;
 mod shard;
 mod stats;

@@ -275,6 +275,31 @@ impl Shard {
         }
     }
 
+    /// Starts loading the index bucket a lookup of `tag` reads first (see [`crate::prefetch`]).
+    #[inline(always)]
+    pub(crate) fn prefetch_index(&self, tag: u32) {
+        self.index.prefetch_home(tag);
+    }
+
+    /// Starts loading the entry a lookup of `tag` will most likely compare: best after
+    /// [`Shard::prefetch_index`] of a whole batch, when the bucket is already on its way.
+    #[inline(always)]
+    pub(crate) fn prefetch_entry(&self, tag: u32) {
+        if let Some(loc) = self.index.home_candidate(tag) {
+            let chunk = self.arena.chunk(loc);
+            // The header and key are in the first line; a small value may end in the next
+            // (a large one is streamed by the hardware prefetcher once its copy starts).
+            if let (Some(first), Some(last)) =
+                (chunk.first(), chunk.get(..128).and_then(<[u8]>::last))
+            {
+                crate::prefetch::prefetch(first);
+                crate::prefetch::prefetch(last);
+            } else if let Some(first) = chunk.first() {
+                crate::prefetch::prefetch(first);
+            }
+        }
+    }
+
     /// Finds the entry of `key` without judging its expiry.
     #[inline(always)]
     fn find(&self, tag: u32, key: &[u8]) -> Option<u32> {

@@ -415,3 +415,34 @@ fn several_sinks_each_receive_every_mutation_in_the_order_added() {
         [("first", 1), ("second", 1), ("first", 2), ("second", 2)]
     );
 }
+
+#[test]
+fn prefetch_is_a_hint_that_changes_nothing() {
+    let mut stores = EmbeddedStore::new(8).into_local_stores(2);
+    let mut other = stores.pop().unwrap();
+    let mut mine = stores.pop().unwrap();
+    let keys: Vec<Vec<u8>> = (0..200).map(|i| format!("k{i}").into_bytes()).collect();
+    for key in &keys {
+        if mine.owns(key) {
+            mine.set(key, key, None);
+        } else {
+            other.set(key, key, None);
+        }
+    }
+    // Every route, owned or not, present or not (and none at all): no panic, no counts.
+    let mut routes: Vec<_> = keys.iter().map(|k| mine.route_key(k)).collect();
+    routes.push(mine.route_key(b"absent"));
+    let before = mine.stats_snapshot().total();
+    mine.prefetch_routes(&routes);
+    mine.prefetch_routes(&[]);
+    let after = mine.stats_snapshot().total();
+    assert_eq!((before.hits, before.misses), (after.hits, after.misses));
+    let owned: Vec<&Vec<u8>> = keys.iter().filter(|k| mine.owns(k)).collect();
+    assert!(!owned.is_empty() && owned.len() < keys.len());
+    for key in owned {
+        assert_eq!(mine.get_view(key), Some(&key[..]));
+    }
+    // Also on a store that has never held a key (an empty index).
+    let empty = EmbeddedStore::new(1).into_local_stores(1).pop().unwrap();
+    empty.prefetch_routes(&routes);
+}

@@ -78,9 +78,9 @@ fn op() -> impl Strategy<Value = Op> {
         1 => key().prop_map(Op::Persist),
         2 => key().prop_map(Op::Ttl),
         2 => millis().prop_map(Op::Advance),
-        1 => (proptest::collection::vec((key(), value()), 0..6), ttl())
+        1 => (proptest::collection::vec((key(), value()), 0..40), ttl())
             .prop_map(|(items, t)| Op::BatchSet(items, t)),
-        2 => proptest::collection::vec(key(), 0..6).prop_map(Op::BatchGet),
+        2 => proptest::collection::vec(key(), 0..40).prop_map(Op::BatchGet),
         1 => (0u8..3, proptest::collection::vec((0u8..4, value()), 0..5))
             .prop_map(|(s, r)| Op::SessionWrite(s, r)),
         1 => (0u8..3, proptest::collection::vec(0u8..4, 0..5)).prop_map(|(s, l)| Op::SessionGet(s, l)),

@@ -3,7 +3,7 @@
 use fc_route::{EmbeddedKeyRoute, EmbeddedRouteMode, PreparedPointKey, ShardRouter};
 
 use super::{
-    DEFAULT_MAINTENANCE_BUDGET, EmbeddedStore, expiry_for, order_by_shard, shard_runs,
+    DEFAULT_MAINTENANCE_BUDGET, EmbeddedStore, PREFETCH_WINDOW, expiry_for, order_by_shard,
     ttl_ms_to_seconds,
 };
 use crate::clock::Clock;
@@ -239,6 +239,25 @@ impl LocalEmbeddedStore {
                 worker: self.worker,
             }),
             local => Ok(local as usize),
+        }
+    }
+
+    /// Starts loading what lookups of `routes` will read: every key's index bucket first,
+    /// then the entry each bucket points to. Called just before a batch of reads or writes
+    /// (a pipelined request, a batch API), it lets the batch's cache misses overlap instead
+    /// of running one after another. A hint only: no result changes, nothing is counted, and
+    /// routes of keys another worker owns are skipped. Windows of a few dozen keys keep the
+    /// prefetched lines in cache until they are used.
+    pub fn prefetch_routes(&self, routes: &[EmbeddedKeyRoute]) {
+        for route in routes {
+            if let Ok(i) = self.local_index(route) {
+                self.shards[i].prefetch_index(tag_of(route.key_hash()));
+            }
+        }
+        for route in routes {
+            if let Ok(i) = self.local_index(route) {
+                self.shards[i].prefetch_entry(tag_of(route.key_hash()));
+            }
         }
     }
 
@@ -590,11 +609,11 @@ impl LocalEmbeddedStore {
     ) -> Result<(), StoreError> {
         let expire_at = expiry_for(&self.clock, ttl_ms);
         let order = order_by_shard(&self.router, routes);
-        for run in shard_runs(&order) {
-            let shard = &mut self.shards[run[0].0 / self.workers];
-            for &(_, i) in run {
+        for window in order.chunks(PREFETCH_WINDOW) {
+            self.prefetch_window(window, routes);
+            for &(shard, i) in window {
                 let (key, value) = item(i);
-                shard.set(
+                self.shards[shard / self.workers].set(
                     tag_of(routes[i].key_hash()),
                     key,
                     value,
@@ -644,15 +663,26 @@ impl LocalEmbeddedStore {
         }
     }
 
+    /// Prefetches the buckets, then the entries, of one window of a batch in shard order
+    /// (`(shard, index into routes)` pairs of owned keys).
+    fn prefetch_window(&self, window: &[(usize, usize)], routes: &[EmbeddedKeyRoute]) {
+        for &(shard, i) in window {
+            self.shards[shard / self.workers].prefetch_index(tag_of(routes[i].key_hash()));
+        }
+        for &(shard, i) in window {
+            self.shards[shard / self.workers].prefetch_entry(tag_of(routes[i].key_hash()));
+        }
+    }
+
     /// Locations of every key's live entry, in key order (expired entries reaped on the way).
     fn locate(&mut self, routes: &[EmbeddedKeyRoute], keys: &[&[u8]]) -> Vec<Option<(usize, u32)>> {
         let mut found = vec![None; keys.len()];
         let order = order_by_shard(&self.router, routes);
-        for run in shard_runs(&order) {
-            let local = run[0].0 / self.workers;
-            let shard = &mut self.shards[local];
-            for &(_, i) in run {
-                found[i] = shard
+        for window in order.chunks(PREFETCH_WINDOW) {
+            self.prefetch_window(window, routes);
+            for &(shard, i) in window {
+                let local = shard / self.workers;
+                found[i] = self.shards[local]
                     .lookup_mut(tag_of(routes[i].key_hash()), keys[i], &self.clock)
                     .map(|loc| (local, loc));
             }

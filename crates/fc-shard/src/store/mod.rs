@@ -221,6 +221,10 @@ pub(crate) fn order_by_shard(
     order
 }
 
+/// Keys a batch API prefetches at a time (see `crate::prefetch`): enough to overlap their
+/// misses, few enough that the lines are still in L1 when used.
+pub(crate) const PREFETCH_WINDOW: usize = 32;
+
 /// Splits `order` into runs of one shard.
 pub(crate) fn shard_runs(order: &[(usize, usize)]) -> impl Iterator<Item = &[(usize, usize)]> {
     order.chunk_by(|a, b| a.0 == b.0)
