@@ -417,7 +417,13 @@ pub(crate) fn run_dir(out: Option<&Path>) -> anyhow::Result<(PathBuf, String, Pa
 }
 
 /// Builds the release fc-server binary and returns its path.
+/// `FC_SERVER_BIN`, when set, names a prebuilt binary to run instead (A/B comparisons of two
+/// builds with the same load).
 pub(crate) fn build_fc_server(root: &Path, task: &str) -> anyhow::Result<PathBuf> {
+    if let Some(bin) = std::env::var_os("FC_SERVER_BIN") {
+        eprintln!("{task}: using FC_SERVER_BIN={}", bin.to_string_lossy());
+        return Ok(PathBuf::from(bin));
+    }
     eprintln!("{task}: building fc-server (release)");
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args(["build", "--release", "--quiet", "-p", "fc-server"])

@@ -195,10 +195,16 @@ async fn send(
 ) -> bool {
     let shared = &worker.shared;
     let wrote = std::mem::take(&mut state.wrote);
-    if let Some(persist) = &shared.persist
-        && !persist.acknowledge(wrote).await
-    {
-        return false;
+    match &shared.persist {
+        Some(persist) => {
+            if !persist.acknowledge(wrote).await {
+                return false;
+            }
+        }
+        // Let this worker's other ready connections run their commands first, so the
+        // replies leave in one burst per event-loop turn (as Redis writes them all in
+        // beforeSleep): a client asleep in epoll is woken once per burst, not per reply.
+        None => tokio::task::yield_now().await,
     }
     let client = &state.client;
     let limit = shared.live.output_limit();
