@@ -70,6 +70,8 @@ pub fn encode_mutation(mutation: &Mutation<'_>, out: &mut Vec<u8>) {
             value,
             expire_at_ms,
         } => {
+            // Tag, two lengths (at most 10 bytes each), key, value, expiry flag and time.
+            out.reserve(1 + 10 + key.len() + 10 + value.len() + 9);
             out.push(1);
             put_bytes(out, key);
             put_bytes(out, value);

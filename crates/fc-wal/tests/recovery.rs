@@ -636,3 +636,38 @@ fn a_segment_that_cannot_be_created_poisons_the_log_before_any_frame() {
         LoggedStore::open(&WalConfig::new(dir.path()), 1, RecoveryMode::Strict, |b| b).unwrap();
     assert_eq!(store.len(), 0);
 }
+
+/// `everysec`: frames wait in the log's buffer, and the first append a second after the last
+/// sync writes them all and syncs (the embedded store has no timer thread: the append path
+/// is its clock, read coarsely).
+#[test]
+fn everysec_syncs_on_the_first_append_after_a_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = WalConfig {
+        fsync: FsyncPolicy::EverySec,
+        ..WalConfig::new(dir.path())
+    };
+    let mut log = fc_wal::ShardLog::open(&config, 0, 1, 1).unwrap();
+    let set = Mutation::Set {
+        key: b"k",
+        value: b"v",
+        expire_at_ms: None,
+    };
+    log.append(&set).unwrap();
+    log.append(&set).unwrap();
+    assert_eq!(log.stats().fsyncs, 0);
+    let written = |dir: &Path| -> u64 {
+        segment_files(dir)
+            .iter()
+            .map(|p| fs::metadata(p).unwrap().len())
+            .sum()
+    };
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    log.append(&set).unwrap();
+    assert_eq!(log.stats().fsyncs, 1, "{:?}", log.stats());
+    let on_disk = written(dir.path());
+    // Three frames are on disk, nothing is left behind in the buffer.
+    log.flush().unwrap();
+    assert_eq!(written(dir.path()), on_disk);
+    assert!(on_disk > 0);
+}
