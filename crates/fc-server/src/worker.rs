@@ -132,16 +132,12 @@ impl Worker {
         let mut routes = self.routes.borrow_mut();
         routes.clear();
         for (spec, args) in batch {
-            let keys = match spec.map(|s| &s.route) {
-                Some(Route::Key) => args.get(1..2).unwrap_or_default(),
-                Some(Route::PerKey { .. }) => args.get(1..).unwrap_or_default(),
+            let (keys, step) = match spec.map(|s| &s.route) {
+                Some(Route::Key) => (args.get(1..2).unwrap_or_default(), 1),
+                Some(Route::PerKey { step, .. }) => (args.get(1..).unwrap_or_default(), *step),
                 _ => continue,
             };
-            let step = match spec.map(|s| &s.route) {
-                Some(Route::PerKey { step, .. }) => (*step).max(1),
-                _ => 1,
-            };
-            for key in keys.iter().step_by(step) {
+            for key in keys.iter().step_by(step.max(1)) {
                 if routes.len() == MAX_KEYS {
                     break;
                 }

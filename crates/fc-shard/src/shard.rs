@@ -286,16 +286,13 @@ impl Shard {
     #[inline(always)]
     pub(crate) fn prefetch_entry(&self, tag: u32) {
         if let Some(loc) = self.index.home_candidate(tag) {
+            // The header and key are in the chunk's first line; a small value may end in the
+            // next (a large one is streamed by the hardware prefetcher once its copy starts).
             let chunk = self.arena.chunk(loc);
-            // The header and key are in the first line; a small value may end in the next
-            // (a large one is streamed by the hardware prefetcher once its copy starts).
-            if let (Some(first), Some(last)) =
-                (chunk.first(), chunk.get(..128).and_then(<[u8]>::last))
-            {
+            let head = &chunk[..chunk.len().min(128)];
+            if let (Some(first), Some(last)) = (head.first(), head.last()) {
                 crate::prefetch::prefetch(first);
                 crate::prefetch::prefetch(last);
-            } else if let Some(first) = chunk.first() {
-                crate::prefetch::prefetch(first);
             }
         }
     }
