@@ -584,20 +584,26 @@ fn multi_exec_is_atomic_across_workers() {
     server.shutdown();
 }
 
-#[test]
-fn persistence_save_bgsave_lastsave_info_and_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = || ServerConfig {
+/// Two workers over 8 shards, persisting to `dir` with `appendfsync always` and no save
+/// rules; the rest of the persistence settings from `rest`.
+fn always_two_workers(dir: &std::path::Path, rest: fc_server::PersistenceConfig) -> ServerConfig {
+    ServerConfig {
         shards: 8,
         threads: 2,
         persistence: fc_server::PersistenceConfig {
-            data_dir: Some(dir.path().to_path_buf()),
+            data_dir: Some(dir.to_path_buf()),
             appendfsync: fc_wal::FsyncPolicy::Always,
             save: Vec::new(),
-            ..fc_server::PersistenceConfig::default()
+            ..rest
         },
         ..ServerConfig::default()
-    };
+    }
+}
+
+#[test]
+fn persistence_save_bgsave_lastsave_info_and_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = || always_two_workers(dir.path(), fc_server::PersistenceConfig::default());
     let server = start(config());
     let mut con = client(&server);
     for i in 0..100 {
@@ -667,17 +673,10 @@ fn persistence_save_bgsave_lastsave_info_and_restart() {
 #[test]
 fn always_commits_one_log_per_worker_for_many_connections() {
     let dir = tempfile::tempdir().unwrap();
-    let server = start(ServerConfig {
-        shards: 8,
-        threads: 2,
-        persistence: fc_server::PersistenceConfig {
-            data_dir: Some(dir.path().to_path_buf()),
-            appendfsync: fc_wal::FsyncPolicy::Always,
-            save: Vec::new(),
-            ..fc_server::PersistenceConfig::default()
-        },
-        ..ServerConfig::default()
-    });
+    let server = start(always_two_workers(
+        dir.path(),
+        fc_server::PersistenceConfig::default(),
+    ));
     // Four connections, each pipelining writes whose keys land on both workers.
     let writers: Vec<_> = (0..4)
         .map(|c| {
@@ -743,18 +742,13 @@ fn a_failing_disk_never_acknowledges_and_refuses_writes_with_misconf() {
         (op == fc_wal::FileOp::Sync && seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= 1)
             .then(|| fc_wal::Fault::os(5))
     });
-    let server = start(ServerConfig {
-        shards: 8,
-        threads: 2,
-        persistence: fc_server::PersistenceConfig {
-            data_dir: Some(dir.path().to_path_buf()),
-            appendfsync: fc_wal::FsyncPolicy::Always,
-            save: Vec::new(),
+    let server = start(always_two_workers(
+        dir.path(),
+        fc_server::PersistenceConfig {
             faults,
             ..fc_server::PersistenceConfig::default()
         },
-        ..ServerConfig::default()
-    });
+    ));
     let mut con = client(&server);
     let _: () = con.set("first", "durable").unwrap();
     // This write's commit fails: its reply is never sent; the connection is closed.
