@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::clients::{Client, Ended, KillFilter};
 use crate::watched::WatchedKey;
-use crate::worker::{Job, Shared, TxnCommand, Worker};
+use crate::worker::{Job, Parsed, Shared, TxnCommand, Worker};
 
 /// Replies are written out once this many bytes are pending, even mid-pipeline.
 const FLUSH_AT: usize = 64 * 1024;
@@ -117,13 +117,29 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
             if batch.is_empty() && failure.is_none() {
                 break;
             }
-            worker.prefetch(&batch);
-            for (spec, args) in batch.drain(..) {
-                shared.commands.fetch_add(1, Ordering::Relaxed);
-                dispatch(&worker, &mut state, &mut parser, spec, args, &mut wbuf).await;
-                if state.quit {
-                    let _ = send(&worker, &mut state, &mut stream, &mut wbuf).await;
-                    return;
+            worker.route_and_prefetch(&mut batch);
+            shared
+                .commands
+                .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            for parsed in batch.drain(..) {
+                if let Some(spec) = direct(&worker, &state, &parsed) {
+                    // The common case, run in place: a keyed command of this worker's shards
+                    // with nothing to check or wait for (see `direct`).
+                    state.wrote |= spec.write;
+                    worker.execute_routed(
+                        spec.handler,
+                        &parsed.args,
+                        parsed.route,
+                        state.version,
+                        &mut wbuf,
+                    );
+                } else {
+                    let Parsed { spec, args, .. } = parsed;
+                    dispatch(&worker, &mut state, &mut parser, spec, args, &mut wbuf).await;
+                    if state.quit {
+                        let _ = send(&worker, &mut state, &mut stream, &mut wbuf).await;
+                        return;
+                    }
                 }
                 if wbuf.len() >= FLUSH_AT
                     && !send(&worker, &mut state, &mut stream, &mut wbuf).await
@@ -148,8 +164,28 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
 /// [`Worker::prefetch`]), and a window this size keeps the prefetched lines in cache.
 const BATCH: usize = 32;
 
-/// A parsed command and its table entry (`None`: unknown).
-type Parsed = (Option<&'static command::Spec>, Vec<Bytes>);
+/// The spec of `parsed` when it can run right here, synchronously, exactly as
+/// [`dispatch`] would run it: a known keyed command that neither `dispatch` nor `run` treats
+/// specially ([`command::Spec::direct`]) with a valid argument count, from an authenticated
+/// client outside `MULTI`, whose key this worker owns while no transaction holds the worker,
+/// and (for a write) with a healthy log. Anything else takes the general path.
+fn direct(worker: &Worker, state: &State, parsed: &Parsed) -> Option<&'static command::Spec> {
+    let spec = parsed.spec?;
+    let route = parsed.route.as_ref()?;
+    let usable = spec.direct
+        && state.authed
+        && state.multi.is_none()
+        && spec.arity_ok(parsed.args.len())
+        && !worker.is_locked()
+        && worker.store.borrow().owner_of(route) == worker.index
+        && !(spec.write
+            && worker
+                .shared
+                .persist
+                .as_ref()
+                .is_some_and(|p| p.refuses_writes()));
+    usable.then_some(spec)
+}
 
 /// Parses the complete commands at the front of `rbuf` into `batch` (up to [`BATCH`]), and
 /// returns the protocol error that ended it, if one did. Parsing ahead stops after a command
@@ -168,7 +204,11 @@ fn parse_batch(
                 let spec = command::lookup(&cmd.args[0]);
                 let barrier =
                     !authed || spec.is_some_and(|s| matches!(s.name, "auth" | "hello" | "reset"));
-                batch.push((spec, cmd.args));
+                batch.push(Parsed {
+                    spec,
+                    args: cmd.args,
+                    route: None,
+                });
                 if barrier {
                     break;
                 }
@@ -379,6 +419,7 @@ async fn run(
     match spec.name {
         "info" => return crate::info::info(worker, version, &args, out, txn).await,
         "config" => return crate::info::config(worker, &args, version, out, txn).await,
+        // Keyed commands handled here are listed in `command::GENERAL_PATH_ONLY`.
         "msetnx" if !args.len().is_multiple_of(2) => {
             let owners: BTreeSet<usize> = args[1..]
                 .chunks(2)

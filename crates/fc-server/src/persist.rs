@@ -201,6 +201,11 @@ impl Persist {
         self.committed[log].notify_waiters();
     }
 
+    /// Whether writes are refused (the log has failed; see [`Persist::misconf`]).
+    pub(crate) fn refuses_writes(&self) -> bool {
+        self.wal.has_failed()
+    }
+
     /// Redis's refusal of writes once the log has failed.
     pub(crate) fn misconf(&self) -> Option<String> {
         if !self.wal.has_failed() {

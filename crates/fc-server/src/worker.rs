@@ -43,6 +43,15 @@ pub(crate) enum Job {
     Stop,
 }
 
+/// A parsed command of a connection's batch: its table entry (`None`: unknown), its
+/// arguments, and the route of its key once [`Worker::route_and_prefetch`] has seen it (keyed
+/// commands only).
+pub(crate) struct Parsed {
+    pub(crate) spec: Option<&'static crate::command::Spec>,
+    pub(crate) args: Vec<Bytes>,
+    pub(crate) route: Option<EmbeddedKeyRoute>,
+}
+
 /// One command of a transaction, for a held worker.
 pub(crate) struct TxnCommand {
     pub(crate) handler: Handler,
@@ -118,23 +127,39 @@ impl Worker {
         }
     }
 
-    /// Starts loading, for the keyed commands of `batch` whose keys this worker owns, the
-    /// index buckets and entries their lookups will read, so that the batch's cache misses
-    /// overlap instead of costing one full memory latency per command in turn. A hint only
-    /// (see [`LocalEmbeddedStore::prefetch_routes`]); a lone command gains nothing from it.
-    pub(crate) fn prefetch(&self, batch: &[(Option<&'static crate::command::Spec>, Vec<Bytes>)]) {
+    /// Whether a transaction holds this worker.
+    pub(crate) fn is_locked(&self) -> bool {
+        self.locked.get()
+    }
+
+    /// Routes the key of every keyed command of `batch` once (kept in [`Parsed::route`] for
+    /// its owner check and its handler), then, for a batch of two or more, starts loading the
+    /// index buckets and entries the lookups of the keys this worker owns will read, so that
+    /// the batch's cache misses overlap instead of costing one full memory latency per
+    /// command in turn. The loads are a hint only (see
+    /// [`LocalEmbeddedStore::prefetch_routes`]); a lone command gains nothing from them.
+    pub(crate) fn route_and_prefetch(&self, batch: &mut [Parsed]) {
         /// Keys per batch at most (an `MSET` of thousands would only evict its own lines).
         const MAX_KEYS: usize = 64;
-        if batch.len() < 2 {
-            return;
-        }
         let store = self.store.borrow();
         let mut routes = self.routes.borrow_mut();
         routes.clear();
-        for (spec, args) in batch {
-            let (keys, step) = match spec.map(|s| &s.route) {
-                Some(Route::Key) => (args.get(1..2).unwrap_or_default(), 1),
-                Some(Route::PerKey { step, .. }) => (args.get(1..).unwrap_or_default(), *step),
+        for parsed in batch.iter_mut() {
+            let (keys, step) = match parsed.spec.map(|s| &s.route) {
+                Some(Route::Key) => {
+                    let Some(key) = parsed.args.get(1) else {
+                        continue;
+                    };
+                    let route = store.route_key(key);
+                    parsed.route = Some(route);
+                    if routes.len() < MAX_KEYS {
+                        routes.push(route);
+                    }
+                    continue;
+                }
+                Some(Route::PerKey { step, .. }) => {
+                    (parsed.args.get(1..).unwrap_or_default(), *step)
+                }
                 _ => continue,
             };
             for key in keys.iter().step_by(step.max(1)) {
@@ -144,7 +169,9 @@ impl Worker {
                 routes.push(store.route_key(key));
             }
         }
-        store.prefetch_routes(&routes);
+        if batch.len() >= 2 {
+            store.prefetch_routes(&routes);
+        }
     }
 
     /// Runs `handler` on this worker's store, appending its reply to `out`.
@@ -155,10 +182,23 @@ impl Worker {
         version: RespVersion,
         out: &mut BytesMut,
     ) {
+        self.execute_routed(handler, args, None, version, out);
+    }
+
+    /// [`Worker::execute_into`] with the route of `args[1]` when the caller has it.
+    pub(crate) fn execute_routed(
+        &self,
+        handler: Handler,
+        args: &[Bytes],
+        route: Option<EmbeddedKeyRoute>,
+        version: RespVersion,
+        out: &mut BytesMut,
+    ) {
         let mut store = self.store.borrow_mut();
         let mut ctx = Ctx {
             store: &mut store,
             args,
+            route,
             out: Encoder::new(out, version),
         };
         handler(&mut ctx);

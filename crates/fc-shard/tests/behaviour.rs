@@ -136,6 +136,57 @@ fn not_owner_is_explicit_and_stores_nothing() {
 }
 
 #[test]
+fn routed_string_reads_and_writes_match_the_plain_ones() {
+    use fc_shard::{SetCondition, SetOptions};
+    let mut stores = EmbeddedStore::new(8).into_local_stores(2);
+    let owner = stores[0].owner_of_key(b"s");
+    let other = 1 - owner;
+    let route = stores[owner].route_key(b"s");
+    let store = &mut stores[owner];
+    assert_eq!(store.get_string_view_routed(&route, b"s"), Ok(None));
+    let nx = SetOptions {
+        condition: SetCondition::IfAbsent,
+        ..SetOptions::default()
+    };
+    assert!(
+        store
+            .set_with_routed(&route, b"s", b"one", nx)
+            .unwrap()
+            .written
+    );
+    assert!(
+        !store
+            .set_with_routed(&route, b"s", b"two", nx)
+            .unwrap()
+            .written
+    );
+    assert_eq!(
+        store.get_string_view_routed(&route, b"s"),
+        Ok(Some(&b"one"[..]))
+    );
+    assert_eq!(store.get_string(b"s"), Ok(Some(b"one".to_vec())));
+    // Another type under the key: WRONGTYPE, as the unrouted GET says.
+    store.delete(b"s");
+    store
+        .hset(b"s", &[(b"f".as_slice(), b"v".as_slice())])
+        .unwrap();
+    assert_eq!(
+        store.get_string_view_routed(&route, b"s"),
+        Err(StoreError::WrongType)
+    );
+    // A foreign worker reports the owner and writes nothing.
+    assert!(matches!(
+        stores[other].get_string_view_routed(&route, b"s"),
+        Err(StoreError::NotOwner { .. })
+    ));
+    assert!(matches!(
+        stores[other].set_with_routed(&route, b"s", b"x", SetOptions::default()),
+        Err(StoreError::NotOwner { .. })
+    ));
+    assert!(stores[other].is_empty());
+}
+
+#[test]
 #[should_panic(expected = "not by this worker")]
 fn plain_methods_panic_on_foreign_keys() {
     let mut stores = EmbeddedStore::new(4).into_local_stores(2);

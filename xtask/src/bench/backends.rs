@@ -117,7 +117,10 @@ fn ttl_ms(ttl: TtlMode) -> Option<u64> {
 
 /// Shards for the fast-cache backends: 16 per worker, a power of two.
 pub(crate) fn fc_shards(threads: usize) -> usize {
-    (threads * 16).next_power_of_two()
+    std::env::var("FCS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or((threads * 16).next_power_of_two())
 }
 
 /// A preloaded `EmbeddedStore` for `shape`.

@@ -17,7 +17,7 @@ use std::sync::LazyLock;
 
 use bytes::Bytes;
 use fc_resp::{Encoder, number::parse_i64};
-use fc_shard::{LocalEmbeddedStore, StoreError};
+use fc_shard::{EmbeddedKeyRoute, LocalEmbeddedStore, StoreError};
 
 /// A command's implementation.
 pub(crate) type Handler = fn(&mut Ctx<'_>);
@@ -66,7 +66,15 @@ pub(crate) struct Spec {
     pub(crate) handler: Handler,
     /// Whether it may change data (refused with `MISCONF` once the log has failed).
     pub(crate) write: bool,
+    /// Whether a connection may run it in place when its key is on the connection's worker:
+    /// a keyed command that `conn::dispatch` and `conn::run` handle like any other (not one
+    /// of [`GENERAL_PATH_ONLY`]).
+    pub(crate) direct: bool,
 }
+
+/// Keyed commands that `conn::run` handles itself (so they never take the in-place path):
+/// `MSETNX` checks whether its keys span workers first.
+pub(crate) const GENERAL_PATH_ONLY: &[&str] = &["msetnx"];
 
 impl Spec {
     pub(crate) fn arity_ok(&self, argc: usize) -> bool {
@@ -83,10 +91,19 @@ impl Spec {
 pub(crate) struct Ctx<'a> {
     pub(crate) store: &'a mut LocalEmbeddedStore,
     pub(crate) args: &'a [Bytes],
+    /// The route of `args[1]` when the caller already hashed it (a keyed command's key, routed
+    /// once for its owner and its prefetch): handlers on the hot path reuse it.
+    pub(crate) route: Option<EmbeddedKeyRoute>,
     pub(crate) out: Encoder<'a>,
 }
 
 impl Ctx<'_> {
+    /// The route of the key in `args[1]`.
+    pub(crate) fn key_route(&self) -> EmbeddedKeyRoute {
+        self.route
+            .unwrap_or_else(|| self.store.route_key(&self.args[1]))
+    }
+
     /// Argument `i` as an integer; on failure replies Redis's error and returns `None`.
     pub(crate) fn int(&mut self, i: usize) -> Option<i64> {
         let n = parse_i64(&self.args[i]);
@@ -112,16 +129,7 @@ impl Ctx<'_> {
 
     /// Replies with the store's error as Redis words it.
     pub(crate) fn store_error(&mut self, err: &StoreError) {
-        match err {
-            e if e.is_redis_reply() => self.out.error(e.to_string().as_bytes()),
-            StoreError::OutOfMemory { .. } => self
-                .out
-                .error(b"OOM command not allowed when used memory > 'maxmemory'."),
-            StoreError::CrossShard { .. } | StoreError::NotOwner { .. } => self
-                .out
-                .error(b"CROSSSLOT Keys in request don't hash to the same slot"),
-            e => self.out.error(format!("ERR {e}").as_bytes()),
-        }
+        store_error(&mut self.out, err);
     }
 
     /// Replies with `result`'s value through `ok`, or its error.
@@ -152,6 +160,20 @@ pub(crate) fn parse_float(bytes: &[u8]) -> Option<f64> {
 }
 
 /// Reply helpers shared by the families.
+/// Redis's reply for a store error.
+pub(crate) fn store_error(out: &mut Encoder<'_>, err: &StoreError) {
+    match err {
+        e if e.is_redis_reply() => out.error(e.to_string().as_bytes()),
+        StoreError::OutOfMemory { .. } => {
+            out.error(b"OOM command not allowed when used memory > 'maxmemory'.");
+        }
+        StoreError::CrossShard { .. } | StoreError::NotOwner { .. } => {
+            out.error(b"CROSSSLOT Keys in request don't hash to the same slot");
+        }
+        e => out.error(format!("ERR {e}").as_bytes()),
+    }
+}
+
 pub(crate) fn bulk_or_null(out: &mut Encoder<'_>, v: Option<Vec<u8>>) {
     match v {
         Some(v) => out.bulk(&v),
@@ -180,6 +202,7 @@ fn spec(name: &'static str, arity: i32, route: Route, handler: Handler) -> Spec 
         route,
         handler,
         write: WRITE_COMMANDS.contains(&name),
+        direct: matches!(route, Route::Key) && !GENERAL_PATH_ONLY.contains(&name),
     }
 }
 

@@ -30,8 +30,13 @@ pub(super) fn specs() -> Vec<Spec> {
 }
 
 fn get(ctx: &mut Ctx<'_>) {
-    let v = ctx.store.get_string(&ctx.args[1]);
-    ctx.reply(v, bulk_or_null);
+    let route = ctx.key_route();
+    // Encoded straight from the store's memory: no copy of the value on the way.
+    match ctx.store.get_string_view_routed(&route, &ctx.args[1]) {
+        Ok(Some(v)) => ctx.out.bulk(v),
+        Ok(None) => ctx.out.null(),
+        Err(e) => super::store_error(&mut ctx.out, &e),
+    }
 }
 
 /// `MGET`'s part: a key of another type reads as nil.
@@ -100,7 +105,10 @@ fn set(ctx: &mut Ctx<'_>) {
         }
         i += 1;
     }
-    let r = ctx.store.set_with(&ctx.args[1], &ctx.args[2], options);
+    let route = ctx.key_route();
+    let r = ctx
+        .store
+        .set_with_routed(&route, &ctx.args[1], &ctx.args[2], options);
     ctx.reply(r, |out, outcome| {
         if options.get {
             bulk_or_null(out, outcome.previous);

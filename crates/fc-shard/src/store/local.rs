@@ -518,6 +518,39 @@ impl LocalEmbeddedStore {
         Some(shard.value(loc))
     }
 
+    /// `GET` as a borrow of the stored string (no copy), with a precomputed route of `key`:
+    /// what a server encodes straight into its reply buffer. `Ok(None)` when the key is
+    /// missing or expired.
+    ///
+    /// # Errors
+    /// [`StoreError::NotOwner`] for a key of another worker, [`StoreError::WrongType`] when
+    /// the key holds another type.
+    pub fn get_string_view_routed(
+        &mut self,
+        route: &EmbeddedKeyRoute,
+        key: &[u8],
+    ) -> Result<Option<&[u8]>, StoreError> {
+        debug_assert_eq!(*route, self.router.route_key(key), "route of another key");
+        let i = self.local_index(route)?;
+        self.shards[i].read_string(tag_of(route.key_hash()), key, &self.clock)
+    }
+
+    /// [`LocalEmbeddedStore::set_with`] with a precomputed route of `key`.
+    ///
+    /// # Errors
+    /// As [`LocalEmbeddedStore::set_with`].
+    pub fn set_with_routed(
+        &mut self,
+        route: &EmbeddedKeyRoute,
+        key: &[u8],
+        value: &[u8],
+        options: crate::object::string::SetOptions,
+    ) -> Result<crate::object::string::SetOutcome, StoreError> {
+        debug_assert_eq!(*route, self.router.route_key(key), "route of another key");
+        let i = self.local_index(route)?;
+        self.shards[i].set_with(tag_of(route.key_hash()), key, value, options, &self.clock)
+    }
+
     /// [`LocalEmbeddedStore::get_view`] for a prepared key (no hashing).
     ///
     /// # Panics
