@@ -241,30 +241,41 @@ impl RequestParser {
     /// # Errors
     /// As [`RequestParser::parse`].
     pub fn parse_owned(&mut self, buf: &mut BytesMut) -> Result<Option<OwnedCommand>> {
+        let mut args = Vec::new();
+        Ok(self
+            .parse_into(buf, &mut args)?
+            .then_some(OwnedCommand { args }))
+    }
+
+    /// [`RequestParser::parse_owned`] into a caller's vector (cleared first), so a server
+    /// can reuse one allocation per pipelined command: `true` when a command was parsed
+    /// into `args`.
+    ///
+    /// # Errors
+    /// As [`RequestParser::parse`].
+    pub fn parse_into(&mut self, buf: &mut BytesMut, args: &mut Vec<Bytes>) -> Result<bool> {
+        args.clear();
         match self.advance(buf)? {
             None => {
                 let skipped = self.take_consumed();
                 buf.advance(skipped);
-                Ok(None)
+                Ok(false)
             }
             Some(source) => {
                 let taken = buf.split_to(self.consumed).freeze();
-                let args = match source {
+                match source {
                     Source::Input => {
                         let base = self.cmd_start;
+                        args.extend(self.spans.iter().map(|s| taken.slice(s.range_from(base))));
+                    }
+                    Source::Scratch => args.extend(
                         self.spans
                             .iter()
-                            .map(|s| taken.slice(s.range_from(base)))
-                            .collect()
-                    }
-                    Source::Scratch => self
-                        .spans
-                        .iter()
-                        .map(|s| Bytes::copy_from_slice(&self.scratch[s.range_from(0)]))
-                        .collect(),
-                };
+                            .map(|s| Bytes::copy_from_slice(&self.scratch[s.range_from(0)])),
+                    ),
+                }
                 self.take_consumed();
-                Ok(Some(OwnedCommand { args }))
+                Ok(true)
             }
         }
     }

@@ -75,6 +75,23 @@ fn parse_owned(input: &[u8], sizes: &[usize]) -> Vec<Vec<Vec<u8>>> {
     out
 }
 
+/// As `parse_owned`, through `parse_into` with one vector reused for every command.
+fn parse_into(input: &[u8], sizes: &[usize]) -> Vec<Vec<Vec<u8>>> {
+    let mut parser = RequestParser::new(Limits::default());
+    let mut buf = BytesMut::new();
+    let mut out = Vec::new();
+    let mut args = vec![bytes::Bytes::from_static(b"left over")];
+    for piece in pieces(input, sizes) {
+        buf.extend_from_slice(piece);
+        while parser.parse_into(&mut buf, &mut args).expect("valid input") {
+            out.push(args.iter().map(|a| a.to_vec()).collect());
+        }
+        assert!(args.is_empty(), "no command: the vector is left empty");
+    }
+    assert!(buf.is_empty(), "everything was consumed");
+    out
+}
+
 /// Writes `arg` as one inline token: double-quoted, with `\xHH` for anything unusual.
 fn inline_token(arg: &[u8], out: &mut Vec<u8>) {
     out.push(b'"');
@@ -311,6 +328,7 @@ proptest! {
             }
         }
         prop_assert_eq!(parse_borrowed(&input, &sizes), want.clone());
+        prop_assert_eq!(parse_into(&input, &sizes), want.clone());
         prop_assert_eq!(parse_owned(&input, &sizes), want);
     }
 

@@ -103,6 +103,8 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
     let mut rbuf = BytesMut::with_capacity(16 * 1024);
     let mut wbuf = BytesMut::with_capacity(16 * 1024);
     let mut batch = Vec::with_capacity(BATCH);
+    // Argument vectors of commands run in place, reused by the next ones parsed.
+    let mut spare: Vec<Vec<Bytes>> = Vec::with_capacity(BATCH);
     loop {
         match stream.read_buf(&mut rbuf).await {
             Ok(0) | Err(_) => return,
@@ -113,11 +115,18 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
             .active_ms
             .store(shared.registry.now_ms(), Ordering::Relaxed);
         loop {
-            let failure = parse_batch(&mut parser, &mut rbuf, state.authed, &mut batch);
+            let failure = parse_batch(
+                &worker,
+                &mut parser,
+                &mut rbuf,
+                state.authed,
+                &mut batch,
+                &mut spare,
+            );
+            worker.prefetch_entries();
             if batch.is_empty() && failure.is_none() {
                 break;
             }
-            worker.route_and_prefetch(&mut batch);
             shared
                 .commands
                 .fetch_add(batch.len() as u64, Ordering::Relaxed);
@@ -133,6 +142,9 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
                         state.version,
                         &mut wbuf,
                     );
+                    let mut args = parsed.args;
+                    args.clear();
+                    spare.push(args);
                 } else {
                     let Parsed { spec, args, .. } = parsed;
                     dispatch(&worker, &mut state, &mut parser, spec, args, &mut wbuf).await;
@@ -193,27 +205,29 @@ fn direct(worker: &Worker, state: &State, parsed: &Parsed) -> Option<&'static co
 /// parser's limits), and is one command at a time until the client is authenticated, so
 /// every command is parsed under exactly the limits it would be parsed under alone.
 fn parse_batch(
+    worker: &Worker,
     parser: &mut RequestParser,
     rbuf: &mut BytesMut,
     authed: bool,
     batch: &mut Vec<Parsed>,
+    spare: &mut Vec<Vec<Bytes>>,
 ) -> Option<fc_resp::ProtocolError> {
     while batch.len() < BATCH {
-        match parser.parse_owned(rbuf) {
-            Ok(Some(cmd)) => {
-                let spec = command::lookup(&cmd.args[0]);
-                let barrier =
-                    !authed || spec.is_some_and(|s| matches!(s.name, "auth" | "hello" | "reset"));
-                batch.push(Parsed {
-                    spec,
-                    args: cmd.args,
-                    route: None,
-                });
+        let mut args = spare.pop().unwrap_or_default();
+        match parser.parse_into(rbuf, &mut args) {
+            Ok(true) => {
+                let spec = command::lookup(&args[0]);
+                let barrier = !authed || spec.is_some_and(|s| s.barrier);
+                let route = worker.route_and_prefetch_bucket(spec, &args);
+                batch.push(Parsed { spec, args, route });
                 if barrier {
                     break;
                 }
             }
-            Ok(None) => break,
+            Ok(false) => {
+                spare.push(args);
+                break;
+            }
             Err(err) => return Some(err),
         }
     }

@@ -44,8 +44,8 @@ pub(crate) enum Job {
 }
 
 /// A parsed command of a connection's batch: its table entry (`None`: unknown), its
-/// arguments, and the route of its key once [`Worker::route_and_prefetch`] has seen it (keyed
-/// commands only).
+/// arguments, and the route of its key (keyed commands only, see
+/// [`Worker::route_and_prefetch_bucket`]).
 pub(crate) struct Parsed {
     pub(crate) spec: Option<&'static crate::command::Spec>,
     pub(crate) args: Vec<Bytes>,
@@ -132,45 +132,54 @@ impl Worker {
         self.locked.get()
     }
 
-    /// Routes the key of every keyed command of `batch` once (kept in [`Parsed::route`] for
-    /// its owner check and its handler), then, for a batch of two or more, starts loading the
-    /// index buckets and entries the lookups of the keys this worker owns will read, so that
-    /// the batch's cache misses overlap instead of costing one full memory latency per
-    /// command in turn. The loads are a hint only (see
-    /// [`LocalEmbeddedStore::prefetch_routes`]); a lone command gains nothing from them.
-    pub(crate) fn route_and_prefetch(&self, batch: &mut [Parsed]) {
+    /// Routes the key of a keyed command as soon as it is parsed (the route is kept in
+    /// [`Parsed::route`] for the command's owner check and its handler) and starts loading
+    /// the index bucket of every key of the command this worker owns; the buckets of a
+    /// pipelined batch arrive while the rest of it is parsed, and [`Worker::prefetch_entries`]
+    /// then starts loading the entries they point to, so that the batch's cache misses overlap
+    /// instead of costing one full memory latency per command in turn. The loads are hints
+    /// only (see [`LocalEmbeddedStore::prefetch_routes`]).
+    pub(crate) fn route_and_prefetch_bucket(
+        &self,
+        spec: Option<&'static crate::command::Spec>,
+        args: &[Bytes],
+    ) -> Option<EmbeddedKeyRoute> {
         /// Keys per batch at most (an `MSET` of thousands would only evict its own lines).
         const MAX_KEYS: usize = 64;
         let store = self.store.borrow();
         let mut routes = self.routes.borrow_mut();
-        routes.clear();
-        for parsed in batch.iter_mut() {
-            let (keys, step) = match parsed.spec.map(|s| &s.route) {
-                Some(Route::Key) => {
-                    let Some(key) = parsed.args.get(1) else {
-                        continue;
-                    };
-                    let route = store.route_key(key);
-                    parsed.route = Some(route);
-                    if routes.len() < MAX_KEYS {
-                        routes.push(route);
-                    }
-                    continue;
+        match spec.map(|s| &s.route) {
+            Some(Route::Key) => {
+                let route = store.route_key(args.get(1)?);
+                if routes.len() < MAX_KEYS {
+                    store.prefetch_bucket(&route);
+                    routes.push(route);
                 }
-                Some(Route::PerKey { step, .. }) => {
-                    (parsed.args.get(1..).unwrap_or_default(), *step)
-                }
-                _ => continue,
-            };
-            for key in keys.iter().step_by(step.max(1)) {
-                if routes.len() == MAX_KEYS {
-                    break;
-                }
-                routes.push(store.route_key(key));
+                Some(route)
             }
+            Some(Route::PerKey { step, .. }) => {
+                let keys = args.get(1..).unwrap_or_default();
+                for key in keys.iter().step_by((*step).max(1)) {
+                    if routes.len() == MAX_KEYS {
+                        break;
+                    }
+                    let route = store.route_key(key);
+                    store.prefetch_bucket(&route);
+                    routes.push(route);
+                }
+                None
+            }
+            _ => None,
         }
-        if batch.len() >= 2 {
-            store.prefetch_routes(&routes);
+    }
+
+    /// Starts loading the entries of the keys [`Worker::route_and_prefetch_bucket`] saw since
+    /// the last call.
+    pub(crate) fn prefetch_entries(&self) {
+        let mut routes = self.routes.borrow_mut();
+        if !routes.is_empty() {
+            self.store.borrow().prefetch_entries(&routes);
+            routes.clear();
         }
     }
 

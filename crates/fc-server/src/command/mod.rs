@@ -70,6 +70,9 @@ pub(crate) struct Spec {
     /// a keyed command that `conn::dispatch` and `conn::run` handle like any other (not one
     /// of [`GENERAL_PATH_ONLY`]).
     pub(crate) direct: bool,
+    /// Whether the commands after it must wait to be parsed until it has run: `AUTH`,
+    /// `HELLO` and `RESET` change the limits the parser applies.
+    pub(crate) barrier: bool,
 }
 
 /// Keyed commands that `conn::run` handles itself (so they never take the in-place path):
@@ -203,6 +206,7 @@ fn spec(name: &'static str, arity: i32, route: Route, handler: Handler) -> Spec 
         handler,
         write: WRITE_COMMANDS.contains(&name),
         direct: matches!(route, Route::Key) && !GENERAL_PATH_ONLY.contains(&name),
+        barrier: matches!(name, "auth" | "hello" | "reset"),
     }
 }
 
@@ -270,8 +274,9 @@ const WRITE_COMMANDS: &[&str] = &[
     "zremrangebylex",
 ];
 
-/// Every command, by lowercase name (foldhash: the lookup is on every command's path).
-pub(crate) static TABLE: LazyLock<HashMap<&'static [u8], Spec, foldhash::fast::FixedState>> =
+/// Every command, by its lowercase name packed into an integer ([`packed_name`]: the lookup
+/// is on every command's path, and an integer key is one compare, not a `memcmp`).
+pub(crate) static TABLE: LazyLock<HashMap<u128, Spec, foldhash::fast::FixedState>> =
     LazyLock::new(|| {
         use Route::{AllWorkers, Connection, PerKey};
         let conn = |name, arity| spec(name, arity, Connection, connection_only);
@@ -370,24 +375,35 @@ pub(crate) static TABLE: LazyLock<HashMap<&'static [u8], Spec, foldhash::fast::F
         all.extend(lists::specs());
         all.extend(sets::specs());
         all.extend(zsets::specs());
-        all.into_iter().map(|s| (s.name.as_bytes(), s)).collect()
+        all.into_iter()
+            .map(|s| {
+                let key = packed_name(s.name.as_bytes())
+                    .unwrap_or_else(|| panic!("command name over 16 bytes: {}", s.name));
+                (key, s)
+            })
+            .collect()
     });
+
+/// A command name of at most 16 bytes, lowercased, as a little-endian integer padded with
+/// zeros (the length is compared after the lookup, so `get\0` is not `get`).
+#[inline]
+fn packed_name(name: &[u8]) -> Option<u128> {
+    let mut lower = [0u8; 16];
+    lower.get_mut(..name.len())?.copy_from_slice(name);
+    lower.make_ascii_lowercase();
+    Some(u128::from_le_bytes(lower))
+}
 
 /// The spec of a command known to exist (by lowercase name).
 pub(crate) fn spec_of(name: &str) -> &'static Spec {
-    &TABLE[name.as_bytes()]
+    lookup(name.as_bytes()).unwrap_or_else(|| panic!("no command {name}"))
 }
 
 /// The spec of a command name (any case).
 pub(crate) fn lookup(name: &[u8]) -> Option<&'static Spec> {
-    let mut lower = [0u8; 32];
-    if name.len() > lower.len() {
-        return None;
-    }
-    for (l, &c) in lower.iter_mut().zip(name) {
-        *l = c.to_ascii_lowercase();
-    }
-    TABLE.get(&lower[..name.len()])
+    TABLE
+        .get(&packed_name(name)?)
+        .filter(|spec| spec.name.len() == name.len())
 }
 
 /// Redis's reply for an unknown command (clients match its prefix).
@@ -410,4 +426,41 @@ pub(crate) fn wrong_arity(name: &[u8], out: &mut Encoder<'_>) {
         String::from_utf8_lossy(name).to_ascii_lowercase()
     );
     out.error(text.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{TABLE, lookup};
+
+    #[test]
+    fn every_command_is_found_by_its_name_in_any_case() {
+        for spec in TABLE.values() {
+            assert_eq!(
+                lookup(spec.name.as_bytes()).map(|s| s.name),
+                Some(spec.name)
+            );
+            let upper = spec.name.to_ascii_uppercase();
+            assert_eq!(lookup(upper.as_bytes()).map(|s| s.name), Some(spec.name));
+        }
+        assert_eq!(lookup(b"GeT").map(|s| s.name), Some("get"));
+    }
+
+    #[test]
+    fn near_names_are_unknown() {
+        for name in [
+            &b"get\0"[..],
+            b"ge",
+            b"",
+            b"\0",
+            b"getx",
+            b"zremrangebyscorex",
+            b"a-name-far-longer-than-sixteen-bytes",
+        ] {
+            assert!(
+                lookup(name).is_none(),
+                "{:?}",
+                String::from_utf8_lossy(name)
+            );
+        }
+    }
 }

@@ -250,10 +250,26 @@ impl LocalEmbeddedStore {
     /// prefetched lines in cache until they are used.
     pub fn prefetch_routes(&self, routes: &[EmbeddedKeyRoute]) {
         for route in routes {
-            if let Ok(i) = self.local_index(route) {
-                self.shards[i].prefetch_index(tag_of(route.key_hash()));
-            }
+            self.prefetch_bucket(route);
         }
+        self.prefetch_entries(routes);
+    }
+
+    /// The first half of [`LocalEmbeddedStore::prefetch_routes`] for one key: starts loading
+    /// its index bucket. Issued as each request of a batch is parsed, the buckets arrive while
+    /// the rest is parsed, and [`LocalEmbeddedStore::prefetch_entries`] then reads them
+    /// without waiting. A hint only; a key of another worker is skipped.
+    #[inline]
+    pub fn prefetch_bucket(&self, route: &EmbeddedKeyRoute) {
+        if let Ok(i) = self.local_index(route) {
+            self.shards[i].prefetch_index(tag_of(route.key_hash()));
+        }
+    }
+
+    /// The second half of [`LocalEmbeddedStore::prefetch_routes`]: starts loading the entry
+    /// each key's bucket points to (reading the bucket, so prefetch the buckets first). A
+    /// hint only; keys of another worker are skipped.
+    pub fn prefetch_entries(&self, routes: &[EmbeddedKeyRoute]) {
         for route in routes {
             if let Ok(i) = self.local_index(route) {
                 self.shards[i].prefetch_entry(tag_of(route.key_hash()));
