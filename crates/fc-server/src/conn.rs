@@ -143,8 +143,12 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
                         &mut wbuf,
                     );
                     let mut args = parsed.args;
-                    args.clear();
-                    spare.push(args);
+                    // Only small vectors are kept: a 100k-member SADD's would otherwise stay
+                    // allocated for the connection's lifetime.
+                    if args.capacity() <= SPARE_ARGS {
+                        args.clear();
+                        spare.push(args);
+                    }
                 } else {
                     let Parsed { spec, args, .. } = parsed;
                     dispatch(&worker, &mut state, &mut parser, spec, args, &mut wbuf).await;
@@ -171,6 +175,9 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
         }
     }
 }
+
+/// Argument vectors of at most this capacity are kept for reuse (see `serve`).
+const SPARE_ARGS: usize = 16;
 
 /// Commands parsed ahead of execution, at most: their keys are prefetched together (see
 /// [`Worker::prefetch`]), and a window this size keeps the prefetched lines in cache.
