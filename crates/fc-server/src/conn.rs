@@ -180,7 +180,7 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
 const SPARE_ARGS: usize = 16;
 
 /// Commands parsed ahead of execution, at most: their keys are prefetched together (see
-/// [`Worker::prefetch`]), and a window this size keeps the prefetched lines in cache.
+/// [`Worker::route_and_prefetch_bucket`]), and a window this size keeps the prefetched lines in cache.
 const BATCH: usize = 32;
 
 /// The spec of `parsed` when it can run right here, synchronously, exactly as
