@@ -101,7 +101,7 @@ pub(crate) struct Worker {
     /// Held by a transaction (`MULTI`/`EXEC`): nothing else runs on this worker's shards.
     locked: Cell<bool>,
     unlocked: Notify,
-    /// Scratch for [`Worker::prefetch`].
+    /// Routes of the keys of the batch being parsed (see [`Worker::route_and_prefetch_bucket`]).
     routes: RefCell<Vec<EmbeddedKeyRoute>>,
 }
 
