@@ -26,9 +26,15 @@ use crate::bench::report;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct ServerBenchArgs {
-    /// Seconds measured per shape.
-    #[arg(long, default_value_t = 5.0)]
+    /// Seconds measured per shape and server in each round.
+    #[arg(long, default_value_t = 3.0)]
     duration: f64,
+    /// Rounds per shape. Each round measures every server once, taking turns first (a slow
+    /// phase of a shared or virtual machine then lands on both), and a row reports the median
+    /// of its rounds' throughputs, latencies and CPU (each taken separately); every round's
+    /// sample is kept in `server-rounds.csv`.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
     /// Seconds of load before measuring.
     #[arg(long, default_value_t = 1.0)]
     warmup: f64,
@@ -66,7 +72,7 @@ pub(crate) struct ServerBenchArgs {
     /// Skip redis-benchmark even when installed.
     #[arg(long)]
     no_redis_benchmark: bool,
-    /// A seconds-long smoke (CI): 64-byte values, pipelines 1 and 16, 10k keys, 1 s shapes.
+    /// A seconds-long smoke (CI): 64-byte values, pipelines 1 and 16, 10k keys, one 1 s round.
     #[arg(long)]
     quick: bool,
     /// Output directory (default `bench-matrix/<run-id>`).
@@ -144,7 +150,9 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
         args.values = vec![64];
         args.pipelines = vec![1, 16];
         args.keys = 10_000;
+        args.rounds = 1;
     }
+    args.rounds = args.rounds.max(1);
     let mixes: Vec<Mix> = args
         .mixes
         .iter()
@@ -154,67 +162,97 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
     let fc_binary = build_fc_server(&root, "bench-server")?;
     let have_redis = which("redis-server");
     let have_benchmark = which("redis-benchmark") && !args.no_redis_benchmark;
+    let servers: Vec<&str> = args
+        .servers
+        .iter()
+        .map(String::as_str)
+        .filter(|&server| {
+            let skip = server == "redis" && !have_redis;
+            if skip {
+                eprintln!("bench-server: redis-server is not installed; its rows are skipped");
+            }
+            !skip
+        })
+        .collect();
     let mut rows = Vec::new();
-    for server in &args.servers {
-        if server == "redis" && !have_redis {
-            eprintln!("bench-server: redis-server is not installed; its rows are skipped");
-            continue;
-        }
-        for fsync in &args.fsync {
-            for &value in &args.values {
+    let mut rounds = Vec::new();
+    for fsync in &args.fsync {
+        for &value in &args.values {
+            // Every server runs (pinned to the same cores) while its shapes are measured; only
+            // the one under load uses CPU.
+            let mut running = Vec::new();
+            for &server in &servers {
                 let data = tempfile_dir(&out, server, fsync)?;
                 let process = start_server(server, fsync, &fc_binary, &data, &args)?;
-                let addr = process.addr.clone();
-                let pid = process.child.id();
-                preload(&addr, args.keys, value)?;
-                for &mix in &mixes {
-                    for &pipeline in &args.pipelines {
-                        let label =
-                            format!("{server} fsync={fsync} {value}B {} P{pipeline}", mix.name());
-                        let sample = run_load(&process, &args, mix, value, pipeline)?;
-                        eprintln!(
-                            "bench-server: {label}: {:.0} ops/s, p50 {:.0} us, p99 {:.0} us, server CPU {:.2}",
-                            sample.ops, sample.p50, sample.p99, sample.cpu
-                        );
-                        rows.push(Row {
-                            server: server.clone(),
-                            value,
-                            mix: mix.name(),
-                            pipeline,
-                            ops: sample.ops,
-                            p50: sample.p50,
-                            p99: sample.p99,
-                            cpu: sample.cpu,
-                            load: "xtask",
-                            fsync: fsync.clone(),
-                        });
-                        if have_benchmark && mix != Mix::Mixed {
+                preload(&process.addr, args.keys, value)?;
+                running.push((server, process, data));
+            }
+            for &mix in &mixes {
+                for &pipeline in &args.pipelines {
+                    let mut samples: BTreeMap<(&str, &'static str), Vec<Sample>> = BTreeMap::new();
+                    for round in 0..args.rounds {
+                        for turn in 0..running.len() {
+                            let (server, process, _) = &running[(round + turn) % running.len()];
+                            let label = format!(
+                                "{server} fsync={fsync} {value}B {} P{pipeline} round {}",
+                                mix.name(),
+                                round + 1
+                            );
+                            let sample = run_load(process, &args, mix, value, pipeline)?;
+                            eprintln!(
+                                "bench-server: {label}: {:.0} ops/s, p50 {:.0} us, p99 {:.0} us, server CPU {:.2}",
+                                sample.ops, sample.p50, sample.p99, sample.cpu
+                            );
                             let requests = (sample.ops * args.duration) as u64;
-                            match redis_benchmark(&addr, pid, &args, mix, value, pipeline, requests)
-                            {
-                                Ok(s) => rows.push(Row {
-                                    server: server.clone(),
+                            samples.entry((server, "xtask")).or_default().push(sample);
+                            if have_benchmark && mix != Mix::Mixed {
+                                let pid = process.child.id();
+                                match redis_benchmark(
+                                    &process.addr,
+                                    pid,
+                                    &args,
+                                    mix,
                                     value,
-                                    mix: mix.name(),
                                     pipeline,
-                                    ops: s.ops,
-                                    p50: s.p50,
-                                    p99: s.p99,
-                                    cpu: s.cpu,
-                                    load: "redis-benchmark",
-                                    fsync: fsync.clone(),
-                                }),
-                                Err(e) => eprintln!("bench-server: redis-benchmark {label}: {e}"),
+                                    requests,
+                                ) {
+                                    Ok(s) => samples
+                                        .entry((server, "redis-benchmark"))
+                                        .or_default()
+                                        .push(s),
+                                    Err(e) => {
+                                        eprintln!("bench-server: redis-benchmark {label}: {e}")
+                                    }
+                                }
                             }
                         }
                     }
+                    for ((server, load), samples) in samples {
+                        let row = |s: &Sample| Row {
+                            server: server.to_string(),
+                            value,
+                            mix: mix.name(),
+                            pipeline,
+                            ops: s.ops,
+                            p50: s.p50,
+                            p99: s.p99,
+                            cpu: s.cpu,
+                            load,
+                            fsync: fsync.clone(),
+                        };
+                        rounds.extend(samples.iter().map(row));
+                        rows.push(row(&Sample::median(&samples)));
+                    }
                 }
+            }
+            for (_, process, data) in running {
                 process.stop();
                 let _ = std::fs::remove_dir_all(&data);
             }
         }
     }
     write_csv(&out.join("server.csv"), &run_id, &args, &rows)?;
+    write_csv(&out.join("server-rounds.csv"), &run_id, &args, &rounds)?;
     write_summary(&out.join("server-summary.md"), &run_id, &args, &rows)?;
     report::write_meta(&out, &run_id, &report::command_line(), args.seed)?;
     eprintln!("bench-server: wrote {}", out.join("server.csv").display());
@@ -479,6 +517,28 @@ struct Sample {
     p99: f64,
     /// The server process's CPU use in the window, in cores (1.0 = one core busy throughout).
     cpu: f64,
+}
+
+impl Sample {
+    /// Each field's median over `samples` (at least one), taken separately.
+    fn median(samples: &[Sample]) -> Sample {
+        let of = |field: fn(&Sample) -> f64| {
+            let mut values: Vec<f64> = samples.iter().map(field).collect();
+            values.sort_by(f64::total_cmp);
+            let mid = values.len() / 2;
+            if values.len().is_multiple_of(2) {
+                (values[mid - 1] + values[mid]) / 2.0
+            } else {
+                values[mid]
+            }
+        };
+        Sample {
+            ops: of(|s| s.ops),
+            p50: of(|s| s.p50),
+            p99: of(|s| s.p99),
+            cpu: of(|s| s.cpu),
+        }
+    }
 }
 
 /// User + system CPU seconds `pid` has used.
@@ -786,14 +846,16 @@ fn write_summary(
             .insert(r.server.clone(), r);
     }
     let mut text = format!(
-        "# bench-server {run_id}\n\n`{}`\n\nServer on CPUs {:?} (fc-server: {} worker thread(s); Redis: io-threads {}), load on CPUs {:?}, {} connections, {} keys preloaded. Same load, same run.\n\n- **ops/s ratio** = fc-server ÷ Redis throughput. On a machine where the load has only as many cores as the server, the load generator can be the limit (then both servers show the same rate and the server CPU column is below 1.0).\n- **per-CPU ratio** = fc-server ÷ Redis in operations per server CPU-second (throughput ÷ the server's measured CPU use): the per-core efficiency, meaningful whichever side is the limit.\n- Latency: per batch round trip (xtask load) or per request (redis-benchmark), µs.\n\n| load | persistence | value | mix | pipeline | fc-server ops/s | Redis ops/s | ops/s ratio | fc CPU | Redis CPU | per-CPU ratio | fc p50 / p99 | Redis p50 / p99 |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "# bench-server {run_id}\n\n`{}`\n\nServer on CPUs {:?} (fc-server: {} worker thread(s); Redis: io-threads {}), load on CPUs {:?}, {} connections, {} keys preloaded. Same load, same run: {} round(s) of {} s per shape, the servers taking turns first; each cell is the median of its rounds (all rounds: `server-rounds.csv`).\n\n- **ops/s ratio** = fc-server ÷ Redis throughput. On a machine where the load has only as many cores as the server, the load generator can be the limit (then both servers show the same rate and the server CPU column is below 1.0).\n- **per-CPU ratio** = fc-server ÷ Redis in operations per server CPU-second (throughput ÷ the server's measured CPU use): the per-core efficiency, meaningful whichever side is the limit.\n- Latency: per batch round trip (xtask load) or per request (redis-benchmark), µs.\n\n| load | persistence | value | mix | pipeline | fc-server ops/s | Redis ops/s | ops/s ratio | fc CPU | Redis CPU | per-CPU ratio | fc p50 / p99 | Redis p50 / p99 |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         report::command_line(),
         args.server_cores,
         args.server_cores.len(),
         args.server_cores.len(),
         args.load_cores,
         args.connections,
-        args.keys
+        args.keys,
+        args.rounds,
+        args.duration
     );
     for ((load, fsync, value, mix, pipeline), servers) in &table {
         let fc = servers.get("fc-server");
@@ -837,5 +899,23 @@ mod tests {
         assert_eq!(count_replies(buf), (4, 23));
         assert_eq!(count_replies(b"$3\r\nab"), (0, 0));
         assert_eq!(count_replies(b"+O"), (0, 0));
+    }
+
+    #[test]
+    fn a_row_is_each_fields_median_over_its_rounds() {
+        let s = |ops, p50, p99, cpu| Sample { ops, p50, p99, cpu };
+        let m = Sample::median(&[
+            s(100.0, 9.0, 50.0, 0.9),
+            s(300.0, 7.0, 90.0, 1.0),
+            s(200.0, 8.0, 70.0, 0.8),
+        ]);
+        assert_eq!((m.ops, m.p50, m.p99, m.cpu), (200.0, 8.0, 70.0, 0.9));
+        let even = Sample::median(&[s(100.0, 1.0, 2.0, 0.5), s(300.0, 3.0, 4.0, 1.0)]);
+        assert_eq!(
+            (even.ops, even.p50, even.p99, even.cpu),
+            (200.0, 2.0, 3.0, 0.75)
+        );
+        let one = Sample::median(&[s(5.0, 1.0, 2.0, 0.5)]);
+        assert_eq!(one.ops, 5.0);
     }
 }
