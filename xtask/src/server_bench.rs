@@ -176,79 +176,83 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
         .collect();
     let mut rows = Vec::new();
     let mut rounds = Vec::new();
-    for fsync in &args.fsync {
-        for &value in &args.values {
-            // Every server runs (pinned to the same cores) while its shapes are measured; only
-            // the one under load uses CPU.
-            let mut running = Vec::new();
+    for &value in &args.values {
+        // Every server, at every durability setting, runs (pinned to the same cores)
+        // while the value size's shapes are measured; only the one under load uses CPU.
+        let mut running = Vec::new();
+        for fsync in &args.fsync {
             for &server in &servers {
                 let data = tempfile_dir(&out, server, fsync)?;
                 let process = start_server(server, fsync, &fc_binary, &data, &args)?;
                 preload(&process.addr, args.keys, value)?;
-                running.push((server, process, data));
+                running.push((server, fsync, process, data));
             }
-            for &mix in &mixes {
-                for &pipeline in &args.pipelines {
-                    let mut samples: BTreeMap<(&str, &'static str), Vec<Sample>> = BTreeMap::new();
-                    for round in 0..args.rounds {
-                        for turn in 0..running.len() {
-                            let (server, process, _) = &running[(round + turn) % running.len()];
-                            let label = format!(
-                                "{server} fsync={fsync} {value}B {} P{pipeline} round {}",
-                                mix.name(),
-                                round + 1
-                            );
-                            let sample = run_load(process, &args, mix, value, pipeline)?;
-                            eprintln!(
-                                "bench-server: {label}: {:.0} ops/s, p50 {:.0} us, p99 {:.0} us, server CPU {:.2}",
-                                sample.ops, sample.p50, sample.p99, sample.cpu
-                            );
-                            let requests = (sample.ops * args.duration) as u64;
-                            samples.entry((server, "xtask")).or_default().push(sample);
-                            if have_benchmark && mix != Mix::Mixed {
-                                let pid = process.child.id();
-                                match redis_benchmark(
-                                    &process.addr,
-                                    pid,
-                                    &args,
-                                    mix,
-                                    value,
-                                    pipeline,
-                                    requests,
-                                ) {
-                                    Ok(s) => samples
-                                        .entry((server, "redis-benchmark"))
-                                        .or_default()
-                                        .push(s),
-                                    Err(e) => {
-                                        eprintln!("bench-server: redis-benchmark {label}: {e}")
-                                    }
+        }
+        for &mix in &mixes {
+            for &pipeline in &args.pipelines {
+                type Key<'a> = (&'a str, &'a String, &'static str);
+                let mut samples: BTreeMap<Key<'_>, Vec<Sample>> = BTreeMap::new();
+                for round in 0..args.rounds {
+                    for turn in 0..running.len() {
+                        let (server, fsync, process, _) = &running[(round + turn) % running.len()];
+                        let label = format!(
+                            "{server} fsync={fsync} {value}B {} P{pipeline} round {}",
+                            mix.name(),
+                            round + 1
+                        );
+                        let sample = run_load(process, &args, mix, value, pipeline)?;
+                        eprintln!(
+                            "bench-server: {label}: {:.0} ops/s, p50 {:.0} us, p99 {:.0} us, server CPU {:.2}",
+                            sample.ops, sample.p50, sample.p99, sample.cpu
+                        );
+                        let requests = (sample.ops * args.duration) as u64;
+                        samples
+                            .entry((server, fsync, "xtask"))
+                            .or_default()
+                            .push(sample);
+                        if have_benchmark && mix != Mix::Mixed {
+                            let pid = process.child.id();
+                            match redis_benchmark(
+                                &process.addr,
+                                pid,
+                                &args,
+                                mix,
+                                value,
+                                pipeline,
+                                requests,
+                            ) {
+                                Ok(s) => samples
+                                    .entry((server, fsync, "redis-benchmark"))
+                                    .or_default()
+                                    .push(s),
+                                Err(e) => {
+                                    eprintln!("bench-server: redis-benchmark {label}: {e}")
                                 }
                             }
                         }
                     }
-                    for ((server, load), samples) in samples {
-                        let row = |s: &Sample| Row {
-                            server: server.to_string(),
-                            value,
-                            mix: mix.name(),
-                            pipeline,
-                            ops: s.ops,
-                            p50: s.p50,
-                            p99: s.p99,
-                            cpu: s.cpu,
-                            load,
-                            fsync: fsync.clone(),
-                        };
-                        rounds.extend(samples.iter().map(row));
-                        rows.push(row(&Sample::median(&samples)));
-                    }
+                }
+                for ((server, fsync, load), samples) in samples {
+                    let row = |s: &Sample| Row {
+                        server: server.to_string(),
+                        value,
+                        mix: mix.name(),
+                        pipeline,
+                        ops: s.ops,
+                        p50: s.p50,
+                        p99: s.p99,
+                        cpu: s.cpu,
+                        load,
+                        fsync: fsync.clone(),
+                    };
+                    rounds.extend(samples.iter().map(row));
+                    rows.push(row(&Sample::median(&samples)));
                 }
             }
-            for (_, process, data) in running {
-                process.stop();
-                let _ = std::fs::remove_dir_all(&data);
-            }
+        }
+        for (_, _, process, data) in running {
+            process.stop();
+            let _ = std::fs::remove_dir_all(&data);
         }
     }
     write_csv(&out.join("server.csv"), &run_id, &args, &rows)?;
@@ -846,7 +850,7 @@ fn write_summary(
             .insert(r.server.clone(), r);
     }
     let mut text = format!(
-        "# bench-server {run_id}\n\n`{}`\n\nServer on CPUs {:?} (fc-server: {} worker thread(s); Redis: io-threads {}), load on CPUs {:?}, {} connections, {} keys preloaded. Same load, same run: {} round(s) of {} s per shape, the servers taking turns first; each cell is the median of its rounds (all rounds: `server-rounds.csv`).\n\n- **ops/s ratio** = fc-server ÷ Redis throughput. On a machine where the load has only as many cores as the server, the load generator can be the limit (then both servers show the same rate and the server CPU column is below 1.0).\n- **per-CPU ratio** = fc-server ÷ Redis in operations per server CPU-second (throughput ÷ the server's measured CPU use): the per-core efficiency, meaningful whichever side is the limit.\n- Latency: per batch round trip (xtask load) or per request (redis-benchmark), µs.\n\n| load | persistence | value | mix | pipeline | fc-server ops/s | Redis ops/s | ops/s ratio | fc CPU | Redis CPU | per-CPU ratio | fc p50 / p99 | Redis p50 / p99 |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "# bench-server {run_id}\n\n`{}`\n\nServer on CPUs {:?} (fc-server: {} worker thread(s); Redis: io-threads {}), load on CPUs {:?}, {} connections, {} keys preloaded. Same load, same run: {} round(s) of {} s per shape, the servers taking turns first; each cell is the median of its rounds (all rounds: `server-rounds.csv`).\n\n- **ops/s ratio** = fc-server ÷ Redis throughput. On a machine where the load has only as many cores as the server, the load generator can be the limit (then both servers show the same rate and the server CPU column is below 1.0).\n- **per-CPU ratio** = fc-server ÷ Redis in operations per server CPU-second (throughput ÷ the server's measured CPU use): the per-core efficiency, meaningful whichever side is the limit.\n- **fc ÷ in memory** = fc-server with this persistence ÷ fc-server in memory, same shape (with `--fsync none` among the settings).\n- Latency: per batch round trip (xtask load) or per request (redis-benchmark), µs.\n\n| load | persistence | value | mix | pipeline | fc-server ops/s | Redis ops/s | ops/s ratio | fc CPU | Redis CPU | per-CPU ratio | fc ÷ in memory | fc p50 / p99 | Redis p50 / p99 |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         report::command_line(),
         args.server_cores,
         args.server_cores.len(),
@@ -875,9 +879,18 @@ fn write_summary(
             ),
             _ => ("-".into(), "-".into()),
         };
+        let in_memory = table
+            .get(&(*load, "none".to_string(), *value, *mix, *pipeline))
+            .and_then(|servers| servers.get("fc-server"));
+        let of_memory = match (fc, in_memory) {
+            (Some(f), Some(m)) if fsync != "none" && m.ops > 0.0 => {
+                format!("{:.2}x", f.ops / m.ops)
+            }
+            _ => "-".into(),
+        };
         let _ = writeln!(
             text,
-            "| {load} | {fsync} | {value} | {mix} | {pipeline} | {} | {} | {ratio} | {} | {} | {per_cpu} | {} | {} |",
+            "| {load} | {fsync} | {value} | {mix} | {pipeline} | {} | {} | {ratio} | {} | {} | {per_cpu} | {of_memory} | {} | {} |",
             ops(fc),
             ops(redis),
             cpu(fc),

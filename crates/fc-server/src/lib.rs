@@ -277,6 +277,9 @@ fn open_store(
         // One log per worker (worker `w` owns shards `s % threads == w`): a group commit
         // fsyncs each worker's log once, however many of its shards a batch touched.
         logs: config.threads,
+        // The fc-persist thread syncs every 250 ms (`persist::background`): a worker never
+        // waits for the disk under everysec.
+        background_sync: true,
         faults: settings.faults.clone(),
         ..WalConfig::new(dir)
     }

@@ -78,6 +78,12 @@ pub struct WalConfig {
     /// `fdatasync` per worker instead of one per shard. A data directory keeps the layout it
     /// was created with ([`WalConfig::with_layout_on_disk`]).
     pub logs: usize,
+    /// With [`FsyncPolicy::EverySec`]: the caller runs [`WalSink::commit`] (or
+    /// [`WalSink::sync_all`]) about every second on a thread of its own, as the server's
+    /// `fc-persist` thread does, so appends never `fdatasync` themselves and a writer never
+    /// waits for the disk. Without it (the default) an append that finds the last sync more
+    /// than a second old runs one.
+    pub background_sync: bool,
     /// Fault injection for tests (none by default): consulted before every write, sync and
     /// segment creation.
     pub faults: Faults,
@@ -94,6 +100,7 @@ impl WalConfig {
             write_buffer_bytes: 0,
             group_commit: false,
             logs: 0,
+            background_sync: false,
             faults: Faults::none(),
         }
     }
@@ -247,9 +254,18 @@ pub struct ShardLog {
     fsync: FsyncPolicy,
     segment_bytes: u64,
     group_commit: bool,
+    background_sync: bool,
     file: Option<(Arc<File>, PathBuf)>,
     /// Bytes of the current segment written to the OS (all whole frames).
     segment_len: u64,
+    /// `everysec`: closed segments whose last frames still await their `fdatasync` (the next
+    /// sync runs it, before the current segment's: rotation never waits for the disk).
+    closing: Vec<(Arc<File>, PathBuf)>,
+    /// `everysec`: the current segment's file and its name in the directory are not yet
+    /// synced (the next sync does both).
+    created: bool,
+    /// The current segment's page cache is dropped below this offset (see [`SyncTicket`]).
+    dropped: u64,
     /// Frames encoded but not yet written.
     pending: Vec<u8>,
     buffer_bytes: usize,
@@ -306,8 +322,12 @@ impl ShardLog {
             fsync: config.fsync,
             segment_bytes: config.segment_bytes.max(1),
             group_commit: config.group_commit,
+            background_sync: config.background_sync,
             file: None,
             segment_len: 0,
+            closing: Vec::new(),
+            created: false,
+            dropped: 0,
             pending: Vec::new(),
             buffer_bytes: config.write_buffer_bytes,
             next_seq: next_seq.max(1),
@@ -344,10 +364,21 @@ impl ShardLog {
         err
     }
 
-    /// Closes the current segment (fsynced) and opens the next, named by `first_seq`.
+    /// Closes the current segment and opens the next, named by the next sequence number.
+    /// Under `everysec` the closed segment's last `fdatasync`, and the new file's and its
+    /// directory entry's, are left to the next sync (which runs them in that order, before
+    /// any of the new segment's frames count as synced); otherwise they run here.
     fn rotate(&mut self) -> Result<(), WalError> {
+        let deferred = self.fsync == FsyncPolicy::EverySec;
         if self.file.is_some() {
-            self.sync()?;
+            if deferred {
+                self.flush()?;
+                if let Some(closed) = self.file.take() {
+                    self.closing.push(closed);
+                }
+            } else {
+                self.sync()?;
+            }
         }
         let path = self.dir.join(segment_name(self.next_seq));
         if let Some(fault) = self.faults.check(FileOp::Create, &path) {
@@ -367,11 +398,16 @@ impl ShardLog {
             logs: self.logs,
         }
         .encode();
-        file.write_all(&header)
-            .and_then(|()| file.sync_all())
-            .map_err(|e| io_error(&path, &e))?;
-        sync_dir(&self.dir)?;
+        file.write_all(&header).map_err(|e| io_error(&path, &e))?;
+        if deferred {
+            self.created = true;
+            self.dirty = true;
+        } else {
+            file.sync_all().map_err(|e| io_error(&path, &e))?;
+            sync_dir(&self.dir)?;
+        }
         self.segment_len = header.len() as u64;
+        self.dropped = 0;
         self.stats.bytes += header.len() as u64;
         self.stats.segments += 1;
         self.file = Some((Arc::new(file), path));
@@ -429,6 +465,7 @@ impl ShardLog {
             _ => {}
         }
         if self.fsync == FsyncPolicy::EverySec
+            && !self.background_sync
             && coarse_now().saturating_sub(self.last_sync) >= Duration::from_secs(1)
         {
             self.sync()?;
@@ -472,44 +509,43 @@ impl ShardLog {
         Ok(())
     }
 
-    /// Writes gathered frames and forces everything written to disk (`fdatasync`).
+    /// Writes gathered frames and forces everything written to disk (`fdatasync`; first of
+    /// any closed segment still waiting for it, see [`ShardLog::sync_ticket`]).
     ///
     /// # Errors
     /// The I/O error, which poisons the log.
     pub fn sync(&mut self) -> Result<(), WalError> {
-        self.flush()?;
-        self.last_sync = coarse_now();
-        if !self.dirty {
-            return Ok(());
-        }
-        let Some((file, path)) = &self.file else {
+        let Some(ticket) = self.sync_ticket()? else {
             return Ok(());
         };
-        let started = Instant::now();
-        let synced = match self.faults.check(FileOp::Sync, path) {
-            None => file.sync_data(),
-            Some(fault) => Err(fault.error),
-        };
-        if let Err(e) = synced {
-            let err = io_error(path, &e);
-            return Err(self.fail(err));
+        match ticket.run() {
+            Ok(micros) => {
+                self.sync_done(micros);
+                Ok(())
+            }
+            Err(err) => Err(self.fail(err)),
         }
-        let micros = started.elapsed().as_micros() as u64;
-        self.dirty = false;
-        self.stats.fsyncs += 1;
-        self.stats.fsync_micros += micros;
-        self.stats.fsync_max_micros = self.stats.fsync_max_micros.max(micros);
-        Ok(())
     }
 }
 
-/// A pending `fdatasync` of one shard's current segment, taken under the log's lock
-/// ([`ShardLog::sync_ticket`]) and run without it, so appends go on meanwhile.
+/// A pending `fdatasync` of one log, taken under the log's lock ([`ShardLog::sync_ticket`])
+/// and run without it, so appends go on meanwhile.
+///
+/// After each file's sync its page cache is dropped (`posix_fadvise(DONTNEED)`), whole pages
+/// below what was written when the ticket was taken: the log is read back only by recovery,
+/// so keeping gigabytes of it cached would only push useful pages out, and new writes reuse
+/// the freed pages instead of growing the cache (in a virtual machine, first touches of fresh
+/// guest memory made the page-cache copy of `write(2)` several times slower).
 #[derive(Debug)]
 pub struct SyncTicket {
     shard: usize,
-    file: Arc<File>,
-    path: PathBuf,
+    /// Closed segments first (in order), each synced and then dropped whole.
+    closing: Vec<(Arc<File>, PathBuf)>,
+    /// The current segment: synced with its metadata and directory when it is new.
+    current: Option<(Arc<File>, PathBuf)>,
+    created: Option<PathBuf>,
+    /// The current segment's page-cache range to drop once synced.
+    uncache: (u64, u64),
     faults: Faults,
 }
 
@@ -520,19 +556,67 @@ impl SyncTicket {
         self.shard
     }
 
-    /// Runs the `fdatasync`; returns its duration in microseconds.
+    /// Runs the syncs (closed segments, then the current one with its directory entry when
+    /// it is new); returns their duration in microseconds.
     ///
     /// # Errors
-    /// The I/O error (the caller poisons the log: [`ShardLog::sync_failed`]).
+    /// The first I/O error (the caller poisons the log: [`ShardLog::sync_failed`]).
     pub fn run(&self) -> Result<u64, WalError> {
         let started = Instant::now();
-        match self.faults.check(FileOp::Sync, &self.path) {
-            None => self.file.sync_data(),
-            Some(fault) => Err(fault.error),
+        for (file, path) in &self.closing {
+            self.sync_file(file, path, false)?;
+            drop_cached(file, 0, None);
         }
-        .map_err(|e| io_error(&self.path, &e))?;
+        if let Some((file, path)) = &self.current {
+            self.sync_file(file, path, self.created.is_some())?;
+            if let Some(dir) = &self.created {
+                sync_dir(dir)?;
+            }
+            drop_cached(file, self.uncache.0, Some(self.uncache.1));
+        }
         Ok(started.elapsed().as_micros() as u64)
     }
+
+    fn sync_file(&self, file: &File, path: &Path, all: bool) -> Result<(), WalError> {
+        match self.faults.check(FileOp::Sync, path) {
+            None if all => file.sync_all(),
+            None => file.sync_data(),
+            Some(fault) => Err(fault.error),
+        }
+        .map_err(|e| io_error(path, &e))
+    }
+
+    /// The file a failure names: the current segment's, else the first closed one's.
+    fn path(&self) -> PathBuf {
+        self.current
+            .as_ref()
+            .or(self.closing.first())
+            .map(|(_, path)| path.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// Drops the whole pages of `file` from `from` to `to` (`None`: the end) from the page cache
+/// (advice: a failure changes nothing but memory use, so it is ignored).
+fn drop_cached(file: &File, from: u64, to: Option<u64>) {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        let page = rustix::param::page_size() as u64;
+        let from = from.next_multiple_of(page);
+        let len = match to {
+            None => None,
+            Some(to) => {
+                let to = to - to % page;
+                if to <= from {
+                    return;
+                }
+                std::num::NonZeroU64::new(to - from)
+            }
+        };
+        let _ = rustix::fs::fadvise(file, from, len, rustix::fs::Advice::DontNeed);
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let _ = (file, from, to);
 }
 
 impl ShardLog {
@@ -547,17 +631,20 @@ impl ShardLog {
         }
         self.flush()?;
         self.last_sync = coarse_now();
-        if !self.dirty {
+        if !self.dirty && self.closing.is_empty() {
             return Ok(None);
         }
-        let Some((file, path)) = &self.file else {
-            return Ok(None);
-        };
+        let current = if self.dirty { self.file.clone() } else { None };
+        let uncache = (self.dropped, self.segment_len);
+        self.dropped = self.dropped.max(self.segment_len);
+        let created = std::mem::take(&mut self.created).then(|| self.dir.clone());
         self.dirty = false;
         Ok(Some(SyncTicket {
             shard: self.shard as usize,
-            file: Arc::clone(file),
-            path: path.clone(),
+            closing: std::mem::take(&mut self.closing),
+            current,
+            created,
+            uncache,
             faults: self.faults.clone(),
         }))
     }
@@ -834,7 +921,7 @@ impl WalSink {
                         // A sync that did not finish is not durable.
                         h.join().unwrap_or_else(|_| {
                             Err(WalError::Io {
-                                path: t.path.clone(),
+                                path: t.path(),
                                 message: "fdatasync thread panicked".into(),
                             })
                         })

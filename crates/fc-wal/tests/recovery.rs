@@ -671,3 +671,79 @@ fn everysec_syncs_on_the_first_append_after_a_second() {
     assert_eq!(written(dir.path()), on_disk);
     assert!(on_disk > 0);
 }
+
+/// `everysec` with a syncing thread of the caller's (`background_sync`, the server's
+/// fc-persist): neither a rotation nor an append a second after the last sync waits for the
+/// disk; the next sync runs every closed segment's `fdatasync` in order, then the current
+/// segment's, and every frame reopens.
+#[test]
+fn everysec_rotation_leaves_the_closed_segments_sync_to_the_next_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let synced = Arc::new(Mutex::new(Vec::<PathBuf>::new()));
+    let record = Arc::clone(&synced);
+    let config = WalConfig {
+        fsync: FsyncPolicy::EverySec,
+        segment_bytes: 512,
+        background_sync: true,
+        faults: fc_wal::Faults::new(move |op, path| {
+            if op == fc_wal::FileOp::Sync {
+                record.lock().unwrap().push(path.to_path_buf());
+            }
+            None
+        }),
+        ..WalConfig::new(dir.path())
+    };
+    let mut log = fc_wal::ShardLog::open(&config, 0, 1, 1).unwrap();
+    let value = [b'v'; 40];
+    let set = |i: u32| Mutation::Set {
+        key: format!("k{i}").into_bytes().leak(),
+        value: &value,
+        expire_at_ms: None,
+    };
+    for i in 0..100 {
+        log.append(&set(i)).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    log.append(&set(100)).unwrap();
+    let segments = segment_files(dir.path());
+    assert!(segments.len() > 5, "{segments:?}");
+    assert_eq!(log.stats().fsyncs, 0);
+    assert!(synced.lock().unwrap().is_empty());
+    log.sync().unwrap();
+    assert_eq!(log.stats().fsyncs, 1);
+    // Every segment once, oldest first, the current one last.
+    assert_eq!(*synced.lock().unwrap(), segments);
+    // Nothing is left to sync.
+    log.sync().unwrap();
+    assert_eq!(synced.lock().unwrap().len(), segments.len());
+    drop(log);
+    let store = open_one(&config, RecoveryMode::Strict).unwrap();
+    assert_eq!(store.recovery().frames(), 101);
+    assert_eq!(store.get(b"k100"), Some(value.to_vec()));
+}
+
+/// The deferred sync of a closed segment failing poisons the log like any failed sync.
+#[test]
+fn a_closed_segments_failed_sync_poisons_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = WalConfig {
+        fsync: FsyncPolicy::EverySec,
+        segment_bytes: 256,
+        background_sync: true,
+        faults: fail_from(fc_wal::FileOp::Sync, 1, 0, EIO),
+        ..WalConfig::new(dir.path())
+    };
+    let mut log = fc_wal::ShardLog::open(&config, 0, 1, 1).unwrap();
+    let set = Mutation::Set {
+        key: b"key",
+        value: &[b'v'; 100],
+        expire_at_ms: None,
+    };
+    for _ in 0..10 {
+        log.append(&set).unwrap();
+    }
+    let err = log.sync().unwrap_err();
+    assert!(err.to_string().contains("Input/output error"), "{err}");
+    assert!(log.poisoned().is_some());
+    assert!(log.append(&set).is_err());
+}
