@@ -238,11 +238,23 @@ impl Server {
         let background = if shared.persist.is_some() {
             let flag = Arc::new(AtomicBool::new(false));
             let (bg_shared, bg_flag) = (Arc::clone(&shared), Arc::clone(&flag));
-            let threads = vec![
+            let mut threads = vec![
                 std::thread::Builder::new()
                     .name("fc-persist".into())
                     .spawn(move || persist::background(bg_shared, bg_flag))?,
             ];
+            if shared
+                .persist
+                .as_ref()
+                .is_some_and(|p| p.fsync == fc_wal::FsyncPolicy::EverySec)
+            {
+                let (sync_shared, sync_flag) = (Arc::clone(&shared), Arc::clone(&flag));
+                threads.push(
+                    std::thread::Builder::new()
+                        .name("fc-fsync".into())
+                        .spawn(move || persist::syncer(sync_shared, sync_flag))?,
+                );
+            }
             Some((flag, threads))
         } else {
             None
@@ -277,7 +289,7 @@ fn open_store(
         // One log per worker (worker `w` owns shards `s % threads == w`): a group commit
         // fsyncs each worker's log once, however many of its shards a batch touched.
         logs: config.threads,
-        // The fc-persist thread syncs every 250 ms (`persist::background`): a worker never
+        // The fc-fsync thread syncs every 250 ms (`persist::syncer`): a worker never
         // waits for the disk under everysec.
         background_sync: true,
         faults: settings.faults.clone(),

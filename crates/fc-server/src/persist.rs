@@ -377,8 +377,27 @@ pub(crate) async fn snapshot_worker(
 /// frames, not a burst of a whole second's.
 const EVERYSEC_SYNC: Duration = Duration::from_millis(250);
 
-/// The background thread: syncs the log every 250 ms under `everysec` ([`EVERYSEC_SYNC`]) and starts snapshots
-/// when a `save` rule is met. Stops when `stop` is set.
+/// The `everysec` syncer thread (`fc-fsync`): commits the log every [`EVERYSEC_SYNC`] (the
+/// workers never sync themselves: `WalConfig::background_sync`). A thread of its own, so a
+/// snapshot running on `fc-persist` never holds the syncs back. Stops when `stop` is set.
+pub(crate) fn syncer(shared: Arc<Shared>, stop: Arc<AtomicBool>) {
+    let Some(persist) = shared.persist.clone() else {
+        return;
+    };
+    let mut last_sync = Instant::now();
+    while !stop.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(50));
+        if last_sync.elapsed() >= EVERYSEC_SYNC {
+            last_sync = Instant::now();
+            if let Err(err) = persist.wal.commit() {
+                eprintln!("fc-server: WAL sync failed, refusing writes: {err}");
+            }
+        }
+    }
+}
+
+/// The background thread (`fc-persist`): starts snapshots when a `save` rule is met. Stops when
+/// `stop` is set.
 pub(crate) fn background(shared: Arc<Shared>, stop: Arc<AtomicBool>) {
     let Some(persist) = shared.persist.clone() else {
         return;
@@ -387,15 +406,8 @@ pub(crate) fn background(shared: Arc<Shared>, stop: Arc<AtomicBool>) {
         .enable_all()
         .build()
         .expect("the persistence thread's runtime");
-    let mut last_sync = Instant::now();
     while !stop.load(Ordering::Acquire) {
-        std::thread::sleep(Duration::from_millis(50));
-        if persist.fsync == FsyncPolicy::EverySec && last_sync.elapsed() >= EVERYSEC_SYNC {
-            last_sync = Instant::now();
-            if let Err(err) = persist.wal.commit() {
-                eprintln!("fc-server: WAL sync failed, refusing writes: {err}");
-            }
-        }
+        std::thread::sleep(Duration::from_millis(100));
         let since = (unix_ms() / 1000).saturating_sub(persist.last_save.load(Ordering::Relaxed));
         let changes = persist.changes_since_save();
         let due = persist

@@ -373,7 +373,9 @@ impl ShardLog {
         if self.file.is_some() {
             if deferred {
                 self.flush()?;
-                if let Some(closed) = self.file.take() {
+                if let Some(closed) = self.file.take()
+                    && self.dirty
+                {
                     self.closing.push(closed);
                 }
             } else {
@@ -520,7 +522,7 @@ impl ShardLog {
         };
         match ticket.run() {
             Ok(micros) => {
-                self.sync_done(micros);
+                self.sync_done(&ticket, micros);
                 Ok(())
             }
             Err(err) => Err(self.fail(err)),
@@ -577,6 +579,12 @@ impl SyncTicket {
         Ok(started.elapsed().as_micros() as u64)
     }
 
+    /// How many files the ticket syncs.
+    #[must_use]
+    pub fn files(&self) -> usize {
+        self.closing.len() + usize::from(self.current.is_some())
+    }
+
     fn sync_file(&self, file: &File, path: &Path, all: bool) -> Result<(), WalError> {
         match self.faults.check(FileOp::Sync, path) {
             None if all => file.sync_all(),
@@ -596,13 +604,15 @@ impl SyncTicket {
     }
 }
 
-/// Drops the whole pages of `file` from `from` to `to` (`None`: the end) from the page cache
-/// (advice: a failure changes nothing but memory use, so it is ignored).
+/// Drops the pages of `file` from `from` to `to` (`None`: the end) from the page cache: the
+/// page holding `from` too (everything before `to` was just synced), not the one holding `to`
+/// (the next frames go there). Advice: a failure changes nothing but memory use, so it is
+/// ignored.
 fn drop_cached(file: &File, from: u64, to: Option<u64>) {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     {
         let page = rustix::param::page_size() as u64;
-        let from = from.next_multiple_of(page);
+        let from = from - from % page;
         let len = match to {
             None => None,
             Some(to) => {
@@ -649,9 +659,9 @@ impl ShardLog {
         }))
     }
 
-    /// Records a ticket's successful sync.
-    pub fn sync_done(&mut self, micros: u64) {
-        self.stats.fsyncs += 1;
+    /// Records a ticket's successful sync (`fsyncs` counts each file it synced).
+    pub fn sync_done(&mut self, ticket: &SyncTicket, micros: u64) {
+        self.stats.fsyncs += ticket.files() as u64;
         self.stats.fsync_micros += micros;
         self.stats.fsync_max_micros = self.stats.fsync_max_micros.max(micros);
     }
@@ -819,7 +829,10 @@ impl WalSink {
     /// The first failure (every shard is still attempted).
     pub fn sync_all(&self) -> Result<(), WalError> {
         let mut first = Ok(());
-        for log in &self.logs {
+        for (log, committing) in self.logs.iter().zip(&self.committing) {
+            // After any commit of this log in flight: its ticket took frames (and closed
+            // segments) this sync must not report synced before that ticket has run.
+            let _one = committing.lock();
             if let Err(err) = log.lock().sync() {
                 first = first.and(Err(err));
             }
@@ -929,10 +942,10 @@ impl WalSink {
                     .collect()
             })
         };
-        for ((index, _), result) in tickets.iter().zip(results) {
+        for ((index, ticket), result) in tickets.iter().zip(results) {
             let mut log = self.logs[*index].lock();
             match result {
-                Ok(micros) => log.sync_done(micros),
+                Ok(micros) => log.sync_done(ticket, micros),
                 Err(err) => {
                     log.sync_failed(err.clone());
                     first = first.and(Err(err));
@@ -992,7 +1005,7 @@ impl WalSink {
             let result = ticket.run();
             let mut state = self.logs[log].lock();
             match result {
-                Ok(micros) => state.sync_done(micros),
+                Ok(micros) => state.sync_done(&ticket, micros),
                 Err(err) => {
                     state.sync_failed(err.clone());
                     return Err(err);

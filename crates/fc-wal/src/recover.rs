@@ -117,6 +117,20 @@ fn valid_frame_follows(bytes: &[u8]) -> bool {
     false
 }
 
+/// Whether none of `later` (segments after a damaged one) holds a valid frame: each is torn
+/// at creation, header-only, or zeros or junk. Under `everysec` a rotation leaves the closed
+/// segment's last `fdatasync` to the next sync, so a power loss can keep the next segment's
+/// header but not the closed segment's last frames: its damage is then the log's tail.
+fn frameless(later: &[PathBuf]) -> Result<bool, WalError> {
+    for path in later {
+        let bytes = fs::read(path).map_err(|e| io_error(path, &e))?;
+        if valid_frame_follows(&bytes) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// Cuts `path` back to `len` bytes and makes that durable.
 fn truncate(path: &Path, len: u64) -> Result<(), WalError> {
     let file = OpenOptions::new()
@@ -308,6 +322,8 @@ fn recover_log(
         let mut next_seq = header.first_seq;
         let mut at = SEGMENT_HEADER_LEN;
         let mut stop = false;
+        // The damaged tail is in this segment and the later ones hold no frame (removed).
+        let mut drop_later = false;
         while at < bytes.len() {
             let problem = match decode_frame(&bytes[at..]) {
                 FrameRead::Frame {
@@ -353,7 +369,8 @@ fn recover_log(
             let Some(reason) = problem else {
                 continue;
             };
-            let is_tail = newest && !valid_frame_follows(&bytes[at + 1..]);
+            let is_tail =
+                !valid_frame_follows(&bytes[at + 1..]) && (newest || frameless(&paths[i + 1..])?);
             let damage = Damage {
                 path: path.clone(),
                 offset: at as u64,
@@ -364,6 +381,7 @@ fn recover_log(
                 RecoveryMode::TolerateTail if is_tail => {
                     truncate(path, at as u64)?;
                     found.damage = Some(damage);
+                    drop_later = !newest;
                 }
                 RecoveryMode::PointInTime => {
                     found.damage = Some(damage);
@@ -376,13 +394,23 @@ fn recover_log(
         if stop {
             break;
         }
-        if next_seq == header.first_seq && newest && mode != RecoveryMode::PointInTime {
+        if next_seq == header.first_seq
+            && (newest || drop_later)
+            && mode != RecoveryMode::PointInTime
+        {
             // A newest segment without frames holds nothing: remove it, so the writer can
             // start the segment of that name afresh.
             fs::remove_file(path).map_err(|e| io_error(path, &e))?;
             sync_dir(dir)?;
         }
         expected = Some(next_seq);
+        if drop_later {
+            for later in &paths[i + 1..] {
+                fs::remove_file(later).map_err(|e| io_error(later, &e))?;
+            }
+            sync_dir(dir)?;
+            break;
+        }
     }
     // An empty log continues from the store's start, and never below a snapshot's: every
     // image of its shards covers less than the next frame.

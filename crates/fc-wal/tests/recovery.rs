@@ -710,7 +710,7 @@ fn everysec_rotation_leaves_the_closed_segments_sync_to_the_next_one() {
     assert_eq!(log.stats().fsyncs, 0);
     assert!(synced.lock().unwrap().is_empty());
     log.sync().unwrap();
-    assert_eq!(log.stats().fsyncs, 1);
+    assert_eq!(log.stats().fsyncs, segments.len() as u64);
     // Every segment once, oldest first, the current one last.
     assert_eq!(*synced.lock().unwrap(), segments);
     // Nothing is left to sync.
@@ -746,4 +746,65 @@ fn a_closed_segments_failed_sync_poisons_the_log() {
     assert!(err.to_string().contains("Input/output error"), "{err}");
     assert!(log.poisoned().is_some());
     assert!(log.append(&set).is_err());
+}
+
+/// A power loss just after an `everysec` rotation: the closed segment lost its last frames
+/// (its final sync was still to come) while the next segment reached the disk with only its
+/// header. The damage is the log's tail: `TolerateTail` truncates it and removes the
+/// frame-less segment after it, keeping exactly what `PointInTime` reads; `Strict` refuses.
+/// If the later segment still holds a frame, the hole is in the middle and is refused.
+#[test]
+fn a_torn_segment_followed_only_by_a_frameless_one_is_a_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = WalConfig {
+        segment_bytes: 512,
+        ..WalConfig::new(dir.path())
+    };
+    {
+        let store = LoggedStore::open(&config, 1, RecoveryMode::Strict, |b| b).unwrap();
+        fill(&store, 200);
+    }
+    let segs = segment_files(dir.path());
+    assert!(segs.len() > 3, "{segs:?}");
+    let (torn, last) = (&segs[segs.len() - 2], &segs[segs.len() - 1]);
+    let cut = |path: &Path, len: u64| {
+        fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_len(len)
+            .unwrap();
+    };
+    cut(torn, fs::metadata(torn).unwrap().len() - 3);
+
+    // The last segment still holds frames: a hole in the middle.
+    assert!(matches!(
+        open_one(&config, RecoveryMode::TolerateTail),
+        Err(WalError::Corrupt { .. })
+    ));
+
+    cut(last, fc_wal::SEGMENT_HEADER_LEN as u64);
+    assert!(matches!(
+        open_one(&config, RecoveryMode::Strict),
+        Err(WalError::Corrupt { .. })
+    ));
+    let kept = open_one(&config, RecoveryMode::PointInTime)
+        .unwrap()
+        .recovery()
+        .frames();
+    assert!(kept > 0 && kept < 200, "{kept}");
+    let store = open_one(&config, RecoveryMode::TolerateTail).unwrap();
+    assert_eq!(store.recovery().frames(), kept);
+    let damage = store.recovery().logs[0].damage.clone().expect("damage");
+    assert_eq!(&damage.path, torn);
+    drop(store);
+    assert_eq!(segment_files(dir.path()), segs[..segs.len() - 1].to_vec());
+    // Clean from now on: even strict recovery reads it, and the log goes on after it.
+    let store = open_one(&config, RecoveryMode::Strict).unwrap();
+    assert_eq!(store.recovery().frames(), kept);
+    store.set(b"after", b"1", None);
+    drop(store);
+    let store = open_one(&config, RecoveryMode::Strict).unwrap();
+    assert_eq!(store.recovery().frames(), kept + 1);
+    assert_eq!(store.get(b"after"), Some(b"1".to_vec()));
 }
