@@ -15,9 +15,16 @@
 //! 0..4    word0: key length (bits 0..26) | reserved, 0 (bits 26..28) | kind (bits 28..31)
 //!         | has-expiry (bit 31)
 //! 4..8    value length (u32)
-//! 8..16   absolute expiry, Unix ms (u64; meaningful only when has-expiry is set)
-//! 16..    key bytes, then value bytes, then unused slack up to the class size
+//! 8..16   only when has-expiry is set: absolute expiry, Unix ms (u64)
+//! 8.. or 16..   key bytes, then value bytes, then unused slack up to the class size
 //! ```
+//! The expiry is stored only by entries that have one, so the common entry pays an 8-byte
+//! header (a 16-byte key and a 64-byte value fill an 88-byte chunk, not 96). Setting an
+//! expiry on an entry without one moves its key and value 8 bytes up inside its chunk when
+//! the chunk's slack allows, and into the next size class otherwise
+//! ([`Arena::set_expiry`] returns the new location); clearing one moves them back down.
+//! Size classes are multiples of 8, so chunks are 8-byte aligned.
+//!
 //! A freed chunk has kind [`KIND_FREE`], so a sweep over a class can skip it.
 //!
 //! ## Eviction metadata beside the chunks
@@ -33,8 +40,10 @@
 use crate::copy::{copy_large, extend_large};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Header bytes in front of every entry.
-pub(crate) const HEADER: usize = 16;
+/// Header bytes in front of an entry without an expiry (word0 and the value length).
+pub(crate) const HEADER: usize = 8;
+/// Header bytes in front of an entry with an expiry (the expiry follows the value length).
+pub(crate) const EXPIRY_HEADER: usize = 16;
 /// Largest entry (header + key + value) stored in a shared page; larger ones get their own
 /// allocation.
 pub(crate) const MAX_SMALL_ENTRY: usize = 16 * 1024;
@@ -64,7 +73,7 @@ const KIND_FREE: u32 = 7;
 const KEY_LEN_MASK: u32 = (1 << 26) - 1;
 const HAS_EXPIRY: u32 = 1 << 31;
 
-/// Size classes: multiples of 16, growing by at most 6.25% (so slack is at most ~6%).
+/// Size classes: multiples of 8, growing by at most 6.25% (so slack is at most ~6%).
 const fn build_classes() -> ([u32; 128], usize) {
     let mut sizes = [0u32; 128];
     let mut n = 0;
@@ -72,8 +81,8 @@ const fn build_classes() -> ([u32; 128], usize) {
     while s as usize <= MAX_SMALL_ENTRY {
         sizes[n] = s;
         n += 1;
-        let grown = (s + s / 16 + 15) & !15;
-        s = if grown < s + 16 { s + 16 } else { grown };
+        let grown = (s + s / 16 + 7) & !7;
+        s = if grown < s + 8 { s + 8 } else { grown };
     }
     if sizes[n - 1] as usize != MAX_SMALL_ENTRY {
         sizes[n] = MAX_SMALL_ENTRY as u32;
@@ -86,13 +95,13 @@ const CLASSES: ([u32; 128], usize) = build_classes();
 const CLASS_COUNT: usize = CLASSES.1;
 const _: () = assert!(CLASS_COUNT < LARGE_CLASS as usize);
 
-/// `SIZE_TO_CLASS[(len + 15) / 16]` is the smallest class holding `len` bytes.
-const SIZE_TO_CLASS: [u8; MAX_SMALL_ENTRY / 16 + 1] = {
-    let mut table = [0u8; MAX_SMALL_ENTRY / 16 + 1];
+/// `SIZE_TO_CLASS[(len + 7) / 8]` is the smallest class holding `len` bytes.
+const SIZE_TO_CLASS: [u8; MAX_SMALL_ENTRY / 8 + 1] = {
+    let mut table = [0u8; MAX_SMALL_ENTRY / 8 + 1];
     let mut slot = 0;
     let mut class = 0;
     while slot < table.len() {
-        while (CLASSES.0[class] as usize) < slot * 16 {
+        while (CLASSES.0[class] as usize) < slot * 8 {
             class += 1;
         }
         table[slot] = class as u8;
@@ -101,11 +110,23 @@ const SIZE_TO_CLASS: [u8; MAX_SMALL_ENTRY / 16 + 1] = {
     table
 };
 
+/// Header bytes of an entry with or without an expiry.
+#[inline(always)]
+pub(crate) const fn header_len(has_expiry: bool) -> usize {
+    if has_expiry { EXPIRY_HEADER } else { HEADER }
+}
+
+/// Header bytes of the entry whose first word is `word0`.
+#[inline(always)]
+const fn header_len_of(word0: u32) -> usize {
+    HEADER + ((word0 >> 31) as usize) * (EXPIRY_HEADER - HEADER)
+}
+
 /// Bytes of arena memory an entry of `key_len + value_len` bytes occupies: its chunk's whole
 /// size class (header and slack included), or its exact allocation when large.
 #[inline]
-pub(crate) fn footprint(key_len: usize, value_len: usize) -> usize {
-    let len = HEADER + key_len + value_len;
+pub(crate) fn footprint(key_len: usize, value_len: usize, has_expiry: bool) -> usize {
+    let len = header_len(has_expiry) + key_len + value_len;
     match class_for(len) {
         LARGE_CLASS => len,
         class => CLASSES.0[class as usize] as usize,
@@ -116,7 +137,7 @@ pub(crate) fn footprint(key_len: usize, value_len: usize) -> usize {
 #[inline]
 pub(crate) fn class_for(len: usize) -> u32 {
     if len <= MAX_SMALL_ENTRY {
-        u32::from(SIZE_TO_CLASS[len.div_ceil(16)])
+        u32::from(SIZE_TO_CLASS[len.div_ceil(8)])
     } else {
         LARGE_CLASS
     }
@@ -174,15 +195,17 @@ pub(crate) fn header(chunk: &[u8]) -> Header {
 
 #[inline(always)]
 pub(crate) fn key_of(chunk: &[u8]) -> &[u8] {
-    let key_len = (read_u32(chunk, 0) & KEY_LEN_MASK) as usize;
-    &chunk[HEADER..HEADER + key_len]
+    let word0 = read_u32(chunk, 0);
+    let at = header_len_of(word0);
+    &chunk[at..at + (word0 & KEY_LEN_MASK) as usize]
 }
 
 #[inline(always)]
 pub(crate) fn value_of(chunk: &[u8]) -> &[u8] {
-    let key_len = (read_u32(chunk, 0) & KEY_LEN_MASK) as usize;
+    let word0 = read_u32(chunk, 0);
+    let at = header_len_of(word0) + (word0 & KEY_LEN_MASK) as usize;
     let value_len = read_u32(chunk, 4) as usize;
-    &chunk[HEADER + key_len..HEADER + key_len + value_len]
+    &chunk[at..at + value_len]
 }
 
 /// Non-zero unless the entry is a string without an expiry (one test for the common case).
@@ -208,50 +231,65 @@ pub(crate) fn expiry_of(chunk: &[u8]) -> Option<u64> {
     Some(u64::from_le_bytes(word))
 }
 
+/// Writes word0 (the has-expiry bit from `has_expiry`; the expiry itself is written apart).
 #[inline]
-fn write_word0(chunk: &mut [u8], key_len: usize, kind: u32, expire_at_ms: Option<u64>) {
+fn write_word0(chunk: &mut [u8], key_len: usize, kind: u32, has_expiry: bool) {
     let mut word0 = key_len as u32 | (kind << 28);
-    if let Some(at) = expire_at_ms {
+    if has_expiry {
         word0 |= HAS_EXPIRY;
-        chunk[8..16].copy_from_slice(&at.to_le_bytes());
     }
     chunk[0..4].copy_from_slice(&word0.to_le_bytes());
+}
+
+/// Writes the header of a string entry; returns where its key starts.
+#[inline]
+fn write_header(
+    chunk: &mut [u8],
+    key_len: usize,
+    value_len: usize,
+    expire_at_ms: Option<u64>,
+) -> usize {
+    write_word0(chunk, key_len, KIND_STRING, expire_at_ms.is_some());
+    chunk[4..8].copy_from_slice(&(value_len as u32).to_le_bytes());
+    if let Some(at) = expire_at_ms {
+        chunk[8..16].copy_from_slice(&at.to_le_bytes());
+    }
+    header_len(expire_at_ms.is_some())
 }
 
 /// Writes a whole entry at the start of `chunk`.
 #[inline]
 fn write_entry(chunk: &mut [u8], key: &[u8], value: &[u8], expire_at_ms: Option<u64>) {
-    write_word0(chunk, key.len(), KIND_STRING, expire_at_ms);
-    chunk[4..8].copy_from_slice(&(value.len() as u32).to_le_bytes());
-    chunk[HEADER..HEADER + key.len()].copy_from_slice(key);
-    copy_large(
-        &mut chunk[HEADER + key.len()..HEADER + key.len() + value.len()],
-        value,
-    );
+    let at = write_header(chunk, key.len(), value.len(), expire_at_ms);
+    chunk[at..at + key.len()].copy_from_slice(key);
+    let at = at + key.len();
+    copy_large(&mut chunk[at..at + value.len()], value);
 }
 
 /// A large entry in its own exact-size allocation, written once (no zero-fill first: at 64 KiB
 /// the memset cost as much as the copy).
 fn large_entry(key: &[u8], value: &[u8], expire_at_ms: Option<u64>) -> Box<[u8]> {
-    let mut header = [0u8; HEADER];
-    write_word0(&mut header, key.len(), KIND_STRING, expire_at_ms);
-    header[4..8].copy_from_slice(&(value.len() as u32).to_le_bytes());
-    let mut data = Vec::with_capacity(HEADER + key.len() + value.len());
-    data.extend_from_slice(&header);
+    let mut header = [0u8; EXPIRY_HEADER];
+    let at = write_header(&mut header, key.len(), value.len(), expire_at_ms);
+    let mut data = Vec::with_capacity(at + key.len() + value.len());
+    data.extend_from_slice(&header[..at]);
     data.extend_from_slice(key);
     extend_large(&mut data, value);
     data.into_boxed_slice()
 }
 
-/// Rewrites the value (and expiry) of an entry whose key stays in place.
+/// Rewrites the value (and expiry) of an entry whose key stays in its chunk (moved 8 bytes up
+/// or down when the expiry comes or goes); the chunk must hold the new entry.
 #[inline]
 fn write_value(chunk: &mut [u8], key_len: usize, value: &[u8], expire_at_ms: Option<u64>) {
-    write_word0(chunk, key_len, KIND_STRING, expire_at_ms);
-    chunk[4..8].copy_from_slice(&(value.len() as u32).to_le_bytes());
-    copy_large(
-        &mut chunk[HEADER + key_len..HEADER + key_len + value.len()],
-        value,
-    );
+    let from = header_len_of(read_u32(chunk, 0));
+    let at = header_len(expire_at_ms.is_some());
+    if from != at {
+        chunk.copy_within(from..from + key_len, at);
+    }
+    write_header(chunk, key_len, value.len(), expire_at_ms);
+    let at = at + key_len;
+    copy_large(&mut chunk[at..at + value.len()], value);
 }
 
 /// Where a page of a size class lives: a region and a byte offset in it.
@@ -490,7 +528,7 @@ impl Arena {
         value: &[u8],
         expire_at_ms: Option<u64>,
     ) -> Result<u32, ArenaFull> {
-        let len = HEADER + key.len() + value.len();
+        let len = header_len(expire_at_ms.is_some()) + key.len() + value.len();
         let class = class_for(len);
         let loc = if class == LARGE_CLASS {
             let data = match self.large_spare.take() {
@@ -555,7 +593,7 @@ impl Arena {
         value: &[u8],
         expire_at_ms: Option<u64>,
     ) -> Result<u32, ArenaFull> {
-        let len = HEADER + key.len() + value.len();
+        let len = header_len(expire_at_ms.is_some()) + key.len() + value.len();
         let class = class_of(loc);
         let fits = if class == LARGE_CLASS {
             self.large[index_of(loc) as usize].len() == len
@@ -583,14 +621,57 @@ impl Arena {
     pub(crate) fn set_kind(&mut self, loc: u32, kind: u32) {
         let chunk = self.chunk_mut(loc);
         let head = header(chunk);
-        write_word0(chunk, head.key_len, kind, head.expire_at_ms);
+        write_word0(chunk, head.key_len, kind, head.expire_at_ms.is_some());
     }
 
-    /// Sets or clears the expiry of the entry at `loc`.
-    pub(crate) fn set_expiry(&mut self, loc: u32, expire_at_ms: Option<u64>) {
+    /// Sets or clears the expiry of the entry at `loc`, and returns its location: the same one
+    /// unless an expiry was added and the chunk has no 8 bytes of slack for it, in which case
+    /// the entry moved to the next size class (with its kind and its read count; the caller
+    /// re-queues it) and the old chunk is free. A large entry keeps its slot.
+    pub(crate) fn set_expiry(
+        &mut self,
+        loc: u32,
+        expire_at_ms: Option<u64>,
+    ) -> Result<u32, ArenaFull> {
         let chunk = self.chunk_mut(loc);
         let head = header(chunk);
-        write_word0(chunk, head.key_len, head.kind, expire_at_ms);
+        let body = head.key_len + head.value_len;
+        match (head.expire_at_ms.is_some(), expire_at_ms) {
+            (true, Some(at)) => chunk[8..16].copy_from_slice(&at.to_le_bytes()),
+            (false, None) => {}
+            (true, None) => {
+                chunk.copy_within(EXPIRY_HEADER..EXPIRY_HEADER + body, HEADER);
+                write_word0(chunk, head.key_len, head.kind, false);
+            }
+            (false, Some(at)) if chunk.len() >= EXPIRY_HEADER + body => {
+                chunk.copy_within(HEADER..HEADER + body, EXPIRY_HEADER);
+                chunk[8..16].copy_from_slice(&at.to_le_bytes());
+                write_word0(chunk, head.key_len, head.kind, true);
+            }
+            (false, Some(at)) => {
+                let old = chunk.to_vec();
+                let (key, value) = old[HEADER..HEADER + body].split_at(head.key_len);
+                if class_of(loc) == LARGE_CLASS {
+                    let data = large_entry(key, value, Some(at));
+                    self.allocated_bytes += data.len() - old.len();
+                    self.live_bytes += data.len() - old.len();
+                    self.large[index_of(loc) as usize] = data;
+                    self.set_kind(loc, head.kind);
+                    return Ok(loc);
+                }
+                let new_loc = self.insert(key, value, Some(at))?;
+                self.set_kind(new_loc, head.kind);
+                if self.eviction_metadata {
+                    let freq = self.freq(loc);
+                    self.remove(loc);
+                    self.set_freq(new_loc, freq);
+                } else {
+                    self.remove(loc);
+                }
+                return Ok(new_loc);
+            }
+        }
+        Ok(loc)
     }
 
     /// The counter word of `loc` and the counter's bit offset in it.
@@ -704,7 +785,7 @@ impl Arena {
             }
         } else {
             self.live_bytes -= self.classes[class as usize].chunk_bytes as usize;
-            write_word0(self.chunk_mut(loc), 0, KIND_FREE, None);
+            write_word0(self.chunk_mut(loc), 0, KIND_FREE, false);
             self.classes[class as usize].free.push(index);
         }
     }
@@ -758,9 +839,9 @@ mod tests {
         assert_eq!(*sizes.last().unwrap() as usize, MAX_SMALL_ENTRY);
         for pair in sizes.windows(2) {
             assert!(pair[0] < pair[1]);
-            assert_eq!(pair[1] % 16, 0);
-            // Slack for the smallest entry of the next class is under 6.25% (or 16 bytes).
-            assert!(pair[1] - pair[0] <= (pair[0] / 16 + 16).max(16));
+            assert_eq!(pair[1] % 8, 0);
+            // Slack for the smallest entry of the next class is under 6.25% (or 8 bytes).
+            assert!(pair[1] - pair[0] <= (pair[0] / 16 + 8).max(8));
         }
         for len in 0..=MAX_SMALL_ENTRY {
             let class = class_for(len) as usize;
@@ -777,7 +858,8 @@ mod tests {
     fn insert_replace_remove_round_trip() {
         let mut arena = Arena::new();
         arena.keep_eviction_metadata();
-        let a = arena.insert(b"key", b"value", None).unwrap();
+        // With an expiry from the start, so the rewrites below keep the size class.
+        let a = arena.insert(b"key", b"value", Some(1)).unwrap();
         assert_eq!(arena.key(a), b"key");
         assert_eq!(arena.value(a), b"value");
         let same = arena.replace(a, b"key", b"VALUE", Some(42)).unwrap();
@@ -785,13 +867,13 @@ mod tests {
         assert_eq!(header(arena.chunk(a)).expire_at_ms, Some(42));
         assert_eq!(arena.freq(a), 0);
         arena.bump_freq_mut(a);
-        let same = arena.replace(a, b"key", b"VALUE2", Some(42)).unwrap();
+        let same = arena.replace(a, b"key", b"VALU2", Some(42)).unwrap();
         assert_eq!(
             (same, arena.freq(a)),
             (a, 1),
             "in-place overwrite keeps the count"
         );
-        assert_eq!(arena.value(a), b"VALUE2");
+        assert_eq!(arena.value(a), b"VALU2");
         let big = vec![7u8; 100_000];
         let moved = arena.replace(a, b"key", &big, None).unwrap();
         assert_eq!(class_of(moved), LARGE_CLASS);
@@ -801,11 +883,108 @@ mod tests {
             arena.bump_freq_mut(moved);
         }
         assert_eq!(arena.freq(moved), 3, "saturates");
-        arena.set_expiry(moved, Some(7));
+        assert_eq!(arena.set_expiry(moved, Some(7)).unwrap(), moved);
         assert_eq!(arena.freq(moved), 3, "expiry changes keep the count");
         let again = arena.replace(moved, b"key", &big[..50_000], None).unwrap();
         assert_eq!(again, moved, "large entries keep their slot");
         arena.remove(again);
         assert_eq!(arena.sweep_next(0), Some(a));
+    }
+
+    #[test]
+    fn an_entry_without_expiry_pays_an_8_byte_header() {
+        // 16-byte key, 64-byte value: 88 bytes, its own class.
+        assert_eq!(footprint(16, 64, false), 88);
+        assert_eq!(footprint(16, 64, true), 96);
+        let mut arena = Arena::new();
+        let a = arena.insert(&[1u8; 16], &[2u8; 64], None).unwrap();
+        assert_eq!(arena.chunk(a).len(), 88);
+        assert_eq!(arena.live_bytes(), 88);
+        let b = arena.insert(&[1u8; 16], &[2u8; 64], Some(5)).unwrap();
+        assert_eq!(arena.chunk(b).len(), 96);
+        assert_eq!(expiry_of(arena.chunk(b)), Some(5));
+    }
+
+    /// Key, value, kind and expiry of the entry at `loc`.
+    fn entry(arena: &Arena, loc: u32) -> (Vec<u8>, Vec<u8>, u32, Option<u64>) {
+        let chunk = arena.chunk(loc);
+        let head = header(chunk);
+        (
+            key_of(chunk).to_vec(),
+            value_of(chunk).to_vec(),
+            head.kind,
+            head.expire_at_ms,
+        )
+    }
+
+    #[test]
+    fn expiry_changes_move_the_entry_in_its_chunk_or_to_the_next_class() {
+        let mut arena = Arena::new();
+        arena.keep_eviction_metadata();
+        // 8 + 16 + 64 = 88 fills its chunk exactly: an expiry needs the next class.
+        let (key, value) = (vec![3u8; 16], vec![4u8; 64]);
+        let full = arena.insert(&key, &value, None).unwrap();
+        arena.set_kind(full, KIND_HASH);
+        arena.bump_freq_mut(full);
+        let moved = arena.set_expiry(full, Some(99)).unwrap();
+        assert_ne!(moved, full);
+        assert!(!arena.is_live(full));
+        assert_eq!(
+            entry(&arena, moved),
+            (key.clone(), value.clone(), KIND_HASH, Some(99))
+        );
+        assert_eq!(arena.freq(moved), 1, "the read count moves along");
+        assert_eq!(arena.live_bytes(), 96);
+        // Changing an existing expiry, then clearing it: in place.
+        assert_eq!(arena.set_expiry(moved, Some(7)).unwrap(), moved);
+        assert_eq!(entry(&arena, moved).3, Some(7));
+        assert_eq!(arena.set_expiry(moved, None).unwrap(), moved);
+        assert_eq!(
+            entry(&arena, moved),
+            (key.clone(), value.clone(), KIND_HASH, None)
+        );
+        assert_eq!(arena.live_bytes(), 96, "the chunk stays");
+        // Classes 8 bytes apart never leave 8 bytes of slack: find a length in a wider class.
+        let spare = (0..200)
+            .find(|&v| footprint(16, v, false) == footprint(16, v, true))
+            .expect("some class has 8 bytes of slack");
+        let value = vec![5u8; spare];
+        let roomy = arena.insert(&key, &value, None).unwrap();
+        assert_eq!(
+            arena.set_expiry(roomy, Some(11)).unwrap(),
+            roomy,
+            "fits in place"
+        );
+        assert_eq!(
+            entry(&arena, roomy),
+            (key.clone(), value.clone(), KIND_STRING, Some(11))
+        );
+        // A replace that drops the expiry moves the key back down and keeps it intact.
+        let other = vec![9u8; spare];
+        let same = arena.replace(roomy, &key, &other, None).unwrap();
+        assert_eq!(same, roomy);
+        assert_eq!(
+            entry(&arena, roomy),
+            (key.clone(), other, KIND_STRING, None)
+        );
+        // And one that adds it moves the key up.
+        let same = arena.replace(roomy, &key, &value, Some(12)).unwrap();
+        assert_eq!(same, roomy);
+        assert_eq!(
+            entry(&arena, roomy),
+            (key.clone(), value, KIND_STRING, Some(12))
+        );
+        // A large entry keeps its slot and grows its allocation by 8 bytes.
+        let big = vec![6u8; 100_000];
+        let large = arena.insert(&key, &big, None).unwrap();
+        let before = arena.live_bytes();
+        assert_eq!(arena.set_expiry(large, Some(1)).unwrap(), large);
+        assert_eq!(arena.live_bytes(), before + 8);
+        assert_eq!(
+            entry(&arena, large),
+            (key.clone(), big.clone(), KIND_STRING, Some(1))
+        );
+        assert_eq!(arena.set_expiry(large, None).unwrap(), large);
+        assert_eq!(entry(&arena, large), (key, big, KIND_STRING, None));
     }
 }

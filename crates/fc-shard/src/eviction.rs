@@ -53,8 +53,18 @@ impl EvictionPolicy {
     }
 }
 
-/// Bytes a shard charges for an entry with these key and value lengths.
+/// Bytes a shard charges for an entry with these key and value lengths, as its S3-FIFO queue
+/// accounting counts them: the footprint without an expiry (an entry's expiry can come and go
+/// while it is queued, and a queue must take away what it added). What a write would really
+/// add is [`footprint_charge`].
 #[inline]
 pub(crate) fn charge(key_len: usize, value_len: usize) -> u64 {
-    crate::arena::footprint(key_len, value_len) as u64 + INDEX_BYTES_PER_ENTRY
+    footprint_charge(key_len, value_len, false)
+}
+
+/// Bytes an entry really occupies: its arena footprint (with its expiry's 8 bytes when it has
+/// one) plus its share of the index.
+#[inline]
+pub(crate) fn footprint_charge(key_len: usize, value_len: usize, has_expiry: bool) -> u64 {
+    crate::arena::footprint(key_len, value_len, has_expiry) as u64 + INDEX_BYTES_PER_ENTRY
 }

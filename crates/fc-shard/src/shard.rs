@@ -11,7 +11,7 @@ use crate::arena::{self, Arena, ArenaFull, MAX_KEY_LEN, MAX_VALUE_LEN};
 use crate::clock::Clock;
 use crate::error::RedisObjectResult;
 use crate::error::StoreError;
-use crate::eviction::{EvictionPolicy, INDEX_BYTES_PER_ENTRY, charge};
+use crate::eviction::{EvictionPolicy, INDEX_BYTES_PER_ENTRY, charge, footprint_charge};
 use crate::index::Index;
 use crate::listener::{Listener, Removal, RemovalCause};
 use crate::mutation::{Mutation, MutationSink};
@@ -444,7 +444,7 @@ impl Shard {
         // Everything a budget needs stays off the unbounded path (out of line, behind one flag).
         let bounded = self.budget != u64::MAX;
         let (over_budget, new_charge, old_charge) = if bounded {
-            self.check_budget(key.len(), value.len(), old)?
+            self.check_budget(key.len(), value.len(), expire_at_ms.is_some(), old)?
         } else {
             (false, 0, 0)
         };
@@ -520,27 +520,32 @@ impl Shard {
         Ok(())
     }
 
-    /// For a bounded shard: the charges of a write replacing `old` and whether it goes over
-    /// the budget; under [`EvictionPolicy::NoEviction`] going over is the error.
+    /// For a bounded shard: the (queue) charges of a write replacing `old` and whether it goes
+    /// over the budget; under [`EvictionPolicy::NoEviction`] going over is the error.
     #[inline(never)]
     fn check_budget(
         &self,
         key_len: usize,
         value_len: usize,
+        has_expiry: bool,
         old: Option<arena::Header>,
     ) -> Result<(bool, u64, u64), StoreError> {
-        let new_charge = charge(key_len, value_len);
-        let old_charge = old.map_or(0, |h| charge(h.key_len, h.value_len));
+        let adds = footprint_charge(key_len, value_len, has_expiry);
+        let frees = old.map_or(0, |h| {
+            footprint_charge(h.key_len, h.value_len, h.expire_at_ms.is_some())
+        });
         let used = self.used_memory();
-        let over = used - old_charge + new_charge > self.budget;
+        let over = used.saturating_sub(frees) + adds > self.budget;
         if over && self.policy == EvictionPolicy::NoEviction {
             return Err(StoreError::OutOfMemory {
                 shard: self.id,
                 used,
                 budget: self.budget,
-                needed: new_charge.saturating_sub(old_charge),
+                needed: adds.saturating_sub(frees),
             });
         }
+        let new_charge = charge(key_len, value_len);
+        let old_charge = old.map_or(0, |h| charge(h.key_len, h.value_len));
         Ok((over, new_charge, old_charge))
     }
 
@@ -787,7 +792,8 @@ impl Shard {
         }
         let chunk = self.arena.chunk(loc);
         let head = arena::header(chunk);
-        let freed = charge(head.key_len, head.value_len) + self.object_bytes_of(chunk);
+        let freed = footprint_charge(head.key_len, head.value_len, head.expire_at_ms.is_some())
+            + self.object_bytes_of(chunk);
         self.stored_bytes -= (head.key_len + head.value_len) as u64;
         Self::leave_queue(&mut self.queues, &self.arena, loc, head);
         if head.expire_at_ms.is_some() {
@@ -852,7 +858,9 @@ impl Shard {
     }
 
     /// Sets (`Some`) or clears (`None`) the expiry of a live key; true when the key exists and,
-    /// for `None`, had an expiry to clear.
+    /// for `None`, had an expiry to clear. Also false, changing nothing, in the one case where
+    /// an expiry cannot be stored: the entry must move to a size class of this shard that
+    /// already holds 2^25 entries.
     pub(crate) fn set_expiry(
         &mut self,
         tag: u32,
@@ -868,21 +876,59 @@ impl Shard {
             None if !had => return false,
             None => {
                 self.expires -= 1;
-                self.arena.set_expiry(loc, None);
+                let same = self.arena.set_expiry(loc, None);
+                debug_assert!(matches!(same, Ok(l) if l == loc), "clearing stays in place");
                 self.emit_key(loc, |key| Mutation::Persist { key });
             }
             Some(at) => {
+                let queue = if self.queues.is_some() {
+                    self.arena.meta(loc) & 3
+                } else {
+                    0
+                };
+                // Adding an expiry may move the entry to the next size class (8 more bytes).
+                let Ok(moved) = self.arena.set_expiry(loc, Some(at)) else {
+                    // That class of this shard is full (2^25 chunks): nothing changed.
+                    return false;
+                };
+                if moved != loc {
+                    self.relocated(tag, loc, moved, queue);
+                }
+                let loc = moved;
                 if !had {
                     self.expires += 1;
                 }
-                self.arena.set_expiry(loc, Some(at));
                 self.emit_key(loc, |key| Mutation::Expire {
                     key,
                     expire_at_ms: at,
                 });
+                // A move grew the entry by its expiry's bytes: an evicting shard makes room
+                // (as Redis, an expiry change is never refused for memory under noeviction).
+                if self.budget != u64::MAX
+                    && self.policy != EvictionPolicy::NoEviction
+                    && self.used_memory() > self.budget
+                {
+                    self.shrink_to_budget(loc, clock);
+                }
             }
         }
         true
+    }
+
+    /// Points the index (and, under S3-FIFO, the entry's queue) at `to`, where the arena moved
+    /// the entry of `tag` that was at `from`.
+    fn relocated(&mut self, tag: u32, from: u32, to: u32, queue: u8) {
+        let pos = self
+            .index
+            .find_pos(tag, |loc| loc == from)
+            .expect("a live entry is indexed");
+        self.index.set_loc(pos, to);
+        if let Some(queues) = &mut self.queues {
+            let head = arena::header(self.arena.chunk(to));
+            let cost = charge(head.key_len, head.value_len);
+            Self::queue_left(queues, queue, cost);
+            Self::queue_join(queues, &mut self.arena, to, queue, cost);
+        }
     }
 
     fn emit_key(&mut self, loc: u32, make: impl for<'k> FnOnce(&'k [u8]) -> Mutation<'k>) {

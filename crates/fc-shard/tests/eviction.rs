@@ -63,6 +63,8 @@ enum Op {
     Get(u8),
     Delete(u8),
     Advance(u64),
+    /// `Some(ms)`: expire in `ms`; `None`: persist.
+    Expire(u8, Option<u64>),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -77,6 +79,8 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (0u8..40).prop_map(Op::Get),
         1 => (0u8..40).prop_map(Op::Delete),
         1 => (1u64..40).prop_map(Op::Advance),
+        1 => (0u8..40, prop_oneof![3 => (1u64..50).prop_map(Some), 1 => Just(None)])
+            .prop_map(|(k, ttl)| Op::Expire(k, ttl)),
     ]
 }
 
@@ -140,6 +144,23 @@ impl Under {
         }
     }
 
+    /// Sets (`Some`) or clears (`None`) the expiry of `key`.
+    fn expire(&mut self, key: &[u8], at_ms: Option<u64>) -> bool {
+        match (self, at_ms) {
+            (Self::Embedded(s), Some(at)) => s.expire_at_ms(key, at),
+            (Self::Embedded(s), None) => s.persist(key),
+            (Self::Shared(s), Some(at)) => s.expire_at_ms(key, at),
+            (Self::Shared(s), None) => s.persist(key),
+            (Self::Local(stores), at) => {
+                let w = Self::local(stores, key);
+                match at {
+                    Some(at) => stores[w].expire_at_ms(key, at),
+                    None => stores[w].persist(key),
+                }
+            }
+        }
+    }
+
     fn stats(&self) -> TierStatsSnapshot {
         match self {
             Self::Embedded(s) => s.stats_snapshot(),
@@ -191,6 +212,23 @@ proptest! {
                     model.remove(&key(*k));
                 }
                 Op::Advance(ms) => clock.advance_ms(*ms),
+                Op::Expire(k, ttl) => {
+                    // Adding an expiry may move the entry to a bigger chunk (and evict others).
+                    let now = clock.now_ms();
+                    let at = ttl.map(|t| now + t);
+                    let done = store.expire(&key(*k), at);
+                    forget(&mut model, &removed);
+                    let live = model
+                        .get_mut(&key(*k))
+                        .filter(|(_, old)| old.is_none_or(|old| now <= old));
+                    match live {
+                        Some((_, old)) => {
+                            prop_assert_eq!(done, at.is_some() || old.is_some(), "key {}", k);
+                            *old = at;
+                        }
+                        None => prop_assert!(!done, "key {} is gone", k),
+                    }
+                }
             }
             forget(&mut model, &removed);
             assert_within_budget(&store.stats());
@@ -238,7 +276,8 @@ proptest! {
                 Op::Delete(k) => {
                     prop_assert_eq!(store.delete(&key(*k)), model.remove(&key(*k)).is_some());
                 }
-                Op::Advance(ms) => clock.advance_ms(*ms),
+                Op::Advance(ms) | Op::Expire(_, Some(ms)) => clock.advance_ms(*ms),
+                Op::Expire(_, None) => {}
             }
             let stats = store.stats();
             prop_assert_eq!(stats.total().evicted, 0);
@@ -258,8 +297,13 @@ fn forget(model: &mut BTreeMap<Vec<u8>, (Vec<u8>, Option<u64>)>, removed: &Remov
 
 /// Bytes one entry of `key` (like `key:NNN`) and a `value_len`-byte value is charged.
 fn charge_of(value_len: usize) -> u64 {
+    charge_with(value_len, None)
+}
+
+/// What one entry with a 7-byte key and this value (and TTL) is charged.
+fn charge_with(value_len: usize, ttl_ms: Option<u64>) -> u64 {
     let store = EmbeddedStore::new(1);
-    store.set(b"key:000", vec![0u8; value_len], None);
+    store.set(b"key:000", vec![0u8; value_len], ttl_ms);
     store.stats_snapshot().total().used_memory
 }
 
@@ -322,8 +366,10 @@ fn without_reads_the_oldest_entries_go_first() {
 #[test]
 fn expired_entries_are_reclaimed_before_live_ones_are_evicted() {
     let clock = ManualClock::new(START_MS);
-    let charge = charge_of(64);
-    let (store, _) = store(1, charge * 100, EvictionPolicy::Lru, &clock);
+    // Room for exactly the 100 entries below: an entry with a TTL stores it (8 more bytes).
+    let budget = charge_of(64) * 50 + charge_with(64, Some(10)) * 50;
+    assert!(charge_with(64, Some(10)) > charge_of(64));
+    let (store, _) = store(1, budget, EvictionPolicy::Lru, &clock);
     for i in 0..100 {
         let ttl = (i % 2 == 0).then_some(10);
         store.set(k3(i), [1u8; 64], ttl);
