@@ -29,6 +29,25 @@ pub(crate) fn tag_of(key_hash: u64) -> u32 {
     key_hash as u32
 }
 
+/// Key equality without a library call for keys of 8 to 16 bytes (two overlapping 8-byte
+/// words per side), `memcmp` otherwise.
+#[inline(always)]
+fn same_key(stored: &[u8], key: &[u8]) -> bool {
+    let n = key.len();
+    if stored.len() != n {
+        return false;
+    }
+    if (8..=16).contains(&n) {
+        let word = |s: &[u8], at: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&s[at..at + 8]);
+            u64::from_le_bytes(w)
+        };
+        return (word(stored, 0) ^ word(key, 0)) | (word(stored, n - 8) ^ word(key, n - 8)) == 0;
+    }
+    stored == key
+}
+
 /// Whether an entry with this expiry is expired at `now_ms` (Redis: expired when now > at).
 #[inline]
 fn is_expired(expire_at_ms: Option<u64>, clock: &Clock) -> bool {
@@ -301,7 +320,38 @@ impl Shard {
     #[inline(always)]
     fn find(&self, tag: u32, key: &[u8]) -> Option<u32> {
         let arena = &self.arena;
-        self.index.find(tag, |loc| arena.key(loc) == key)
+        self.index.find(tag, |loc| same_key(arena.key(loc), key))
+    }
+
+    /// `GET` with exclusive access, as [`Shard::lookup_mut`] then the value, with the chunk
+    /// located once: the owner-local read path.
+    #[inline(always)]
+    pub(crate) fn read_view_mut(&mut self, tag: u32, key: &[u8], clock: &Clock) -> Option<&[u8]> {
+        let Some(loc) = self.find(tag, key) else {
+            *self.misses.get_mut() += 1;
+            return None;
+        };
+        let chunk = self.arena.chunk(loc);
+        if arena::special_bits(chunk) != 0 {
+            let (expired, kind) = (
+                is_expired(arena::expiry_of(chunk), clock),
+                arena::kind_of(chunk),
+            );
+            if expired {
+                self.remove_expired(tag, loc);
+                *self.misses.get_mut() += 1;
+                return None;
+            }
+            if kind != arena::KIND_STRING {
+                *self.misses.get_mut() += 1;
+                return None;
+            }
+        }
+        *self.hits.get_mut() += 1;
+        if self.track_reads {
+            self.arena.bump_freq_mut(loc);
+        }
+        Some(self.arena.value(loc))
     }
 
     /// Read-only lookup (usable under a shared lock): counts a hit or a miss.

@@ -529,9 +529,7 @@ impl LocalEmbeddedStore {
             Ok(i) => i,
             Err(err) => not_owner(&err),
         };
-        let shard = &mut self.shards[i];
-        let loc = shard.lookup_mut(tag_of(route.key_hash()), key, &self.clock)?;
-        Some(shard.value(loc))
+        self.shards[i].read_view_mut(tag_of(route.key_hash()), key, &self.clock)
     }
 
     /// `GET` as a borrow of the stored string (no copy), with a precomputed route of `key`:
