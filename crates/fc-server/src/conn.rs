@@ -998,6 +998,9 @@ fn client(worker: &Worker, state: &mut State, args: &[Bytes], out: &mut BytesMut
                         state.quit = true;
                     } else {
                         client.end(Ended::Killed);
+                        // Gone from CLIENT LIST at once, as Redis frees a killed client
+                        // before it replies; its connection task winds down on its own.
+                        registry.remove(client.id);
                     }
                 }
             }
