@@ -323,37 +323,6 @@ impl Shard {
         self.index.find(tag, |loc| same_key(arena.key(loc), key))
     }
 
-    /// `GET` with exclusive access, as [`Shard::lookup_mut`] then the value, with the chunk
-    /// located once: the owner-local read path.
-    #[inline(always)]
-    pub(crate) fn read_view_mut(&mut self, tag: u32, key: &[u8], clock: &Clock) -> Option<&[u8]> {
-        let Some(loc) = self.find(tag, key) else {
-            *self.misses.get_mut() += 1;
-            return None;
-        };
-        let chunk = self.arena.chunk(loc);
-        if arena::special_bits(chunk) != 0 {
-            let (expired, kind) = (
-                is_expired(arena::expiry_of(chunk), clock),
-                arena::kind_of(chunk),
-            );
-            if expired {
-                self.remove_expired(tag, loc);
-                *self.misses.get_mut() += 1;
-                return None;
-            }
-            if kind != arena::KIND_STRING {
-                *self.misses.get_mut() += 1;
-                return None;
-            }
-        }
-        *self.hits.get_mut() += 1;
-        if self.track_reads {
-            self.arena.bump_freq_mut(loc);
-        }
-        Some(self.arena.value(loc))
-    }
-
     /// Read-only lookup (usable under a shared lock): counts a hit or a miss.
     #[inline(always)]
     pub(crate) fn lookup(&self, tag: u32, key: &[u8], clock: &Clock) -> Lookup {
@@ -386,21 +355,31 @@ impl Shard {
     }
 
     /// Exclusive lookup: removes an expired entry on the way, counts the hit or miss without
-    /// atomics and, in a bounded shard, counts the read for eviction.
+    /// atomics and, in a bounded shard, counts the read for eviction. A string without an
+    /// expiry (the common entry) passes with one test of its first word.
     #[inline(always)]
     pub(crate) fn lookup_mut(&mut self, tag: u32, key: &[u8], clock: &Clock) -> Option<u32> {
-        let found = self
-            .find_live_mut(tag, key, clock)
-            .filter(|&loc| arena::kind_of(self.arena.chunk(loc)) == arena::KIND_STRING);
-        if let Some(loc) = found {
-            *self.hits.get_mut() += 1;
-            if self.track_reads {
-                self.arena.bump_freq_mut(loc);
-            }
-        } else {
+        let Some(loc) = self.find(tag, key) else {
             *self.misses.get_mut() += 1;
+            return None;
+        };
+        let chunk = self.arena.chunk(loc);
+        if arena::special_bits(chunk) != 0 {
+            let expired = is_expired(arena::expiry_of(chunk), clock);
+            let kind = arena::kind_of(chunk);
+            if expired {
+                self.remove_expired(tag, loc);
+            }
+            if expired || kind != arena::KIND_STRING {
+                *self.misses.get_mut() += 1;
+                return None;
+            }
         }
-        found
+        *self.hits.get_mut() += 1;
+        if self.track_reads {
+            self.arena.bump_freq_mut(loc);
+        }
+        Some(loc)
     }
 
     /// The live entry of `key`, any kind (expired entries are reaped); counts nothing.

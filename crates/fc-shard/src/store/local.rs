@@ -529,7 +529,9 @@ impl LocalEmbeddedStore {
             Ok(i) => i,
             Err(err) => not_owner(&err),
         };
-        self.shards[i].read_view_mut(tag_of(route.key_hash()), key, &self.clock)
+        let shard = &mut self.shards[i];
+        let loc = shard.lookup_mut(tag_of(route.key_hash()), key, &self.clock)?;
+        Some(shard.value(loc))
     }
 
     /// `GET` as a borrow of the stored string (no copy), with a precomputed route of `key`:
