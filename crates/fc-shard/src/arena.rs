@@ -648,17 +648,11 @@ impl Arena {
                 chunk[8..16].copy_from_slice(&at.to_le_bytes());
                 write_word0(chunk, head.key_len, head.kind, true);
             }
+            (false, Some(_)) if class_of(loc) == LARGE_CLASS => {}
             (false, Some(at)) => {
-                let old = chunk.to_vec();
-                let (key, value) = old[HEADER..HEADER + body].split_at(head.key_len);
-                if class_of(loc) == LARGE_CLASS {
-                    let data = large_entry(key, value, Some(at));
-                    self.allocated_bytes += data.len() - old.len();
-                    self.live_bytes += data.len() - old.len();
-                    self.large[index_of(loc) as usize] = data;
-                    self.set_kind(loc, head.kind);
-                    return Ok(loc);
-                }
+                // A small chunk (at most 16 KiB): copied out, as `insert` needs the arena.
+                let body = chunk[HEADER..HEADER + body].to_vec();
+                let (key, value) = body.split_at(head.key_len);
                 let new_loc = self.insert(key, value, Some(at))?;
                 self.set_kind(new_loc, head.kind);
                 if self.eviction_metadata {
@@ -670,6 +664,20 @@ impl Arena {
                 }
                 return Ok(new_loc);
             }
+        }
+        if let (None, Some(at)) = (head.expire_at_ms, expire_at_ms)
+            && class_of(loc) == LARGE_CLASS
+        {
+            // A large entry without slack: a new exact-size allocation in the same slot, built
+            // straight from the old one (one copy of the value).
+            let index = index_of(loc) as usize;
+            let old = &self.large[index];
+            let data = large_entry(key_of(old), value_of(old), Some(at));
+            let grown = data.len() - old.len();
+            self.allocated_bytes += grown;
+            self.live_bytes += grown;
+            self.large[index] = data;
+            self.set_kind(loc, head.kind);
         }
         Ok(loc)
     }
