@@ -322,11 +322,12 @@ fn open_store(
         }
     }
     eprintln!(
-        "fc-server: loaded {} keys from {} ({} snapshot images, {} bytes; {} WAL frames, {} bytes) in {:.3} s",
+        "fc-server: loaded {} keys from {} ({} snapshot images, {} bytes; {} WAL mutations in {} frames, {} bytes) in {:.3} s",
         store.len(),
         dir.display(),
         loaded.images,
         loaded.image_bytes,
+        loaded.wal.mutations(),
         loaded.wal.frames(),
         loaded.wal.bytes,
         loaded.elapsed.as_secs_f64()

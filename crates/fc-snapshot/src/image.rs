@@ -162,8 +162,12 @@ impl Image {
                 FrameRead::Frame { shard: Some(_), .. } => {
                     return Err(corrupt(at, "a shared log's frame inside an image"));
                 }
+                FrameRead::Frame { batch: true, .. } => {
+                    return Err(corrupt(at, "a batch frame inside an image"));
+                }
                 FrameRead::Frame {
                     shard: None,
+                    batch: false,
                     seq: s,
                     payload,
                     len,

@@ -4,8 +4,10 @@
 pub const SEGMENT_MAGIC: [u8; 4] = *b"FCWS";
 /// Magic of a frame.
 pub const FRAME_MAGIC: [u8; 4] = *b"FCW2";
-/// Format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 1;
+/// Format version this build writes (2: frames may be batches, [`FLAG_BATCH`]).
+pub const FORMAT_VERSION: u16 = 2;
+/// Oldest format version this build reads (1: one mutation per frame).
+pub const MIN_FORMAT_VERSION: u16 = 1;
 /// Bytes of a segment header.
 pub const SEGMENT_HEADER_LEN: usize = 32;
 /// Bytes of a frame before its payload.
@@ -16,6 +18,10 @@ pub const FRAME_TRAILER_LEN: usize = 4;
 pub const MAX_PAYLOAD_LEN: usize = 1 << 30;
 /// Frame flag: bytes 6..8 hold the shard the frame belongs to (a log shared by several shards).
 pub const FLAG_SHARD: u8 = 0x01;
+/// Frame flag: the payload holds one or more mutations, which take consecutive sequence
+/// numbers from the frame's; in a shared log each is preceded by its shard (`u16`). Never set
+/// with [`FLAG_SHARD`]. Only segments of format version 2 hold such frames.
+pub const FLAG_BATCH: u8 = 0x02;
 /// Most shards a shared log can name (the frame's shard field is 16 bits).
 pub const MAX_SHARED_LOG_SHARDS: usize = 1 << 16;
 
@@ -55,7 +61,8 @@ impl SegmentHeader {
         let bytes: &[u8; SEGMENT_HEADER_LEN] = bytes.get(..SEGMENT_HEADER_LEN)?.try_into().ok()?;
         let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
         let ok = bytes[0..4] == SEGMENT_MAGIC
-            && u16::from_le_bytes([bytes[4], bytes[5]]) == FORMAT_VERSION
+            && (MIN_FORMAT_VERSION..=FORMAT_VERSION)
+                .contains(&u16::from_le_bytes([bytes[4], bytes[5]]))
             && word(28) == crc32c::crc32c(&bytes[..28]);
         ok.then(|| Self {
             shard: word(8),
@@ -102,6 +109,8 @@ pub enum FrameRead<'a> {
     Frame {
         /// The shard it belongs to, when its log is shared ([`FLAG_SHARD`]).
         shard: Option<u16>,
+        /// The payload is a batch of mutations ([`FLAG_BATCH`]), not one.
+        batch: bool,
         /// Sequence number.
         seq: u64,
         /// The payload.
@@ -128,9 +137,10 @@ pub fn decode_frame(bytes: &[u8]) -> FrameRead<'_> {
     if bytes[0..4] != FRAME_MAGIC {
         return FrameRead::Bad("bad frame magic");
     }
-    let shard = match bytes[4..8] {
-        [0, 0, 0, 0] => None,
-        [FLAG_SHARD, 0, lo, hi] => Some(u16::from_le_bytes([lo, hi])),
+    let (shard, batch) = match bytes[4..8] {
+        [0, 0, 0, 0] => (None, false),
+        [FLAG_SHARD, 0, lo, hi] => (Some(u16::from_le_bytes([lo, hi])), false),
+        [FLAG_BATCH, 0, 0, 0] => (None, true),
         _ => return FrameRead::Bad("unknown frame flags"),
     };
     let len = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes")) as usize;
@@ -152,6 +162,7 @@ pub fn decode_frame(bytes: &[u8]) -> FrameRead<'_> {
     }
     FrameRead::Frame {
         shard,
+        batch,
         seq: u64::from_le_bytes(bytes[12..20].try_into().expect("8 bytes")),
         payload: &bytes[FRAME_HEADER_LEN..FRAME_HEADER_LEN + len],
         len: total,
@@ -181,6 +192,41 @@ mod tests {
     }
 
     #[test]
+    fn the_batch_flag_is_read_and_never_combined_with_a_shard() {
+        let mut out = Vec::new();
+        encode_frame(3, b"p", &mut out);
+        let reseal = |flags: [u8; 4]| {
+            let mut f = out.clone();
+            f[4..8].copy_from_slice(&flags);
+            let end = f.len() - FRAME_TRAILER_LEN;
+            let crc = crc32c::crc32c(&f[4..end]);
+            f[end..].copy_from_slice(&crc.to_le_bytes());
+            f
+        };
+        assert!(matches!(
+            decode_frame(&reseal([FLAG_BATCH, 0, 0, 0])),
+            FrameRead::Frame {
+                batch: true,
+                shard: None,
+                seq: 3,
+                ..
+            }
+        ));
+        for bad in [
+            [FLAG_BATCH, 0, 1, 0],
+            [FLAG_BATCH | FLAG_SHARD, 0, 1, 0],
+            [0x04, 0, 0, 0],
+            [0, 1, 0, 0],
+        ] {
+            assert_eq!(
+                decode_frame(&reseal(bad)),
+                FrameRead::Bad("unknown frame flags"),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
     fn frames_round_trip_and_every_cut_and_flip_is_caught() {
         let mut out = Vec::new();
         encode_frame(9, b"payload", &mut out);
@@ -189,6 +235,7 @@ mod tests {
             decode_frame(&out),
             FrameRead::Frame {
                 shard: None,
+                batch: false,
                 seq: 9,
                 payload: b"payload",
                 len: out.len()
@@ -200,6 +247,7 @@ mod tests {
             decode_frame(&tagged),
             FrameRead::Frame {
                 shard: Some(513),
+                batch: false,
                 seq: 9,
                 payload: b"payload",
                 len: tagged.len()

@@ -48,9 +48,9 @@ use fc_shard::{EmbeddedStore, EmbeddedStoreBuilder};
 pub use error::WalError;
 pub use faults::{Fault, Faults, FileOp};
 pub use frame::{
-    FLAG_SHARD, FORMAT_VERSION, FRAME_HEADER_LEN, FRAME_MAGIC, FRAME_TRAILER_LEN, FrameRead,
-    MAX_PAYLOAD_LEN, MAX_SHARED_LOG_SHARDS, SEGMENT_HEADER_LEN, SEGMENT_MAGIC, SegmentHeader,
-    decode_frame, encode_frame, encode_frame_of,
+    FLAG_BATCH, FLAG_SHARD, FORMAT_VERSION, FRAME_HEADER_LEN, FRAME_MAGIC, FRAME_TRAILER_LEN,
+    FrameRead, MAX_PAYLOAD_LEN, MAX_SHARED_LOG_SHARDS, MIN_FORMAT_VERSION, SEGMENT_HEADER_LEN,
+    SEGMENT_MAGIC, SegmentHeader, decode_frame, encode_frame, encode_frame_of,
 };
 pub use log::{
     FsyncPolicy, ShardLog, SyncTicket, WalConfig, WalSink, WalStatsSnapshot, segment_name,

@@ -214,8 +214,10 @@ pub fn segment_name(first_seq: u64) -> String {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct WalStatsSnapshot {
-    /// Frames appended.
+    /// Frames appended (a batch frame holds every mutation appended since the last write).
     pub frames: u64,
+    /// Mutations appended.
+    pub mutations: u64,
     /// Bytes appended (frames and segment headers).
     pub bytes: u64,
     /// `fdatasync` calls.
@@ -233,6 +235,7 @@ pub struct WalStatsSnapshot {
 impl WalStatsSnapshot {
     fn add(&mut self, other: &Self) {
         self.frames += other.frames;
+        self.mutations += other.mutations;
         self.bytes += other.bytes;
         self.fsyncs += other.fsyncs;
         self.fsync_micros += other.fsync_micros;
@@ -268,6 +271,9 @@ pub struct ShardLog {
     dropped: u64,
     /// Frames encoded but not yet written.
     pending: Vec<u8>,
+    /// Where the batch frame still open for appends starts in `pending` (its length and
+    /// checksum are filled in when it is closed, before `pending` is written).
+    open: Option<usize>,
     buffer_bytes: usize,
     next_seq: u64,
     /// When the log was last synced ([`coarse_now`]).
@@ -279,6 +285,10 @@ pub struct ShardLog {
     stats: WalStatsSnapshot,
     faults: Faults,
 }
+
+/// A batch frame is closed once its payload reaches this many bytes (it is closed anyway by
+/// every write to the OS): a bound on what one torn frame can take with it.
+const MAX_BATCH_PAYLOAD: usize = 1 << 20;
 
 fn io_error(path: &Path, err: &std::io::Error) -> WalError {
     WalError::Io {
@@ -329,6 +339,7 @@ impl ShardLog {
             created: false,
             dropped: 0,
             pending: Vec::new(),
+            open: None,
             buffer_bytes: config.write_buffer_bytes,
             next_seq: next_seq.max(1),
             last_sync: coarse_now(),
@@ -416,7 +427,7 @@ impl ShardLog {
         Ok(())
     }
 
-    /// Appends `mutation` as the next frame; returns its sequence number. The frame is written
+    /// Appends `mutation` to the log's open batch frame; returns its sequence number. The frame is written
     /// to the OS now (or, with a write buffer, by the next [`ShardLog::flush`]); with
     /// [`FsyncPolicy::Always`] (without group commit) it is on disk when this returns.
     ///
@@ -445,20 +456,30 @@ impl ShardLog {
         }
         let seq = self.next_seq;
         let before = self.pending.len();
-        // The payload is encoded in place, after a header whose length is filled in after.
-        self.pending.extend_from_slice(&crate::frame::FRAME_MAGIC);
-        let tag = (self.logs > 0).then_some(shard as u16);
-        self.pending
-            .extend_from_slice(&crate::frame::flag_bytes(tag)); // flags, reserved, shard
-        self.pending.extend_from_slice(&[0u8; 4]); // length
-        self.pending.extend_from_slice(&seq.to_le_bytes());
+        if self
+            .open
+            .is_some_and(|start| before - start >= MAX_BATCH_PAYLOAD)
+        {
+            self.close_frame();
+        }
+        if self.open.is_none() {
+            // A batch frame's header, whose length (and trailing checksum) is filled in when
+            // it is closed; its mutations are encoded in place after it.
+            self.open = Some(self.pending.len());
+            self.pending.extend_from_slice(&crate::frame::FRAME_MAGIC);
+            self.pending
+                .extend_from_slice(&[crate::frame::FLAG_BATCH, 0, 0, 0]); // flags, reserved, shard
+            self.pending.extend_from_slice(&[0u8; 4]); // length
+            self.pending.extend_from_slice(&seq.to_le_bytes());
+            self.stats.frames += 1;
+        }
+        if self.logs > 0 {
+            self.pending
+                .extend_from_slice(&(shard as u16).to_le_bytes());
+        }
         encode_mutation(mutation, &mut self.pending);
-        let len = self.pending.len() - before - crate::frame::FRAME_HEADER_LEN;
-        self.pending[before + 8..before + 12].copy_from_slice(&(len as u32).to_le_bytes());
-        let crc = crc32c::crc32c(&self.pending[before + 4..]);
-        self.pending.extend_from_slice(&crc.to_le_bytes());
         self.next_seq += 1;
-        self.stats.frames += 1;
+        self.stats.mutations += 1;
         self.stats.bytes += (self.pending.len() - before) as u64;
         match self.fsync {
             FsyncPolicy::Always if !self.group_commit => self.sync()?,
@@ -484,6 +505,7 @@ impl ShardLog {
         if let Some(err) = &self.poisoned {
             return Err(err.clone());
         }
+        self.close_frame();
         if self.pending.is_empty() {
             return Ok(());
         }
@@ -509,6 +531,18 @@ impl ShardLog {
         self.pending.clear();
         self.dirty = true;
         Ok(())
+    }
+
+    /// Closes the open batch frame: fills in its payload length and appends its checksum.
+    fn close_frame(&mut self) {
+        let Some(start) = self.open.take() else {
+            return;
+        };
+        let len = self.pending.len() - start - crate::frame::FRAME_HEADER_LEN;
+        self.pending[start + 8..start + 12].copy_from_slice(&(len as u32).to_le_bytes());
+        let crc = crc32c::crc32c(&self.pending[start + 4..]);
+        self.pending.extend_from_slice(&crc.to_le_bytes());
+        self.stats.bytes += crate::frame::FRAME_TRAILER_LEN as u64;
     }
 
     /// Writes gathered frames and forces everything written to disk (`fdatasync`; first of
@@ -725,18 +759,18 @@ pub struct WalSink {
     /// While recovery replays the log into the store, the store's own mutations are not logged
     /// again.
     replaying: AtomicBool,
-    /// Frames appended (all shards), counted after each frame is in its log's buffer.
+    /// Mutations appended (all shards), counted after each is in its log's buffer.
     appended: AtomicU64,
     /// Every frame counted in `appended` up to this value is durable.
     durable: AtomicU64,
-    /// Per log: frames appended, and how many of them are known durable.
+    /// Per log: mutations appended, and how many of them are known durable.
     log_appended: Vec<AtomicU64>,
     log_durable: Vec<AtomicU64>,
     /// Per log: one group commit at a time; later callers find their frames durable.
     committing: Vec<Mutex<()>>,
     /// Whether any shard's log is poisoned.
     failed: Arc<AtomicBool>,
-    /// Every frame counted in `appended` up to this value has been written to the OS.
+    /// Every mutation counted in `appended` up to this value has been written to the OS.
     flushed: AtomicU64,
 }
 

@@ -369,6 +369,46 @@ impl Record {
     /// [`PayloadError`] for a payload this build cannot read.
     pub fn decode(payload: &[u8]) -> Result<Self, PayloadError> {
         let mut r = Reader { buf: payload };
+        let record = Self::read(&mut r)?;
+        if !r.buf.is_empty() {
+            return Err(PayloadError::Trailing(r.buf.len()));
+        }
+        Ok(record)
+    }
+
+    /// Decodes the payload of a batch frame (`FLAG_BATCH`): its mutations in order, each with
+    /// its shard when the log is `shared` (then each is preceded by its shard, `u16`). The
+    /// whole payload is decoded before anything is returned, so a bad entry rejects the frame.
+    ///
+    /// # Errors
+    /// [`PayloadError`] for a payload this build cannot read, or an empty batch.
+    pub fn decode_batch(
+        payload: &[u8],
+        shared: bool,
+    ) -> Result<Vec<(Option<u16>, Self)>, PayloadError> {
+        let mut r = Reader { buf: payload };
+        let mut out = Vec::new();
+        while !r.buf.is_empty() {
+            let shard = if shared {
+                let (word, rest) = r
+                    .buf
+                    .split_first_chunk::<2>()
+                    .ok_or(PayloadError::Truncated)?;
+                r.buf = rest;
+                Some(u16::from_le_bytes(*word))
+            } else {
+                None
+            };
+            out.push((shard, Self::read(&mut r)?));
+        }
+        if out.is_empty() {
+            return Err(PayloadError::Invalid("empty batch"));
+        }
+        Ok(out)
+    }
+
+    /// Reads one mutation from the front of `r`.
+    fn read(r: &mut Reader<'_>) -> Result<Self, PayloadError> {
         let tag = r.u8()?;
         let record = match tag {
             1 => {
@@ -473,9 +513,6 @@ impl Record {
             },
             other => return Err(PayloadError::UnknownTag(other)),
         };
-        if !r.buf.is_empty() {
-            return Err(PayloadError::Trailing(r.buf.len()));
-        }
         Ok(record)
     }
 

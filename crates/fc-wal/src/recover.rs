@@ -42,8 +42,10 @@ pub struct Damage {
 /// What recovery found in one log (a shard's own, or a shared one).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LogRecovery {
-    /// Frames replayed.
+    /// Frames replayed (those holding at least one mutation not in a snapshot).
     pub frames: u64,
+    /// Mutations replayed (a batch frame holds several).
+    pub mutations: u64,
     /// Sequence number of the last frame replayed (0: none).
     pub last_seq: u64,
     /// Segments read.
@@ -68,6 +70,12 @@ impl RecoveryReport {
     #[must_use]
     pub fn frames(&self) -> u64 {
         self.logs.iter().map(|s| s.frames).sum()
+    }
+
+    /// Mutations replayed over all shards.
+    #[must_use]
+    pub fn mutations(&self) -> u64 {
+        self.logs.iter().map(|s| s.mutations).sum()
     }
 
     /// The next sequence number of each log ([`crate::WalSink::set_next_seqs`]).
@@ -214,6 +222,26 @@ impl Layout<'_> {
         if self.shared { self.logs as u32 } else { 0 }
     }
 
+    /// A frame's mutations with their shards, all decoded (and their shards checked) before
+    /// any is applied; or why the frame cannot be one of this log's.
+    fn entries(
+        &self,
+        shard: Option<u16>,
+        batch: bool,
+        payload: &[u8],
+    ) -> Result<Vec<(usize, Record)>, String> {
+        let undecodable = |e: crate::record::PayloadError| format!("undecodable payload: {e}");
+        if !batch {
+            let shard = self.shard_of(shard)?;
+            return Ok(vec![(shard, Record::decode(payload).map_err(undecodable)?)]);
+        }
+        Record::decode_batch(payload, self.shared)
+            .map_err(undecodable)?
+            .into_iter()
+            .map(|(tag, record)| Ok((self.shard_of(tag)?, record)))
+            .collect()
+    }
+
     /// The shard a frame of this log belongs to, or why it cannot be one of this log's.
     fn shard_of(&self, tag: Option<u16>) -> Result<usize, String> {
         match (self.shared, tag) {
@@ -328,38 +356,38 @@ fn recover_log(
             let problem = match decode_frame(&bytes[at..]) {
                 FrameRead::Frame {
                     shard,
+                    batch,
                     seq,
                     payload,
                     len,
                 } => {
-                    let shard = layout.shard_of(shard);
                     if seq != next_seq {
                         Some(format!("frame sequence {seq} where {next_seq} was due"))
-                    } else if let Err(reason) = shard {
-                        Some(reason)
                     } else {
-                        let shard = shard.unwrap_or(layout.log);
-                        match Record::decode(payload) {
-                            Ok(_) if seq < layout.starts[shard] => {
-                                // Covered by the snapshot already loaded.
-                                found.last_seq = seq;
-                                next_seq += 1;
+                        match layout.entries(shard, batch, payload) {
+                            Err(reason) => Some(reason),
+                            Ok(entries) => {
+                                let mut applied = 0;
+                                for (i, (shard, record)) in entries.iter().enumerate() {
+                                    // Mutations an image already loaded covers are skipped.
+                                    if seq + i as u64 >= layout.starts[*shard] {
+                                        record.apply(store, *shard).map_err(|e| {
+                                            WalError::Apply {
+                                                path: path.clone(),
+                                                offset: at as u64,
+                                                message: e.to_string(),
+                                            }
+                                        })?;
+                                        applied += 1;
+                                    }
+                                }
+                                found.frames += u64::from(applied > 0);
+                                found.mutations += applied;
+                                found.last_seq = seq + entries.len() as u64 - 1;
+                                next_seq += entries.len() as u64;
                                 at += len;
                                 None
                             }
-                            Ok(record) => {
-                                record.apply(store, shard).map_err(|e| WalError::Apply {
-                                    path: path.clone(),
-                                    offset: at as u64,
-                                    message: e.to_string(),
-                                })?;
-                                found.frames += 1;
-                                found.last_seq = seq;
-                                next_seq += 1;
-                                at += len;
-                                None
-                            }
-                            Err(e) => Some(format!("undecodable payload: {e}")),
                         }
                     }
                 }

@@ -154,6 +154,26 @@ proptest! {
                 prop_assert!(Record::decode(&payload[..cut]).is_err());
             }
         }
+        // The same mutations as one batch payload (a shared log's: each after its shard)
+        // decode to the same records, in order; a cut inside an entry is an error.
+        let payloads = payloads.lock().unwrap();
+        let mut batch = Vec::new();
+        let mut ends = Vec::new();
+        for (i, payload) in payloads.iter().enumerate() {
+            batch.extend_from_slice(&(i as u16).to_le_bytes());
+            batch.extend_from_slice(payload);
+            ends.push(batch.len());
+        }
+        let decoded = Record::decode_batch(&batch, true).unwrap();
+        prop_assert_eq!(decoded.len(), payloads.len());
+        for (i, ((shard, record), payload)) in decoded.iter().zip(payloads.iter()).enumerate() {
+            prop_assert_eq!(*shard, Some(i as u16));
+            prop_assert_eq!(format!("{record:?}"), format!("{:?}", Record::decode(payload).unwrap()));
+        }
+        for cut in 0..batch.len() {
+            let decoded = Record::decode_batch(&batch[..cut], true);
+            prop_assert_eq!(decoded.is_ok(), ends.contains(&cut), "cut {}", cut);
+        }
     }
 }
 
@@ -478,7 +498,9 @@ fn shared_logs_hold_every_shard_and_a_directory_keeps_its_layout() {
         let store = LoggedStore::open(&per_shard, 8, RecoveryMode::Strict, |b| b).unwrap();
         assert_eq!(store.digest(), digest);
         assert_eq!(store.recovery().logs.len(), 2);
-        assert_eq!(store.recovery().frames(), 200);
+        assert_eq!(store.recovery().mutations(), 200);
+        // Group commit wrote each log's 100 mutations in one batch frame.
+        assert_eq!(store.recovery().frames(), 2);
         store.set(b"after", b"reopen", None);
         store.digest()
     };
@@ -807,4 +829,122 @@ fn a_torn_segment_followed_only_by_a_frameless_one_is_a_tail() {
     let store = open_one(&config, RecoveryMode::Strict).unwrap();
     assert_eq!(store.recovery().frames(), kept + 1);
     assert_eq!(store.get(b"after"), Some(b"1".to_vec()));
+}
+
+/// A store whose log gathers frames (a write buffer) and two explicit writes: 10 mutations,
+/// then 5. Returns the segment.
+fn two_batches(config: &WalConfig) -> PathBuf {
+    let store = LoggedStore::open(config, 1, RecoveryMode::Strict, |b| b).unwrap();
+    for i in 0..10 {
+        store.set(format!("k{i}"), b"first", None);
+    }
+    store.wal().flush_all().unwrap();
+    for i in 10..15 {
+        store.set(format!("k{i}"), b"second", None);
+    }
+    store.wal().flush_all().unwrap();
+    let stats = store.wal().stats();
+    assert_eq!(
+        (stats.frames, stats.mutations),
+        (2, 15),
+        "one batch frame per write"
+    );
+    drop(store);
+    segment_files(config.dir.as_path()).pop().unwrap()
+}
+
+#[test]
+fn batch_frames_replay_whole_and_from_inside_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = WalConfig {
+        write_buffer_bytes: 1 << 16,
+        ..WalConfig::new(dir.path())
+    };
+    let seg = two_batches(&config);
+    let bytes = fs::read(&seg).unwrap();
+    // Segment header, then a frame flagged as a batch, starting at sequence 1.
+    assert_eq!(&bytes[32..36], b"FCW2");
+    assert_eq!(bytes[36], fc_wal::FLAG_BATCH);
+    assert_eq!(u64::from_le_bytes(bytes[44..52].try_into().unwrap()), 1);
+    {
+        let store = LoggedStore::open(&config, 1, RecoveryMode::Strict, |b| b).unwrap();
+        assert_eq!(store.len(), 15);
+        assert_eq!(store.recovery().frames(), 2);
+        assert_eq!(store.recovery().mutations(), 15);
+        assert_eq!(store.recovery().logs[0].last_seq, 15);
+    }
+    // As after an image covering sequences 1..=6: the first batch is replayed from its
+    // seventh mutation on.
+    let fresh = EmbeddedStore::new(1);
+    let report = fc_wal::recover_from(&config, &fresh, RecoveryMode::Strict, &[7]).unwrap();
+    assert_eq!(report.mutations(), 9);
+    assert_eq!(report.frames(), 2);
+    assert_eq!(fresh.get(b"k5"), None);
+    assert_eq!(fresh.get(b"k6"), Some(b"first".to_vec()));
+    assert_eq!(fresh.get(b"k14"), Some(b"second".to_vec()));
+}
+
+#[test]
+fn a_torn_batch_frame_loses_the_whole_batch_and_nothing_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = WalConfig {
+        write_buffer_bytes: 1 << 16,
+        ..WalConfig::new(dir.path())
+    };
+    let seg = two_batches(&config);
+    let full = fs::read(&seg).unwrap();
+    // The second frame starts after the first: find it by its magic.
+    let start = 36 + full[36..].windows(4).position(|w| w == b"FCW2").unwrap();
+    for cut in start..full.len() {
+        fs::write(&seg, &full[..cut]).unwrap();
+        let store = LoggedStore::open(&config, 1, RecoveryMode::TolerateTail, |b| b).unwrap();
+        assert_eq!(store.len(), 10, "cut {cut}");
+        assert_eq!(store.get(b"k10"), None);
+        assert_eq!(store.recovery().logs[0].damage.is_some(), cut != start);
+        drop(store);
+        assert_eq!(fs::read(&seg).unwrap().len(), start, "cut {cut}");
+    }
+}
+
+#[test]
+fn a_batch_with_an_undecodable_mutation_applies_none_of_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = WalConfig {
+        write_buffer_bytes: 1 << 16,
+        ..WalConfig::new(dir.path())
+    };
+    let seg = two_batches(&config);
+    // A third frame with a valid checksum and the next sequence: a good mutation, then an
+    // unknown tag. Nothing of it may be applied.
+    let mut payload = Vec::new();
+    encode_mutation(
+        &Mutation::Set {
+            key: b"good",
+            value: b"x",
+            expire_at_ms: None,
+        },
+        &mut payload,
+    );
+    payload.push(0xEE);
+    let mut frame = b"FCW2".to_vec();
+    frame.extend_from_slice(&[fc_wal::FLAG_BATCH, 0, 0, 0]);
+    frame.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    frame.extend_from_slice(&16u64.to_le_bytes());
+    frame.extend_from_slice(&payload);
+    let crc = crc32c::crc32c(&frame[4..]);
+    frame.extend_from_slice(&crc.to_le_bytes());
+    let mut bytes = fs::read(&seg).unwrap();
+    let good_len = bytes.len();
+    bytes.extend_from_slice(&frame);
+    fs::write(&seg, &bytes).unwrap();
+    match LoggedStore::open(&config, 1, RecoveryMode::Strict, |b| b) {
+        Err(WalError::Corrupt { offset, reason, .. }) => {
+            assert_eq!(offset, good_len as u64);
+            assert!(reason.contains("unknown mutation tag 238"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let store = LoggedStore::open(&config, 1, RecoveryMode::PointInTime, |b| b).unwrap();
+    assert_eq!(store.len(), 15);
+    assert_eq!(store.get(b"good"), None);
 }
