@@ -60,7 +60,8 @@ struct WalRow {
     writer: &'static str,
     bytes: u64,
     seconds: f64,
-    frames: u64,
+    /// `SET`s appended (0 for the writers that are not the log).
+    mutations: u64,
     /// User and system CPU seconds of this process over the row (zero for `dd`).
     cpu: (f64, f64),
 }
@@ -139,7 +140,7 @@ pub(crate) fn bench_wal(mut args: WalBenchArgs) -> anyhow::Result<()> {
     }
     let _ = std::fs::remove_dir_all(&dir);
     let mut csv = String::from(
-        "run_id,value_bytes,writer,bytes,frames,seconds,mib_per_s,cpu_user_s,cpu_system_s\n",
+        "run_id,value_bytes,writer,bytes,mutations,seconds,mib_per_s,cpu_user_s,cpu_system_s\n",
     );
     for r in &rows {
         let _ = writeln!(
@@ -148,7 +149,7 @@ pub(crate) fn bench_wal(mut args: WalBenchArgs) -> anyhow::Result<()> {
             r.value,
             r.writer,
             r.bytes,
-            r.frames,
+            r.mutations,
             r.seconds,
             mib_per_s(r),
             r.cpu.0,
@@ -161,7 +162,7 @@ pub(crate) fn bench_wal(mut args: WalBenchArgs) -> anyhow::Result<()> {
          with a final `fdatasync`; `dd if=/dev/zero bs=1M conv=fdatasync` of the same bytes into the same directory \
          (one `fdatasync` at the end); `plain 64 KiB writes`: pre-filled buffers with the log's cadence of one `fdatasync` per 64 MiB.\n\n\
          CPU: this process's user / system seconds over the row (`dd` runs in its own process: not counted).\n\n\
-         | value | writer | MiB/s | ÷ dd | ÷ plain | frames/s | CPU user / system (s) |\n|---:|---|---:|---:|---:|---:|---:|\n",
+         | value | writer | MiB/s | ÷ dd | ÷ plain | SETs/s | CPU user / system (s) |\n|---:|---|---:|---:|---:|---:|---:|\n",
         report::command_line(),
         args.mib,
         args.repeat.max(1)
@@ -183,8 +184,8 @@ pub(crate) fn bench_wal(mut args: WalBenchArgs) -> anyhow::Result<()> {
             mib_per_s(r),
             mib_per_s(r) / dd,
             mib_per_s(r) / plain,
-            if r.frames > 0 {
-                format!("{:.0}", r.frames as f64 / r.seconds)
+            if r.mutations > 0 {
+                format!("{:.0}", r.mutations as f64 / r.seconds)
             } else {
                 "-".into()
             },
@@ -228,15 +229,15 @@ fn wal_once(
     let keys: Vec<Vec<u8>> = (0..4096u64).map(|n| key(n).into_bytes()).collect();
     let cpu = own_cpu();
     let start = Instant::now();
-    let mut frames = 0u64;
+    let mut mutations = 0u64;
     while log.stats().bytes < target {
         let m = Mutation::Set {
-            key: &keys[(frames % 4096) as usize],
+            key: &keys[(mutations % 4096) as usize],
             value: &payload,
             expire_at_ms: None,
         };
         log.append(&m)?;
-        frames += 1;
+        mutations += 1;
     }
     log.sync()?;
     let seconds = start.elapsed().as_secs_f64();
@@ -249,7 +250,7 @@ fn wal_once(
         writer,
         bytes,
         seconds,
-        frames,
+        mutations,
         cpu,
     })
 }
@@ -283,7 +284,7 @@ fn plain_once(dir: &Path, value: usize, target: u64) -> anyhow::Result<WalRow> {
         writer: "plain 64 KiB writes",
         bytes: written,
         seconds,
-        frames: 0,
+        mutations: 0,
         cpu,
     })
 }
@@ -315,7 +316,7 @@ fn dd_once(dir: &Path, value: usize, target: u64) -> anyhow::Result<WalRow> {
         writer: "dd",
         bytes: count << 20,
         seconds,
-        frames: 0,
+        mutations: 0,
         cpu: (0.0, 0.0),
     })
 }
