@@ -298,13 +298,21 @@ impl Reader<'_> {
         Ok(b)
     }
 
-    fn u64_le(&mut self) -> Result<u64, PayloadError> {
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], PayloadError> {
         let (word, rest) = self
             .buf
-            .split_first_chunk::<8>()
+            .split_first_chunk::<N>()
             .ok_or(PayloadError::Truncated)?;
         self.buf = rest;
-        Ok(u64::from_le_bytes(*word))
+        Ok(*word)
+    }
+
+    fn u16_le(&mut self) -> Result<u16, PayloadError> {
+        self.array().map(u16::from_le_bytes)
+    }
+
+    fn u64_le(&mut self) -> Result<u64, PayloadError> {
+        self.array().map(u64::from_le_bytes)
     }
 
     fn uvar(&mut self) -> Result<u64, PayloadError> {
@@ -389,16 +397,7 @@ impl Record {
         let mut r = Reader { buf: payload };
         let mut out = Vec::new();
         while !r.buf.is_empty() {
-            let shard = if shared {
-                let (word, rest) = r
-                    .buf
-                    .split_first_chunk::<2>()
-                    .ok_or(PayloadError::Truncated)?;
-                r.buf = rest;
-                Some(u16::from_le_bytes(*word))
-            } else {
-                None
-            };
+            let shard = if shared { Some(r.u16_le()?) } else { None };
             out.push((shard, Self::read(&mut r)?));
         }
         if out.is_empty() {
