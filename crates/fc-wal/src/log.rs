@@ -427,9 +427,10 @@ impl ShardLog {
         Ok(())
     }
 
-    /// Appends `mutation` to the log's open batch frame; returns its sequence number. The frame is written
-    /// to the OS now (or, with a write buffer, by the next [`ShardLog::flush`]); with
-    /// [`FsyncPolicy::Always`] (without group commit) it is on disk when this returns.
+    /// Appends `mutation` to the log's open batch frame; returns its sequence number. The
+    /// frame is closed and written to the OS now (or, with a write buffer, by the next
+    /// [`ShardLog::flush`]); with [`FsyncPolicy::Always`] (without group commit) it is on disk
+    /// when this returns.
     ///
     /// # Errors
     /// [`WalError::Poisoned`] after an earlier failure; otherwise the I/O error, which poisons
