@@ -79,7 +79,21 @@ pub(crate) fn write_meta(out: &Path, run_id: &str, command: &str, seed: u64) -> 
     commands.push(json!(command));
     let root = workspace_root()?;
     let root = root.to_string_lossy();
-    let dirty = !run_text("git", &["-C", &root, "status", "--porcelain"]).is_empty();
+    // Uncommitted changes outside `bench-matrix/` (a run's own outputs, and `LATEST`, are
+    // written before its last command records this).
+    let dirty = !run_text(
+        "git",
+        &[
+            "-C",
+            &root,
+            "status",
+            "--porcelain",
+            "--",
+            ".",
+            ":(exclude)bench-matrix",
+        ],
+    )
+    .is_empty();
     let meta = json!({
         "run_id": run_id,
         "cpu_model": proc_field("/proc/cpuinfo", "model name"),
