@@ -137,8 +137,8 @@ pub(crate) fn fc_store(shape: &Shape, keys: &[[u8; 16]], value: &[u8]) -> Embedd
             EmbeddedStore::builder(shards)
                 .max_memory(per_entry * shape.resident(keys.len()) as u64)
                 .eviction_policy(match super::FC_POLICY.get() {
-                    Some(super::FcPolicy::S3fifo) => EvictionPolicy::S3Fifo,
-                    _ => EvictionPolicy::Lru,
+                    Some(super::FcPolicy::Lru) => EvictionPolicy::Lru,
+                    _ => EvictionPolicy::S3Fifo,
                 })
                 .build()
         }

@@ -106,6 +106,10 @@ pub(crate) fn write_meta(out: &Path, run_id: &str, command: &str, seed: u64) -> 
         "git_sha": run_text("git", &["-C", &root, "rev-parse", "HEAD"]),
         "git_dirty": dirty,
         "fast_cache_features": if cfg!(feature = "unsafe") { "unsafe" } else { "default (safe)" },
+        "fc_eviction_policy": match super::FC_POLICY.get() {
+            Some(super::FcPolicy::Lru) => "lru (CLOCK)",
+            _ => "s3fifo",
+        },
         "commands": commands,
         "seed": format!("{seed:#x}"),
         "key_bytes": 16,
@@ -171,7 +175,7 @@ pub(crate) fn write_summary(out: &Path, run_id: &str) -> anyhow::Result<()> {
         && let Ok(meta) = serde_json::from_str::<serde_json::Value>(&meta)
     {
         md.push_str(&format!(
-            "Machine: {} ({} cores, {} RAM), Linux {}, {}; commit `{}`{}; fast-cache features: {}.\n\nCommands:\n",
+            "Machine: {} ({} cores, {} RAM), Linux {}, {}; commit `{}`{}; fast-cache features: {}; fast-cache policy in `lru25` rows: {}.\n\nCommands:\n",
             meta["cpu_model"].as_str().unwrap_or("?"),
             meta["cores"],
             meta["memory"].as_str().unwrap_or("?"),
@@ -184,6 +188,8 @@ pub(crate) fn write_summary(out: &Path, run_id: &str) -> anyhow::Result<()> {
                 ""
             },
             meta["fast_cache_features"].as_str().unwrap_or("default (safe)"),
+            // Runs from before the field existed used LRU unless their command said otherwise.
+            meta["fc_eviction_policy"].as_str().unwrap_or("see the commands"),
         ));
         for c in meta["commands"].as_array().into_iter().flatten() {
             md.push_str(&format!("- `{}`\n", c.as_str().unwrap_or("?")));
@@ -364,7 +370,8 @@ How the rows are made (see `bench-matrix/README.md`):
   per-entry TTL have no such rows. `lru25`: room for 25% of the keys — entries for the peers
   (Moka: TinyLFU admission, quick_cache: CLOCK-Pro-like, lru: exact LRU), and for fast-cache a
   `max_memory` of 25% of the keys times what one such entry is charged, with
-  `EvictionPolicy::Lru` (CLOCK) unless the command says `--fc-policy s3fifo`. DashMap has no
+  `EvictionPolicy::S3Fifo` unless the command says `--fc-policy lru` (`EvictionPolicy::Lru`,
+  CLOCK); `meta.json` names it. DashMap has no
   such rows; lru and quick_cache appear only there.
 
 ";
