@@ -136,9 +136,9 @@ pub(crate) fn fc_store(shape: &Shape, keys: &[[u8; 16]], value: &[u8]) -> Embedd
             let per_entry = probe.stats_snapshot().total().used_memory;
             EmbeddedStore::builder(shards)
                 .max_memory(per_entry * shape.resident(keys.len()) as u64)
-                .eviction_policy(match super::FC_POLICY.get() {
-                    Some(super::FcPolicy::Lru) => EvictionPolicy::Lru,
-                    _ => EvictionPolicy::S3Fifo,
+                .eviction_policy(match super::fc_policy() {
+                    super::FcPolicy::Lru => EvictionPolicy::Lru,
+                    super::FcPolicy::S3fifo => EvictionPolicy::S3Fifo,
                 })
                 .build()
         }

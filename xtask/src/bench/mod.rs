@@ -185,6 +185,11 @@ pub(crate) enum FcPolicy {
 /// The policy `fc_store` builds bounded stores with (set once from the command line).
 pub(crate) static FC_POLICY: std::sync::OnceLock<FcPolicy> = std::sync::OnceLock::new();
 
+/// The policy of this run's bounded fast-cache stores: the command line's, S3-FIFO by default.
+pub(crate) fn fc_policy() -> FcPolicy {
+    FC_POLICY.get().copied().unwrap_or(FcPolicy::S3fifo)
+}
+
 /// The resolved settings of a run.
 struct Settings {
     duration: Duration,

@@ -106,9 +106,9 @@ pub(crate) fn write_meta(out: &Path, run_id: &str, command: &str, seed: u64) -> 
         "git_sha": run_text("git", &["-C", &root, "rev-parse", "HEAD"]),
         "git_dirty": dirty,
         "fast_cache_features": if cfg!(feature = "unsafe") { "unsafe" } else { "default (safe)" },
-        "fc_eviction_policy": match super::FC_POLICY.get() {
-            Some(super::FcPolicy::Lru) => "lru (CLOCK)",
-            _ => "s3fifo",
+        "fc_eviction_policy": match super::fc_policy() {
+            super::FcPolicy::Lru => "lru (CLOCK)",
+            super::FcPolicy::S3fifo => "s3fifo",
         },
         "commands": commands,
         "seed": format!("{seed:#x}"),
