@@ -389,8 +389,8 @@ fn scan_returns_each_stable_key_once_while_the_index_grows() {
     };
     let found = scan_all(&store, options, || {
         // More new keys per call than the call returns: the store about doubles during the
-        // scan (every shard's index doubles: 500 keys a shard sit in 128 buckets, which hold
-        // up to 768), and some of the new keys go again. How many calls the scan takes
+        // scan (every shard's index grows at least once: 500 keys a shard sit in 94 buckets,
+        // which hold up to 564), and some of the new keys go again. How many calls the scan takes
         // depends on the index's random spot order, so the growth varies from run to run.
         for _ in 0..60 {
             store.set(format!("new:{added}"), b"v", None);
@@ -403,6 +403,39 @@ fn scan_returns_each_stable_key_once_while_the_index_grows() {
     assert_eq!(unique.len(), 2_000, "every stable key");
     assert_eq!(stable.len(), 2_000, "exactly once");
     assert!(store.len() > 3_600, "the index grew: {}", store.len());
+}
+
+/// `SCAN 0 COUNT 9223372036854775807` (Redis accepts any positive `long`): one call returns
+/// every key and ends the scan, from the first cursor or a later one.
+#[test]
+fn scan_with_the_largest_count_returns_everything_in_one_call() {
+    let (store, _) = clocked(4);
+    for i in 0..100 {
+        store.set(format!("k:{i}"), b"v", None);
+    }
+    for count in [i64::MAX as usize, usize::MAX] {
+        let options = ScanOptions {
+            count,
+            ..ScanOptions::default()
+        };
+        let (next, keys) = store.scan(0, options);
+        assert_eq!(next, 0);
+        assert_eq!(keys.iter().collect::<BTreeSet<_>>().len(), 100);
+        // From a cursor inside the scan: the rest, once, and the end.
+        let (later, first) = store.scan(
+            0,
+            ScanOptions {
+                count: 1,
+                ..options
+            },
+        );
+        assert_ne!(later, 0);
+        let (next, rest) = store.scan(later, options);
+        assert_eq!(next, 0);
+        let all: BTreeSet<_> = first.iter().chain(&rest).collect();
+        assert_eq!(all.len(), 100);
+        assert_eq!(first.len() + rest.len(), 100);
+    }
 }
 
 #[test]
