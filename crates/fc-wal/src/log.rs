@@ -3,6 +3,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -261,6 +262,9 @@ pub struct ShardLog {
     file: Option<(Arc<File>, PathBuf)>,
     /// Bytes of the current segment written to the OS (all whole frames).
     segment_len: u64,
+    /// Bytes the current segment's file holds: `segment_len` and then zeros, up to a
+    /// multiple of [`PREALLOC_BYTES`] (see [`ShardLog::flush`]).
+    file_len: u64,
     /// `everysec`: closed segments whose last frames still await their `fdatasync` (the next
     /// sync runs it, before the current segment's: rotation never waits for the disk).
     closing: Vec<(Arc<File>, PathBuf)>,
@@ -285,6 +289,14 @@ pub struct ShardLog {
     stats: WalStatsSnapshot,
     faults: Faults,
 }
+
+/// A segment file grows in steps of this many bytes: a write reaching past the file's end
+/// carries zeros up to the next multiple (unused space, which recovery reads as the end of
+/// the log), and later writes overwrite those zeros in place. The page cache then holds the
+/// log in 64 KiB folios allocated once per step, not a small folio per `write(2)`: in this
+/// project's VM that halved the kernel time of writing the log (an append of 9 KB into a
+/// fresh page cache costs about 3 µs per page, an overwrite of a cached folio a fraction).
+pub const PREALLOC_BYTES: u64 = 64 << 10;
 
 /// A batch frame is closed once its payload reaches this many bytes (it is closed anyway by
 /// every write to the OS): a bound on what one torn frame can take with it.
@@ -335,6 +347,7 @@ impl ShardLog {
             background_sync: config.background_sync,
             file: None,
             segment_len: 0,
+            file_len: 0,
             closing: Vec::new(),
             created: false,
             dropped: 0,
@@ -384,12 +397,15 @@ impl ShardLog {
         if self.file.is_some() {
             if deferred {
                 self.flush()?;
+                self.trim_preallocated();
                 if let Some(closed) = self.file.take()
                     && self.dirty
                 {
                     self.closing.push(closed);
                 }
             } else {
+                self.flush()?;
+                self.trim_preallocated();
                 self.sync()?;
             }
         }
@@ -420,6 +436,7 @@ impl ShardLog {
             sync_dir(&self.dir)?;
         }
         self.segment_len = header.len() as u64;
+        self.file_len = self.segment_len;
         self.dropped = 0;
         self.stats.bytes += header.len() as u64;
         self.stats.segments += 1;
@@ -497,7 +514,9 @@ impl ShardLog {
         Ok(seq)
     }
 
-    /// Writes the frames gathered in memory to the OS (one `write(2)`).
+    /// Writes the frames gathered in memory to the OS (one `pwrite(2)` at the end of the
+    /// segment's frames). A write reaching past the file's end also writes the zeros up to
+    /// the next multiple of [`PREALLOC_BYTES`], which later writes overwrite.
     ///
     /// # Errors
     /// The I/O error, which poisons the log after cutting the segment back to its last whole
@@ -513,25 +532,49 @@ impl ShardLog {
         let Some((file, path)) = self.file.as_mut() else {
             return Ok(());
         };
+        let frames = self.pending.len();
+        let end = self.segment_len + frames as u64;
+        let file_len = if end > self.file_len {
+            let grown = end.next_multiple_of(PREALLOC_BYTES);
+            self.pending.resize(frames + (grown - end) as usize, 0);
+            grown
+        } else {
+            self.file_len
+        };
         let written = match self.faults.check(FileOp::Write, path) {
-            None => (&**file).write_all(&self.pending),
+            None => file.write_all_at(&self.pending, self.segment_len),
             Some(fault) => {
                 let part = &self.pending[..fault.written.min(self.pending.len())];
-                (&**file).write_all(part).and(Err(fault.error))
+                file.write_all_at(part, self.segment_len)
+                    .and(Err(fault.error))
             }
         };
+        self.pending.clear();
         if let Err(e) = written {
             let err = io_error(path, &e);
             // A short write leaves a partial frame: cut back to the last whole one.
             let _ = file.set_len(self.segment_len);
+            self.file_len = self.segment_len;
             self.stats.truncations += 1;
-            self.pending.clear();
             return Err(self.fail(err));
         }
-        self.segment_len += self.pending.len() as u64;
-        self.pending.clear();
+        self.segment_len = end;
+        self.file_len = file_len;
         self.dirty = true;
         Ok(())
+    }
+
+    /// Cuts the current segment's unused preallocated zeros off (a segment being closed, or
+    /// the log being dropped), so a closed segment ends with its last frame. A failure only
+    /// leaves the zeros, which recovery reads as the segment's end, so it is ignored.
+    fn trim_preallocated(&mut self) {
+        if let Some((file, _)) = &self.file
+            && self.file_len > self.segment_len
+            && self.poisoned.is_none()
+            && file.set_len(self.segment_len).is_ok()
+        {
+            self.file_len = self.segment_len;
+        }
     }
 
     /// Closes the open batch frame: fills in its payload length and appends its checksum.
@@ -561,6 +604,16 @@ impl ShardLog {
                 Ok(())
             }
             Err(err) => Err(self.fail(err)),
+        }
+    }
+}
+
+impl Drop for ShardLog {
+    /// Writes what is gathered and trims the preallocated zeros (see [`PREALLOC_BYTES`]); the
+    /// owner syncs first when it wants the close durable ([`crate::LoggedStore`] does).
+    fn drop(&mut self) {
+        if self.poisoned.is_none() && self.flush().is_ok() {
+            self.trim_preallocated();
         }
     }
 }
@@ -639,19 +692,18 @@ impl SyncTicket {
     }
 }
 
-/// Drops the pages of `file` from `from` to `to` (`None`: the end) from the page cache: the
-/// page holding `from` too (everything before `to` was just synced), not the one holding `to`
-/// (the next frames go there). Advice: a failure changes nothing but memory use, so it is
-/// ignored.
+/// Drops the pages of `file` from `from` to `to` (`None`: the end) from the page cache, in
+/// whole [`PREALLOC_BYTES`] steps (the folios the log is written in): the step holding `from`
+/// too (everything before `to` was just synced), not the one holding `to` (the next frames
+/// go there). Advice: a failure changes nothing but memory use, so it is ignored.
 fn drop_cached(file: &File, from: u64, to: Option<u64>) {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     {
-        let page = rustix::param::page_size() as u64;
-        let from = from - from % page;
+        let from = from - from % PREALLOC_BYTES;
         let len = match to {
             None => None,
             Some(to) => {
-                let to = to - to % page;
+                let to = to - to % PREALLOC_BYTES;
                 if to <= from {
                     return;
                 }

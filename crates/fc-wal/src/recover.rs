@@ -284,8 +284,10 @@ fn recover_log(
             reason: reason.to_string(),
         };
         let Some(header) = SegmentHeader::decode(&bytes) else {
-            // A newest segment torn while its header was written holds nothing.
-            let torn_at_creation = newest && bytes.len() < SEGMENT_HEADER_LEN;
+            // A newest segment torn while its header was written holds nothing: it is
+            // shorter than a header, or (its size on disk, its bytes not) all zeros.
+            let torn_at_creation =
+                newest && (bytes.len() < SEGMENT_HEADER_LEN || bytes.iter().all(|&b| b == 0));
             match mode {
                 RecoveryMode::TolerateTail if torn_at_creation => {
                     fs::remove_file(path).map_err(|e| io_error(path, &e))?;
@@ -397,6 +399,11 @@ fn recover_log(
             let Some(reason) = problem else {
                 continue;
             };
+            if bytes[at..].iter().all(|&b| b == 0) {
+                // Zeros from a frame's start to the end of the file: space the writer
+                // preallocated (`PREALLOC_BYTES`) and had not filled. The segment ends here.
+                break;
+            }
             let is_tail =
                 !valid_frame_follows(&bytes[at + 1..]) && (newest || frameless(&paths[i + 1..])?);
             let damage = Damage {

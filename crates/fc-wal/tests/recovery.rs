@@ -953,3 +953,117 @@ fn a_batch_with_an_undecodable_mutation_applies_none_of_it() {
     assert_eq!(store.len(), 15);
     assert_eq!(store.get(b"good"), None);
 }
+
+/// Where a segment's frames end: the start of its trailing zeros (a frame's checksum may end
+/// in a zero byte, so only use this where the caller knows zeros follow).
+fn frames_end(bytes: &[u8]) -> usize {
+    bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1)
+}
+
+/// A live segment grows in `PREALLOC_BYTES` steps of zeros that later frames overwrite. A kill
+/// leaves them, and every recovery mode reads them as the segment's end (no damage, nothing
+/// changed on disk); zeros with frames after them are still damage in the middle.
+#[test]
+fn preallocated_zeros_end_a_segment_in_every_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = WalConfig::new(dir.path());
+    let store = open_one(&config, RecoveryMode::Strict).unwrap();
+    let digest = fill(&store, 100);
+    store.wal().flush_all().unwrap();
+    let seg = segment_files(dir.path()).pop().unwrap();
+    let bytes = fs::read(&seg).unwrap();
+    assert_eq!(
+        bytes.len() as u64,
+        fc_wal::PREALLOC_BYTES,
+        "one step so far"
+    );
+    let end = frames_end(&bytes);
+    assert!(end > 1000 && end < 4000, "100 small frames end at {end}");
+    // A kill: no drop, so the zeros stay.
+    std::mem::forget(store);
+    for mode in [
+        RecoveryMode::Strict,
+        RecoveryMode::TolerateTail,
+        RecoveryMode::PointInTime,
+    ] {
+        let store = open_one(&config, mode).unwrap();
+        assert_eq!(store.digest(), digest, "{mode:?}");
+        assert_eq!(store.recovery().frames(), 100);
+        assert_eq!(store.recovery().logs[0].damage, None, "{mode:?}");
+    }
+    assert_eq!(fs::read(&seg).unwrap(), bytes, "recovery leaves the zeros");
+
+    // Zeros over frames in the middle, frames after them: damage, not the end.
+    let mut holed = bytes.clone();
+    holed[end / 2..end / 2 + 200].fill(0);
+    fs::write(&seg, &holed).unwrap();
+    for mode in [RecoveryMode::Strict, RecoveryMode::TolerateTail] {
+        match open_one(&config, mode) {
+            Err(WalError::Corrupt { path, offset, .. }) => {
+                assert_eq!(path, seg);
+                assert!(offset as usize <= end / 2, "{offset}");
+            }
+            other => panic!("{mode:?}: {other:?}"),
+        }
+    }
+    fs::write(&seg, &bytes).unwrap();
+
+    // The log goes on in a new segment, which a clean close trims to its last frame.
+    let store = open_one(&config, RecoveryMode::Strict).unwrap();
+    store.set(b"after", b"1", None);
+    drop(store);
+    let newest = segment_files(dir.path()).pop().unwrap();
+    assert_ne!(newest, seg);
+    let len = fs::metadata(&newest).unwrap().len();
+    assert!(len < 100, "trimmed: {len} bytes");
+    let store = open_one(&config, RecoveryMode::Strict).unwrap();
+    assert_eq!(store.recovery().frames(), 101);
+}
+
+/// Rotation trims the closed segment's zeros, so only the newest segment can hold them.
+#[test]
+fn a_closed_segment_ends_with_its_last_frame() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = WalConfig {
+        segment_bytes: 512,
+        ..WalConfig::new(dir.path())
+    };
+    let store = open_one(&config, RecoveryMode::Strict).unwrap();
+    let digest = fill(&store, 200);
+    store.wal().flush_all().unwrap();
+    let segs = segment_files(dir.path());
+    assert!(segs.len() > 5);
+    for seg in &segs[..segs.len() - 1] {
+        let len = fs::metadata(seg).unwrap().len();
+        assert!(len < 1024, "{seg:?}: {len} bytes");
+    }
+    let newest = fs::metadata(segs.last().unwrap()).unwrap().len();
+    assert_eq!(newest, fc_wal::PREALLOC_BYTES);
+    std::mem::forget(store);
+    let store = open_one(&config, RecoveryMode::Strict).unwrap();
+    assert_eq!(store.digest(), digest);
+}
+
+/// A newest segment whose size reached the disk but none of its bytes (all zeros, header
+/// included) holds nothing: tolerate-tail removes it, strict refuses.
+#[test]
+fn an_all_zero_newest_segment_was_torn_at_creation() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = WalConfig::new(dir.path());
+    let digest = {
+        let store = open_one(&config, RecoveryMode::Strict).unwrap();
+        fill(&store, 10)
+    };
+    let seg = segment_files(dir.path()).pop().unwrap();
+    let zeros = seg.with_file_name(fc_wal::segment_name(11));
+    fs::write(&zeros, vec![0u8; fc_wal::PREALLOC_BYTES as usize]).unwrap();
+    assert!(matches!(
+        open_one(&config, RecoveryMode::Strict),
+        Err(WalError::Corrupt { offset: 0, .. })
+    ));
+    let store = open_one(&config, RecoveryMode::TolerateTail).unwrap();
+    assert_eq!(store.digest(), digest);
+    let damage = store.recovery().logs[0].damage.clone().expect("damage");
+    assert_eq!(damage.path, zeros);
+    assert!(!zeros.exists());
+}
