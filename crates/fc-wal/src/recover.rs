@@ -139,6 +139,16 @@ fn frameless(later: &[PathBuf]) -> Result<bool, WalError> {
     Ok(true)
 }
 
+/// Whether the segment at `path` has a valid header whose first sequence number is `seq`.
+fn starts_at(path: &Path, seq: u64) -> Result<bool, WalError> {
+    use std::io::Read;
+    let mut header = Vec::with_capacity(SEGMENT_HEADER_LEN);
+    fs::File::open(path)
+        .and_then(|f| f.take(SEGMENT_HEADER_LEN as u64).read_to_end(&mut header))
+        .map_err(|e| io_error(path, &e))?;
+    Ok(SegmentHeader::decode(&header).is_some_and(|h| h.first_seq == seq))
+}
+
 /// Cuts `path` back to `len` bytes and makes that durable.
 fn truncate(path: &Path, len: u64) -> Result<(), WalError> {
     let file = OpenOptions::new()
@@ -399,11 +409,21 @@ fn recover_log(
             let Some(reason) = problem else {
                 continue;
             };
-            if bytes[at..].iter().all(|&b| b == 0) {
+            let zeros = bytes[at..].iter().all(|&b| b == 0);
+            if zeros && (newest || starts_at(&paths[i + 1], next_seq)?) {
                 // Zeros from a frame's start to the end of the file: space the writer
-                // preallocated (`PREALLOC_BYTES`) and had not filled. The segment ends here.
+                // preallocated (`PREALLOC_BYTES`) and had not filled (in a closed segment,
+                // not yet trimmed on disk, the next segment continuing where it ends).
                 break;
             }
+            // Zeros in a closed segment whose successor starts later: frames were due there
+            // (their writes lost, the preallocated zeros left). A tail when every later
+            // segment is frame-less (a power loss just after a rotation), else a hole.
+            let reason = if zeros {
+                "zeros where frames were due".to_string()
+            } else {
+                reason
+            };
             let is_tail =
                 !valid_frame_follows(&bytes[at + 1..]) && (newest || frameless(&paths[i + 1..])?);
             let damage = Damage {

@@ -1067,3 +1067,87 @@ fn an_all_zero_newest_segment_was_torn_at_creation() {
     assert_eq!(damage.path, zeros);
     assert!(!zeros.exists());
 }
+
+/// Byte offsets where each frame of a segment starts (its header is skipped).
+fn frame_starts(bytes: &[u8]) -> Vec<usize> {
+    let mut at = fc_wal::SEGMENT_HEADER_LEN;
+    let mut out = Vec::new();
+    while let fc_wal::FrameRead::Frame { len, .. } = fc_wal::decode_frame(&bytes[at..]) {
+        out.push(at);
+        at += len;
+    }
+    out
+}
+
+/// A closed segment can end in zeros on disk: its trim at rotation was not yet synced, or
+/// (power lost right after an `everysec` rotation) its last frames' writes were lost over the
+/// preallocated zeros. When the next segment starts where the zeros start, nothing is missing;
+/// when it starts later and holds no frame, the zeros are the log's tail; when later segments
+/// hold frames, they are a hole.
+#[test]
+fn zeros_ending_a_closed_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = WalConfig {
+        segment_bytes: 512,
+        ..WalConfig::new(dir.path())
+    };
+    let digest = {
+        let store = open_one(&config, RecoveryMode::Strict).unwrap();
+        fill(&store, 200)
+    };
+    let segs = segment_files(dir.path());
+    let (closed, last) = (&segs[segs.len() - 2], &segs[segs.len() - 1]);
+    let good = fs::read(closed).unwrap();
+    let pad = |bytes: &[u8]| {
+        let mut padded = bytes.to_vec();
+        padded.resize(fc_wal::PREALLOC_BYTES as usize, 0);
+        padded
+    };
+
+    // Untrimmed zeros, every frame there: clean in every mode.
+    fs::write(closed, pad(&good)).unwrap();
+    let store = open_one(&config, RecoveryMode::Strict).unwrap();
+    assert_eq!(store.digest(), digest);
+    assert_eq!(store.recovery().logs[0].damage, None);
+    drop(store);
+
+    // The last two frames' bytes lost to zeros, the next segment still holding frames: a hole.
+    let starts = frame_starts(&good);
+    let cut = starts[starts.len() - 2];
+    fs::write(closed, pad(&good[..cut])).unwrap();
+    for mode in [RecoveryMode::Strict, RecoveryMode::TolerateTail] {
+        match open_one(&config, mode) {
+            Err(WalError::Corrupt { path, offset, .. }) => {
+                assert_eq!(&path, closed);
+                assert_eq!(offset, cut as u64);
+            }
+            other => panic!("{mode:?}: {other:?}"),
+        }
+    }
+
+    // The next segment holding only its header (power lost just after the rotation): the
+    // zeros are the tail. Tolerate-tail cuts them, removes the frame-less segment, and the log
+    // goes on; strict refuses.
+    fs::OpenOptions::new()
+        .write(true)
+        .open(last)
+        .unwrap()
+        .set_len(fc_wal::SEGMENT_HEADER_LEN as u64)
+        .unwrap();
+    assert!(matches!(
+        open_one(&config, RecoveryMode::Strict),
+        Err(WalError::Corrupt { .. })
+    ));
+    let store = open_one(&config, RecoveryMode::TolerateTail).unwrap();
+    let damage = store.recovery().logs[0].damage.clone().expect("damage");
+    assert_eq!(&damage.path, closed);
+    assert_eq!(damage.offset, cut as u64);
+    let kept = store.recovery().frames();
+    assert!(kept > 150 && kept < 200, "{kept}");
+    store.set(b"after", b"1", None);
+    drop(store);
+    assert_eq!(fs::metadata(closed).unwrap().len(), cut as u64);
+    assert!(!last.exists());
+    let store = open_one(&config, RecoveryMode::Strict).unwrap();
+    assert_eq!(store.recovery().frames(), kept + 1);
+}
