@@ -65,10 +65,38 @@ pub fn hash_bytes(bytes: &[u8]) -> u64 {
 #[inline]
 #[must_use]
 pub fn hash_tag(key: &[u8]) -> Option<&[u8]> {
+    if !may_hold_brace(key) {
+        return None;
+    }
     let open = memchr::memchr(b'{', key)?;
     let rest = &key[open + 1..];
     let close = memchr::memchr(b'}', rest)?;
     (close > 0).then(|| &rest[..close])
+}
+
+/// False only when `key` has no `{` — answered without a call for keys of 8 to 16 bytes (two
+/// overlapping words tested at once), the common key size, where `memchr`'s call and setup cost
+/// more than the search. Other lengths say "maybe" and leave the search to `memchr`.
+#[inline(always)]
+fn may_hold_brace(key: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    // A zero byte of `w ^ braces` is a `{` byte of `w` (the classic "has a zero byte" test: no
+    // false negatives, and a false positive only costs the `memchr` call).
+    let braces = ONES * u64::from(b'{');
+    let holds = |w: u64| {
+        let x = w ^ braces;
+        x.wrapping_sub(ONES) & !x & HIGHS != 0
+    };
+    let word = |at: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&key[at..at + 8]);
+        u64::from_le_bytes(w)
+    };
+    match key.len() {
+        n @ 8..=16 => holds(word(0)) || holds(word(n - 8)),
+        _ => true,
+    }
 }
 
 /// Error returned when a router or store is asked for an unsupported shard count.
@@ -401,6 +429,36 @@ mod tests {
         assert_eq!(hash_tag(b"no tag"), None);
         assert_eq!(hash_tag(b"open{only"), None);
         assert_eq!(hash_tag(b""), None);
+    }
+
+    /// The word test never misses a `{`: every key of 1 to 20 bytes with a `{` (and a `}`) at
+    /// any position, among bytes that differ from `{` by one bit (the test's hardest
+    /// neighbours), gets the tag `memchr` finds.
+    #[test]
+    fn brace_prefilter_never_hides_a_tag() {
+        fn reference(key: &[u8]) -> Option<&[u8]> {
+            let open = memchr::memchr(b'{', key)?;
+            let rest = &key[open + 1..];
+            let close = memchr::memchr(b'}', rest)?;
+            (close > 0).then(|| &rest[..close])
+        }
+        for len in 1..=20usize {
+            for fill in [b'a', b'{' ^ 1, b'{' ^ 0x80, b'{' - 1, 0, 0xff] {
+                let plain = vec![fill; len];
+                assert_eq!(hash_tag(&plain), reference(&plain), "{plain:?}");
+                for open in 0..len {
+                    for close in open..len {
+                        let mut key = plain.clone();
+                        key[open] = b'{';
+                        key[close] = b'}';
+                        assert_eq!(hash_tag(&key), reference(&key), "{key:?}");
+                        let mut key = plain.clone();
+                        key[open] = b'{';
+                        assert_eq!(hash_tag(&key), reference(&key), "{key:?}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

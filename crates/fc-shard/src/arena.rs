@@ -292,6 +292,17 @@ fn write_value(chunk: &mut [u8], key_len: usize, value: &[u8], expire_at_ms: Opt
     copy_large(&mut chunk[at..at + value.len()], value);
 }
 
+/// A chunk's place in its arena ([`Arena::span`]), valid until the arena changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    region: u32,
+    start: usize,
+    end: usize,
+}
+
+/// `Span::region` of a large allocation (`start` is its index).
+const LARGE_SPAN: u32 = u32::MAX;
+
 /// Where a page of a size class lives: a region and a byte offset in it.
 #[derive(Debug, Clone, Copy)]
 struct PageRef {
@@ -491,12 +502,38 @@ impl Arena {
     /// The whole chunk (or large allocation) of `loc`.
     #[inline(always)]
     pub(crate) fn chunk(&self, loc: u32) -> &[u8] {
+        self.at(self.span(loc))
+    }
+
+    /// Where the chunk of `loc` lies: the class and page tables read once, so a lookup that
+    /// compares the key and then reads the header and the value resolves `loc` once.
+    #[inline(always)]
+    pub(crate) fn span(&self, loc: u32) -> Span {
         let class = class_of(loc);
         if class == LARGE_CLASS {
-            &self.large[index_of(loc) as usize]
+            Span {
+                region: LARGE_SPAN,
+                start: index_of(loc) as usize,
+                end: 0,
+            }
         } else {
             let (region, start, end) = self.classes[class as usize].locate(index_of(loc));
-            &self.regions.maps[region][start..end]
+            Span {
+                region: region as u32,
+                start,
+                end,
+            }
+        }
+    }
+
+    /// The bytes of a span taken from this arena since its last change (a stale span is a
+    /// wrong chunk or a panic, never unsafety).
+    #[inline(always)]
+    pub(crate) fn at(&self, span: Span) -> &[u8] {
+        if span.region == LARGE_SPAN {
+            &self.large[span.start]
+        } else {
+            &self.regions.maps[span.region as usize][span.start..span.end]
         }
     }
 

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::arena::{self, Arena, ArenaFull, MAX_KEY_LEN, MAX_VALUE_LEN};
+use crate::arena::{self, Arena, ArenaFull, MAX_KEY_LEN, MAX_VALUE_LEN, Span};
 use crate::clock::Clock;
 use crate::error::RedisObjectResult;
 use crate::error::StoreError;
@@ -57,7 +57,8 @@ fn is_expired(expire_at_ms: Option<u64>, clock: &Clock) -> bool {
 /// What a read-only lookup found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Lookup {
-    Hit(u32),
+    /// The entry's location and where its chunk lies (for [`Shard::value_at`]).
+    Hit(u32, Span),
     Miss,
     /// Present but expired: a caller with write access should remove it.
     Expired,
@@ -323,26 +324,43 @@ impl Shard {
         self.index.find(tag, |loc| same_key(arena.key(loc), key))
     }
 
+    /// [`Shard::find`] that also returns where the entry's chunk lies (resolved once, for the
+    /// key comparison).
+    #[inline(always)]
+    fn find_span(&self, tag: u32, key: &[u8]) -> Option<(u32, Span)> {
+        let arena = &self.arena;
+        let mut found = None;
+        let loc = self.index.find(tag, |loc| {
+            let span = arena.span(loc);
+            let same = same_key(arena::key_of(arena.at(span)), key);
+            if same {
+                found = Some(span);
+            }
+            same
+        })?;
+        found.map(|span| (loc, span))
+    }
+
     /// Read-only lookup (usable under a shared lock): counts a hit or a miss.
     #[inline(always)]
     pub(crate) fn lookup(&self, tag: u32, key: &[u8], clock: &Clock) -> Lookup {
-        let found = match self.find(tag, key) {
-            Some(loc) => {
-                let chunk = self.arena.chunk(loc);
+        let found = match self.find_span(tag, key) {
+            Some((loc, span)) => {
+                let chunk = self.arena.at(span);
                 if arena::special_bits(chunk) == 0 {
-                    Lookup::Hit(loc)
+                    Lookup::Hit(loc, span)
                 } else if is_expired(arena::expiry_of(chunk), clock) {
                     Lookup::Expired
                 } else if arena::kind_of(chunk) != arena::KIND_STRING {
                     // String reads see strings only (the typed reads report WRONGTYPE).
                     Lookup::Miss
                 } else {
-                    Lookup::Hit(loc)
+                    Lookup::Hit(loc, span)
                 }
             }
             None => Lookup::Miss,
         };
-        let counter = if let Lookup::Hit(loc) = found {
+        let counter = if let Lookup::Hit(loc, _) = found {
             if self.track_reads {
                 self.arena.bump_freq(loc);
             }
@@ -359,11 +377,22 @@ impl Shard {
     /// expiry (the common entry) passes with one test of its first word.
     #[inline(always)]
     pub(crate) fn lookup_mut(&mut self, tag: u32, key: &[u8], clock: &Clock) -> Option<u32> {
-        let Some(loc) = self.find(tag, key) else {
+        self.lookup_span_mut(tag, key, clock).map(|(loc, _)| loc)
+    }
+
+    /// [`Shard::lookup_mut`] with where the entry's chunk lies (see [`Shard::value_at`]).
+    #[inline(always)]
+    pub(crate) fn lookup_span_mut(
+        &mut self,
+        tag: u32,
+        key: &[u8],
+        clock: &Clock,
+    ) -> Option<(u32, Span)> {
+        let Some((loc, span)) = self.find_span(tag, key) else {
             *self.misses.get_mut() += 1;
             return None;
         };
-        let chunk = self.arena.chunk(loc);
+        let chunk = self.arena.at(span);
         if arena::special_bits(chunk) != 0 {
             let expired = is_expired(arena::expiry_of(chunk), clock);
             let kind = arena::kind_of(chunk);
@@ -379,7 +408,14 @@ impl Shard {
         if self.track_reads {
             self.arena.bump_freq_mut(loc);
         }
-        Some(loc)
+        Some((loc, span))
+    }
+
+    /// Value bytes of the entry whose chunk lies at `span` (from [`Shard::lookup_span_mut`],
+    /// with no change to the shard since).
+    #[inline(always)]
+    pub(crate) fn value_at(&self, span: Span) -> &[u8] {
+        arena::value_of(self.arena.at(span))
     }
 
     /// The live entry of `key`, any kind (expired entries are reaped); counts nothing.
@@ -877,11 +913,11 @@ impl Shard {
 
     /// Read-only existence check (under a shared lock); `None` when the entry is expired.
     pub(crate) fn exists_shared(&self, tag: u32, key: &[u8], clock: &Clock) -> Lookup {
-        match self.find(tag, key) {
-            Some(loc) if is_expired(arena::expiry_of(self.arena.chunk(loc)), clock) => {
+        match self.find_span(tag, key) {
+            Some((_, span)) if is_expired(arena::expiry_of(self.arena.at(span)), clock) => {
                 Lookup::Expired
             }
-            Some(loc) => Lookup::Hit(loc),
+            Some((loc, span)) => Lookup::Hit(loc, span),
             None => Lookup::Miss,
         }
     }

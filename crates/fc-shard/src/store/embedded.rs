@@ -458,7 +458,7 @@ impl EmbeddedStore {
         let tag = tag_of(route.key_hash());
         let shard = self.shard(route).read();
         match shard.lookup(tag, key, &self.clock) {
-            Lookup::Hit(loc) => Some(shard.value(loc).to_vec()),
+            Lookup::Hit(_, span) => Some(shard.value_at(span).to_vec()),
             Lookup::Miss => None,
             Lookup::Expired => {
                 drop(shard);
@@ -487,7 +487,9 @@ impl EmbeddedStore {
         let tag = tag_of(route.key_hash());
         let shard = self.shard(route).read();
         match shard.lookup(tag, key, &self.clock) {
-            Lookup::Hit(loc) => Some(ValueRef(RwLockReadGuard::map(shard, |s| s.value(loc)))),
+            Lookup::Hit(_, span) => {
+                Some(ValueRef(RwLockReadGuard::map(shard, |s| s.value_at(span))))
+            }
             Lookup::Miss => None,
             Lookup::Expired => {
                 drop(shard);
@@ -518,7 +520,7 @@ impl EmbeddedStore {
             .read()
             .exists_shared(tag, key, &self.clock);
         match found {
-            Lookup::Hit(_) => true,
+            Lookup::Hit(..) => true,
             Lookup::Miss => false,
             Lookup::Expired => {
                 self.reap(self.router.shard_of(route), tag, key);
@@ -629,7 +631,7 @@ impl EmbeddedStore {
             for &(_, i) in run {
                 let key = keys[i].as_ref();
                 match shard.lookup(tag_of(routes[i].key_hash()), key, &self.clock) {
-                    Lookup::Hit(loc) => visit(i, Some(shard.value(loc))),
+                    Lookup::Hit(_, span) => visit(i, Some(shard.value_at(span))),
                     Lookup::Miss => visit(i, None),
                     Lookup::Expired => {
                         visit(i, None);

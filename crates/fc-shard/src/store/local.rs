@@ -530,8 +530,8 @@ impl LocalEmbeddedStore {
             Err(err) => not_owner(&err),
         };
         let shard = &mut self.shards[i];
-        let loc = shard.lookup_mut(tag_of(route.key_hash()), key, &self.clock)?;
-        Some(shard.value(loc))
+        let (_, span) = shard.lookup_span_mut(tag_of(route.key_hash()), key, &self.clock)?;
+        Some(shard.value_at(span))
     }
 
     /// `GET` as a borrow of the stored string (no copy), with a precomputed route of `key`:
