@@ -202,10 +202,16 @@ pub(crate) fn key_of(chunk: &[u8]) -> &[u8] {
 
 #[inline(always)]
 pub(crate) fn value_of(chunk: &[u8]) -> &[u8] {
+    &chunk[value_range(chunk)]
+}
+
+/// Where the value lies in `chunk`.
+#[inline(always)]
+pub(crate) fn value_range(chunk: &[u8]) -> std::ops::Range<usize> {
     let word0 = read_u32(chunk, 0);
     let at = header_len_of(word0) + (word0 & KEY_LEN_MASK) as usize;
     let value_len = read_u32(chunk, 4) as usize;
-    &chunk[at..at + value_len]
+    at..at + value_len
 }
 
 /// Non-zero unless the entry is a string without an expiry (one test for the common case).
@@ -292,15 +298,37 @@ fn write_value(chunk: &mut [u8], key_len: usize, value: &[u8], expire_at_ms: Opt
     copy_large(&mut chunk[at..at + value.len()], value);
 }
 
-/// A chunk's place in its arena ([`Arena::span`]), valid until the arena changes.
+/// A chunk's place in its arena ([`Arena::span`]), or a range inside it ([`Span::narrow`]),
+/// valid until the arena changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Span {
+    /// The region of a size-class chunk, or [`LARGE_SPAN`].
     region: u32,
+    /// The index of a large allocation.
+    large: u32,
     start: usize,
     end: usize,
 }
 
-/// `Span::region` of a large allocation (`start` is its index).
+impl Span {
+    /// The part `range` of this span (offsets from its start). Panics when `range` reaches
+    /// past the span, as slicing the span's bytes would (a header never says so).
+    #[inline(always)]
+    pub(crate) fn narrow(self, range: std::ops::Range<usize>) -> Span {
+        assert!(
+            range.start <= range.end && range.end <= self.end - self.start,
+            "range {range:?} outside a span of {} bytes",
+            self.end - self.start
+        );
+        Span {
+            start: self.start + range.start,
+            end: self.start + range.end,
+            ..self
+        }
+    }
+}
+
+/// `Span::region` of a large allocation.
 const LARGE_SPAN: u32 = u32::MAX;
 
 /// Where a page of a size class lives: a region and a byte offset in it.
@@ -511,15 +539,18 @@ impl Arena {
     pub(crate) fn span(&self, loc: u32) -> Span {
         let class = class_of(loc);
         if class == LARGE_CLASS {
+            let large = index_of(loc);
             Span {
                 region: LARGE_SPAN,
-                start: index_of(loc) as usize,
-                end: 0,
+                large,
+                start: 0,
+                end: self.large[large as usize].len(),
             }
         } else {
             let (region, start, end) = self.classes[class as usize].locate(index_of(loc));
             Span {
                 region: region as u32,
+                large: 0,
                 start,
                 end,
             }
@@ -531,7 +562,7 @@ impl Arena {
     #[inline(always)]
     pub(crate) fn at(&self, span: Span) -> &[u8] {
         if span.region == LARGE_SPAN {
-            &self.large[span.start]
+            &self.large[span.large as usize][span.start..span.end]
         } else {
             &self.regions.maps[span.region as usize][span.start..span.end]
         }

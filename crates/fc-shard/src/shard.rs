@@ -57,7 +57,7 @@ fn is_expired(expire_at_ms: Option<u64>, clock: &Clock) -> bool {
 /// What a read-only lookup found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Lookup {
-    /// The entry's location and where its chunk lies (for [`Shard::value_at`]).
+    /// The entry's location and where its value lies (for [`Shard::value_at`]).
     Hit(u32, Span),
     Miss,
     /// Present but expired: a caller with write access should remove it.
@@ -324,38 +324,39 @@ impl Shard {
         self.index.find(tag, |loc| same_key(arena.key(loc), key))
     }
 
-    /// [`Shard::find`] that also returns where the entry's chunk lies (resolved once, for the
-    /// key comparison).
+    /// [`Shard::find`] that also returns where the entry's chunk lies and its bytes (resolved
+    /// once, for the key comparison).
     #[inline(always)]
-    fn find_span(&self, tag: u32, key: &[u8]) -> Option<(u32, Span)> {
+    fn find_span(&self, tag: u32, key: &[u8]) -> Option<(u32, Span, &[u8])> {
         let arena = &self.arena;
         let mut found = None;
         let loc = self.index.find(tag, |loc| {
             let span = arena.span(loc);
-            let same = same_key(arena::key_of(arena.at(span)), key);
+            let chunk = arena.at(span);
+            let same = same_key(arena::key_of(chunk), key);
             if same {
-                found = Some(span);
+                found = Some((span, chunk));
             }
             same
         })?;
-        found.map(|span| (loc, span))
+        found.map(|(span, chunk)| (loc, span, chunk))
     }
 
     /// Read-only lookup (usable under a shared lock): counts a hit or a miss.
     #[inline(always)]
     pub(crate) fn lookup(&self, tag: u32, key: &[u8], clock: &Clock) -> Lookup {
         let found = match self.find_span(tag, key) {
-            Some((loc, span)) => {
-                let chunk = self.arena.at(span);
+            Some((loc, span, chunk)) => {
+                let value = span.narrow(arena::value_range(chunk));
                 if arena::special_bits(chunk) == 0 {
-                    Lookup::Hit(loc, span)
+                    Lookup::Hit(loc, value)
                 } else if is_expired(arena::expiry_of(chunk), clock) {
                     Lookup::Expired
                 } else if arena::kind_of(chunk) != arena::KIND_STRING {
                     // String reads see strings only (the typed reads report WRONGTYPE).
                     Lookup::Miss
                 } else {
-                    Lookup::Hit(loc, span)
+                    Lookup::Hit(loc, value)
                 }
             }
             None => Lookup::Miss,
@@ -380,7 +381,7 @@ impl Shard {
         self.lookup_span_mut(tag, key, clock).map(|(loc, _)| loc)
     }
 
-    /// [`Shard::lookup_mut`] with where the entry's chunk lies (see [`Shard::value_at`]).
+    /// [`Shard::lookup_mut`] with where the entry's value lies (see [`Shard::value_at`]).
     #[inline(always)]
     pub(crate) fn lookup_span_mut(
         &mut self,
@@ -388,11 +389,11 @@ impl Shard {
         key: &[u8],
         clock: &Clock,
     ) -> Option<(u32, Span)> {
-        let Some((loc, span)) = self.find_span(tag, key) else {
+        let Some((loc, span, chunk)) = self.find_span(tag, key) else {
             *self.misses.get_mut() += 1;
             return None;
         };
-        let chunk = self.arena.at(span);
+        let value = span.narrow(arena::value_range(chunk));
         if arena::special_bits(chunk) != 0 {
             let expired = is_expired(arena::expiry_of(chunk), clock);
             let kind = arena::kind_of(chunk);
@@ -408,14 +409,14 @@ impl Shard {
         if self.track_reads {
             self.arena.bump_freq_mut(loc);
         }
-        Some((loc, span))
+        Some((loc, value))
     }
 
-    /// Value bytes of the entry whose chunk lies at `span` (from [`Shard::lookup_span_mut`],
-    /// with no change to the shard since).
+    /// The value bytes at `span` (from [`Shard::lookup_span_mut`] or [`Lookup::Hit`], with no
+    /// change to the shard since).
     #[inline(always)]
     pub(crate) fn value_at(&self, span: Span) -> &[u8] {
-        arena::value_of(self.arena.at(span))
+        self.arena.at(span)
     }
 
     /// The live entry of `key`, any kind (expired entries are reaped); counts nothing.
@@ -914,10 +915,8 @@ impl Shard {
     /// Read-only existence check (under a shared lock); `None` when the entry is expired.
     pub(crate) fn exists_shared(&self, tag: u32, key: &[u8], clock: &Clock) -> Lookup {
         match self.find_span(tag, key) {
-            Some((_, span)) if is_expired(arena::expiry_of(self.arena.at(span)), clock) => {
-                Lookup::Expired
-            }
-            Some((loc, span)) => Lookup::Hit(loc, span),
+            Some((_, _, chunk)) if is_expired(arena::expiry_of(chunk), clock) => Lookup::Expired,
+            Some((loc, span, chunk)) => Lookup::Hit(loc, span.narrow(arena::value_range(chunk))),
             None => Lookup::Miss,
         }
     }
