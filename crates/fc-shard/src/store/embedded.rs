@@ -477,12 +477,14 @@ impl EmbeddedStore {
     /// The value of `key`, borrowed from the store (no copy, no allocation). The shard's read
     /// lock is held until the [`ValueRef`] is dropped.
     #[must_use]
+    #[inline]
     pub fn get_view(&self, key: &[u8]) -> Option<ValueRef<'_>> {
         self.get_view_routed(&self.router.route_key(key), key)
     }
 
     /// [`EmbeddedStore::get_view`] with a precomputed route.
     #[must_use]
+    #[inline]
     pub fn get_view_routed(&self, route: &EmbeddedKeyRoute, key: &[u8]) -> Option<ValueRef<'_>> {
         let tag = tag_of(route.key_hash());
         let shard = self.shard(route).read();

@@ -514,6 +514,7 @@ impl LocalEmbeddedStore {
     /// # Panics
     /// When the key is not owned by this worker.
     #[must_use]
+    #[inline]
     pub fn get_view(&mut self, key: &[u8]) -> Option<&[u8]> {
         let route = self.router.route_key(key);
         self.get_view_routed(&route, key)
@@ -524,6 +525,7 @@ impl LocalEmbeddedStore {
     /// # Panics
     /// When the key is not owned by this worker.
     #[must_use]
+    #[inline]
     pub fn get_view_routed(&mut self, route: &EmbeddedKeyRoute, key: &[u8]) -> Option<&[u8]> {
         let i = match self.local_index(route) {
             Ok(i) => i,
