@@ -320,8 +320,7 @@ impl Shard {
     /// Finds the entry of `key` without judging its expiry.
     #[inline(always)]
     fn find(&self, tag: u32, key: &[u8]) -> Option<u32> {
-        let arena = &self.arena;
-        self.index.find(tag, |loc| same_key(arena.key(loc), key))
+        self.find_span(tag, key).map(|(loc, ..)| loc)
     }
 
     /// [`Shard::find`] that also returns where the entry's chunk lies and its bytes (resolved
