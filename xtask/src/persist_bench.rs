@@ -608,8 +608,10 @@ fn dbsize(addr: &str) -> anyhow::Result<u64> {
 fn reported_seconds(server: &str, log: &Path) -> Option<f64> {
     let text = std::fs::read_to_string(log).ok()?;
     if server == "fc-server" {
-        // "fc-server: loaded N keys from ... in X s"
-        let line = text.lines().find(|l| l.contains("fc-server: loaded"))?;
+        // "<time> INFO loaded N keys from ... in X s"
+        let line = text
+            .lines()
+            .find(|l| l.contains(" loaded ") && l.contains(" keys from "))?;
         let at = line.rfind(" in ")?;
         line[at + 4..].trim_end_matches(" s").trim().parse().ok()
     } else {

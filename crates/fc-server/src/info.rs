@@ -4,10 +4,11 @@ use std::fmt::Write;
 
 use std::sync::atomic::Ordering;
 
-use bytes::{Bytes, BytesMut};
-use fc_resp::{Encoder, RespVersion};
+use bytes::Bytes;
 
-use crate::command::Ctx;
+use crate::command::{Ctx, Handler, store};
+use crate::cross::{TxnLinks, exec_at};
+use crate::reply::{Replies, Reply};
 use crate::worker::Worker;
 
 /// Counters each worker reports for `INFO`.
@@ -15,7 +16,7 @@ pub(crate) const FIELDS: usize = 9;
 
 /// One worker's counters as an array of integers: keys, expires, used memory, max memory,
 /// hits, misses, expired, evicted, stored bytes.
-pub(crate) fn stats_part(ctx: &mut Ctx<'_>) {
+fn stats_part<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let t = ctx.store.stats_snapshot().total();
     let values = [
         t.keys,
@@ -34,40 +35,21 @@ pub(crate) fn stats_part(ctx: &mut Ctx<'_>) {
     }
 }
 
-/// The integers of a `*n\r\n:a\r\n:b\r\n...` reply.
-fn integers(part: &[u8]) -> Vec<u64> {
-    part.split(|&b| b == b'\n')
-        .filter_map(|line| line.strip_prefix(b":"))
-        .filter_map(|line| line.strip_suffix(b"\r"))
-        .filter_map(fc_resp::number::parse_i64)
-        .map(|n| n.max(0) as u64)
-        .collect()
-}
-
-pub(crate) async fn info(
+/// `INFO [section ...]`.
+pub(crate) async fn info<R: Reply>(
     worker: &Worker,
-    version: RespVersion,
     args: &[Bytes],
-    out: &mut BytesMut,
-    txn: Option<&crate::conn::TxnLinks>,
+    out: &mut R,
+    txn: Option<&TxnLinks>,
 ) {
+    const STATS: Handler = store!(stats_part);
     let shared = &worker.shared;
     let mut totals = [0u64; FIELDS];
     for owner in 0..shared.workers {
-        let mut part = BytesMut::new();
         let args = vec![Bytes::from_static(b"info")];
-        crate::conn::exec_at(
-            worker,
-            owner,
-            stats_part,
-            args,
-            RespVersion::Resp2,
-            &mut part,
-            txn,
-        )
-        .await;
-        for (t, v) in totals.iter_mut().zip(integers(&part)) {
-            *t += v;
+        let part = exec_at(worker, owner, STATS, args, txn).await;
+        for (t, v) in totals.iter_mut().zip(part.integers()) {
+            *t += v.max(0) as u64;
         }
     }
     let [
@@ -146,11 +128,11 @@ pub(crate) async fn info(
             let _ = write!(text, "db0:keys={keys},expires={expires},avg_ttl=0\r\n");
         }
     }
-    Encoder::new(out, version).verbatim(*b"txt", text.as_bytes());
+    out.verbatim(*b"txt", text.as_bytes());
 }
 
 /// Each worker's part of `CONFIG SET maxmemory`: the new total (0: no limit).
-fn maxmemory_part(ctx: &mut Ctx<'_>) {
+fn maxmemory_part<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let total = fc_resp::number::parse_i64(&ctx.args[1]).unwrap_or(0).max(0) as u64;
     let result = ctx.store.set_max_memory((total > 0).then_some(total));
     ctx.reply(result, |out, ()| out.ok());
@@ -170,26 +152,29 @@ enum Change {
 
 /// `CONFIG GET pattern...` (globs) over the server's settings, `CONFIG SET name value...` for
 /// those that can change live (all checked before any applies, as Redis does), `RESETSTAT`.
-pub(crate) async fn config(
+pub(crate) async fn config<R: Reply>(
     worker: &Worker,
     args: &[Bytes],
-    version: RespVersion,
-    out: &mut BytesMut,
-    txn: Option<&crate::conn::TxnLinks>,
+    out: &mut R,
+    txn: Option<&TxnLinks>,
 ) {
+    const MAXMEMORY: Handler = store!(maxmemory_part);
     let sub = args[1].to_ascii_lowercase();
     match sub.as_slice() {
         b"get" if args.len() >= 3 => {
             let params = parameters(worker);
             let found: Vec<&(&str, String)> = params
                 .iter()
-                .filter(|(name, _)| args[2..].iter().any(|p| glob(p, name.as_bytes())))
+                .filter(|(name, _)| {
+                    args[2..]
+                        .iter()
+                        .any(|p| fc_shard::glob_match(p, name.as_bytes(), true))
+                })
                 .collect();
-            let mut enc = Encoder::new(out, version);
-            enc.map_len(found.len());
+            out.map_len(found.len());
             for (name, value) in found {
-                enc.bulk(name.as_bytes());
-                enc.bulk(value.as_bytes());
+                out.bulk(name.as_bytes());
+                out.bulk(value.as_bytes());
             }
         }
         b"set" if args.len() >= 4 && args.len().is_multiple_of(2) => {
@@ -197,7 +182,7 @@ pub(crate) async fn config(
             for pair in args[2..].chunks(2) {
                 match change(worker, &pair[0], &pair[1]) {
                     Ok(c) => changes.push(c),
-                    Err(text) => return Encoder::new(out, version).error(text.as_bytes()),
+                    Err(text) => return out.error(text.as_bytes()),
                 }
             }
             // The one change that can fail on the workers goes first.
@@ -209,24 +194,14 @@ pub(crate) async fn config(
                             Bytes::from_static(b"config"),
                             Bytes::from(total.to_string()),
                         ];
-                        let mut part = BytesMut::new();
-                        crate::conn::exec_at(
-                            worker,
-                            owner,
-                            maxmemory_part,
-                            args,
-                            version,
-                            &mut part,
-                            txn,
-                        )
-                        .await;
-                        if part.first() == Some(&b'-') {
-                            let reason = String::from_utf8_lossy(&part[1..]);
+                        let part: Replies = exec_at(worker, owner, MAXMEMORY, args, txn).await;
+                        if let Some(reason) = part.error_text() {
+                            let reason = String::from_utf8_lossy(reason);
                             let text = format!(
                                 "ERR CONFIG SET failed (possibly related to argument 'maxmemory') - {}",
                                 reason.trim_end().trim_start_matches("ERR ")
                             );
-                            return Encoder::new(out, version).error(text.as_bytes());
+                            return out.error(text.as_bytes());
                         }
                     }
                     shared.live.maxmemory.store(*total, Ordering::Relaxed);
@@ -252,9 +227,9 @@ pub(crate) async fn config(
                     Change::Output(limit) => live.set_output_limit(limit),
                 }
             }
-            Encoder::new(out, version).ok();
+            out.ok();
         }
-        b"resetstat" if args.len() == 2 => Encoder::new(out, version).ok(),
+        b"resetstat" if args.len() == 2 => out.ok(),
         b"help" if args.len() == 2 => {
             let lines: &[&[u8]] = &[
                 b"CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -262,10 +237,9 @@ pub(crate) async fn config(
                 b"SET <directive> <value> [<directive> <value> ...]: maxmemory, maxclients, timeout, requirepass, save, client-output-buffer-limit",
                 b"RESETSTAT",
             ];
-            let mut enc = Encoder::new(out, version);
-            enc.array_len(lines.len());
+            out.array_len(lines.len());
             for line in lines {
-                enc.simple(line);
+                out.simple(line);
             }
         }
         _ => {
@@ -273,7 +247,7 @@ pub(crate) async fn config(
                 "ERR unknown subcommand or wrong number of arguments for '{}'. Try CONFIG HELP.",
                 String::from_utf8_lossy(&args[1])
             );
-            Encoder::new(out, version).error(text.as_bytes());
+            out.error(text.as_bytes());
         }
     }
 }
@@ -376,18 +350,5 @@ fn change(worker: &Worker, name: &[u8], value: &[u8]) -> Result<Change, String> 
         _ => Err(format!(
             "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
         )),
-    }
-}
-
-/// A glob for CONFIG GET (`*` and `?`; parameters have no brackets).
-fn glob(pattern: &[u8], name: &[u8]) -> bool {
-    match (pattern.split_first(), name.split_first()) {
-        (None, None) => true,
-        (Some((b'*', rest)), _) => {
-            glob(rest, name) || (!name.is_empty() && glob(pattern, &name[1..]))
-        }
-        (Some((b'?', rest)), Some((_, n))) => glob(rest, n),
-        (Some((p, rest)), Some((c, n))) if p.eq_ignore_ascii_case(c) => glob(rest, n),
-        _ => false,
     }
 }

@@ -37,8 +37,13 @@ mod clients;
 mod command;
 pub mod config;
 mod conn;
+mod cross;
 mod info;
 mod persist;
+mod reply;
+mod save;
+mod session;
+mod shared;
 mod watched;
 mod worker;
 
@@ -48,7 +53,6 @@ pub use persist::{PersistenceConfig, parse_save_rules};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -56,7 +60,7 @@ use fc_shard::{EmbeddedStore, EvictionPolicy};
 use fc_wal::{RecoveryMode, WalConfig};
 use tokio::sync::{mpsc, watch};
 
-use crate::worker::{Job, Shared};
+use crate::shared::{Job, Shared};
 
 /// The Redis version the server reports (clients such as redis-py and go-redis gate features on
 /// it; every command this server has behaves as Redis 7.2's).
@@ -125,12 +129,6 @@ impl std::fmt::Debug for ServerHandle {
     }
 }
 
-impl std::fmt::Debug for Job {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Job")
-    }
-}
-
 /// The server.
 #[derive(Debug)]
 pub struct Server;
@@ -162,7 +160,7 @@ impl Server {
             router,
             workers: threads,
             inboxes: senders.clone(),
-            live: Live::new(&config),
+            live: shared::Live::new(&config),
             registry: clients::Clients::new(),
             board,
             shutdown_request,
@@ -184,11 +182,11 @@ impl Server {
                     .name(format!("fc-worker-{index}"))
                     .spawn(move || {
                         let run = std::panic::AssertUnwindSafe(|| {
-                            worker::run(index, store, shared, inbox);
+                            worker::run(index, store, shared, inbox, conn::serve);
                         });
                         if std::panic::catch_unwind(run).is_err() {
                             // A dead shard must never go unnoticed.
-                            eprintln!("fc-server: worker {index} panicked; exiting");
+                            tracing::error!("worker {index} panicked; exiting");
                             std::process::exit(70);
                         }
                     })?,
@@ -241,18 +239,16 @@ impl Server {
             let mut threads = vec![
                 std::thread::Builder::new()
                     .name("fc-persist".into())
-                    .spawn(move || persist::background(bg_shared, bg_flag))?,
+                    .spawn(move || save::background(bg_shared, bg_flag))?,
             ];
-            if shared
-                .persist
-                .as_ref()
-                .is_some_and(|p| p.fsync == fc_wal::FsyncPolicy::EverySec)
+            if let Some(persist) = &shared.persist
+                && persist.fsync == fc_wal::FsyncPolicy::EverySec
             {
-                let (sync_shared, sync_flag) = (Arc::clone(&shared), Arc::clone(&flag));
+                let (sync_persist, sync_flag) = (Arc::clone(persist), Arc::clone(&flag));
                 threads.push(
                     std::thread::Builder::new()
                         .name("fc-fsync".into())
-                        .spawn(move || persist::syncer(sync_shared, sync_flag))?,
+                        .spawn(move || persist::syncer(sync_persist, sync_flag))?,
                 );
             }
             Some((flag, threads))
@@ -300,15 +296,15 @@ fn open_store(
     let loaded = fc_snapshot::load_into(&wal_config, &mut store, &wal, settings.recovery)
         .map_err(|e| anyhow::anyhow!("cannot load {}: {e}", dir.display()))?;
     for (path, reason) in &loaded.skipped_images {
-        eprintln!(
-            "fc-server: skipped damaged snapshot {} ({reason}); used the one before it",
+        tracing::warn!(
+            "skipped damaged snapshot {} ({reason}); used the one before it",
             path.display()
         );
     }
     for log in &loaded.wal.logs {
         if let Some(damage) = &log.damage {
-            eprintln!(
-                "fc-server: WAL damage in {} at byte {} ({} bytes, {}): {}",
+            tracing::warn!(
+                "WAL damage in {} at byte {} ({} bytes, {}): {}",
                 damage.path.display(),
                 damage.offset,
                 damage.bytes,
@@ -321,8 +317,8 @@ fn open_store(
             );
         }
     }
-    eprintln!(
-        "fc-server: loaded {} keys from {} ({} snapshot images, {} bytes; {} WAL mutations in {} frames, {} bytes) in {:.3} s",
+    tracing::info!(
+        "loaded {} keys from {} ({} snapshot images, {} bytes; {} WAL mutations in {} frames, {} bytes) in {:.3} s",
         store.len(),
         dir.display(),
         loaded.images,
@@ -401,56 +397,7 @@ impl ServerHandle {
         if let Some(persist) = &self.shared.persist
             && let Err(err) = persist.wal.commit()
         {
-            eprintln!("fc-server: final WAL sync failed: {err}");
+            tracing::error!("final WAL sync failed: {err}");
         }
-    }
-}
-
-/// Settings `CONFIG SET` can change while the server runs.
-pub(crate) struct Live {
-    pub(crate) requirepass: RwLock<Option<String>>,
-    pub(crate) maxclients: AtomicUsize,
-    pub(crate) timeout: AtomicU64,
-    /// 0: unlimited.
-    pub(crate) maxmemory: AtomicU64,
-    output_hard: AtomicU64,
-    output_soft: AtomicU64,
-    output_seconds: AtomicU64,
-}
-
-impl Live {
-    fn new(config: &ServerConfig) -> Self {
-        let live = Self {
-            requirepass: RwLock::new(config.requirepass.clone()),
-            maxclients: AtomicUsize::new(config.maxclients),
-            timeout: AtomicU64::new(config.timeout),
-            maxmemory: AtomicU64::new(config.maxmemory.unwrap_or(0)),
-            output_hard: AtomicU64::new(0),
-            output_soft: AtomicU64::new(0),
-            output_seconds: AtomicU64::new(0),
-        };
-        live.set_output_limit(config.output_limit);
-        live
-    }
-
-    pub(crate) fn requirepass(&self) -> Option<String> {
-        self.requirepass
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    pub(crate) fn output_limit(&self) -> OutputLimit {
-        OutputLimit {
-            hard: self.output_hard.load(Ordering::Relaxed),
-            soft: self.output_soft.load(Ordering::Relaxed),
-            seconds: self.output_seconds.load(Ordering::Relaxed),
-        }
-    }
-
-    pub(crate) fn set_output_limit(&self, limit: OutputLimit) {
-        self.output_hard.store(limit.hard, Ordering::Relaxed);
-        self.output_soft.store(limit.soft, Ordering::Relaxed);
-        self.output_seconds.store(limit.seconds, Ordering::Relaxed);
     }
 }

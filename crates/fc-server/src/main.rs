@@ -61,6 +61,36 @@ struct Cli {
     /// [default: tolerate-tail].
     #[arg(long, env = "FAST_CACHE_RECOVERY")]
     recovery: Option<String>,
+    /// Log verbosity, as Redis's `loglevel`: debug, verbose, notice, warning, nothing
+    /// [default: notice]. `RUST_LOG` (tracing's filter syntax), when set, takes precedence.
+    #[arg(long, env = "FAST_CACHE_LOGLEVEL", default_value = "notice")]
+    loglevel: String,
+}
+
+/// Logs to stderr through `tracing`: `RUST_LOG` when set, else `--loglevel`.
+fn init_logging(loglevel: &str) -> anyhow::Result<()> {
+    use tracing_subscriber::EnvFilter;
+    let level = match loglevel.to_ascii_lowercase().as_str() {
+        "debug" => "trace",
+        "verbose" => "debug",
+        "notice" => "info",
+        "warning" => "warn",
+        "nothing" => "off",
+        other => {
+            anyhow::bail!("--loglevel {other}: expected debug, verbose, notice, warning or nothing")
+        }
+    };
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(spec) if !spec.is_empty() => EnvFilter::try_new(spec)?,
+        _ => EnvFilter::new(level),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_target(false)
+        .init();
+    Ok(())
 }
 
 impl Cli {
@@ -114,7 +144,9 @@ impl Cli {
 }
 
 fn main() -> anyhow::Result<()> {
-    let config = Cli::parse().into_config()?.server_config()?;
+    let cli = Cli::parse();
+    init_logging(&cli.loglevel)?;
+    let config = cli.into_config()?.server_config()?;
     let summary = match &config.persistence.data_dir {
         Some(dir) => format!(
             "{} shards on {} worker threads, persisted in {} (appendfsync {})",
@@ -129,21 +161,21 @@ fn main() -> anyhow::Result<()> {
         ),
     };
     let server = Server::start(config)?;
-    eprintln!("fc-server listening on {}: {summary}", server.addr());
+    tracing::info!("fc-server listening on {}: {summary}", server.addr());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => eprintln!("fc-server: SIGINT"),
-            _ = term.recv() => eprintln!("fc-server: SIGTERM"),
+            _ = tokio::signal::ctrl_c() => tracing::warn!("received SIGINT"),
+            _ = term.recv() => tracing::warn!("received SIGTERM"),
             () = server.shutdown_requested() => {}
         }
         anyhow::Ok(())
     })?;
-    eprintln!("fc-server: shutting down");
+    tracing::warn!("shutting down");
     server.shutdown();
-    eprintln!("fc-server: stopped");
+    tracing::warn!("stopped");
     Ok(())
 }

@@ -10,11 +10,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fc_snapshot::{LoadReport, SnapshotReport, unix_ms};
-use fc_wal::{FsyncPolicy, RecoveryMode, WalError, WalSink};
-use tokio::sync::{Notify, oneshot};
-
-use crate::worker::{Job, Shared};
+use fc_snapshot::{LoadReport, unix_ms};
+use fc_wal::{FsyncPolicy, RecoveryMode, WalSink};
+use tokio::sync::Notify;
 
 /// The `[persistence]` settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -196,7 +194,7 @@ impl Persist {
     /// refused from then on.
     fn commit(&self, log: usize) {
         if let Err(err) = self.wal.commit_log(log) {
-            eprintln!("fc-server: WAL commit failed, refusing writes: {err}");
+            tracing::error!("WAL commit failed, refusing writes: {err}");
         }
         self.committed[log].notify_waiters();
     }
@@ -276,104 +274,6 @@ pub(crate) async fn committer(persist: Arc<Persist>, log: usize) {
     }
 }
 
-/// Snapshots every worker's shards (each worker exports its own, one shard at a time, between
-/// its other work) and records the outcome. `Err` when one is already running or a write
-/// failed.
-pub(crate) async fn snapshot(shared: &Shared) -> Result<SnapshotReport, String> {
-    let Some(persist) = &shared.persist else {
-        return Err("ERR persistence is not configured (start fc-server with --data-dir)".into());
-    };
-    if persist.saving.swap(true, Ordering::AcqRel) {
-        return Err("ERR Background save already in progress".into());
-    }
-    let started = Instant::now();
-    persist
-        .appended_at_save
-        .store(persist.wal.appended(), Ordering::Relaxed);
-    let mut answers = Vec::new();
-    for inbox in &shared.inboxes {
-        let (reply, answer) = oneshot::channel();
-        if inbox.send(Job::Snapshot { reply }).is_err() {
-            persist.saving.store(false, Ordering::Release);
-            return Err("ERR server is shutting down".into());
-        }
-        answers.push(answer);
-    }
-    let mut total = SnapshotReport::default();
-    let mut failure = None;
-    for answer in answers {
-        match answer.await {
-            Ok(Ok(report)) => {
-                total.keys += report.keys;
-                total.bytes += report.bytes;
-                total.max_pause_micros = total.max_pause_micros.max(report.max_pause_micros);
-            }
-            Ok(Err(err)) => failure = Some(err.to_string()),
-            Err(_) => failure = Some("a worker stopped".into()),
-        }
-    }
-    persist
-        .last_save_secs
-        .store(started.elapsed().as_secs(), Ordering::Relaxed);
-    persist
-        .last_save_ok
-        .store(failure.is_none(), Ordering::Relaxed);
-    if failure.is_none() {
-        persist.last_save.store(unix_ms() / 1000, Ordering::Relaxed);
-    }
-    persist.saving.store(false, Ordering::Release);
-    match failure {
-        None => Ok(total),
-        Some(err) => Err(format!("ERR snapshot failed: {err}")),
-    }
-}
-
-/// One worker's part of a snapshot: each shard it owns, exported between other work.
-pub(crate) async fn snapshot_worker(
-    worker: &crate::worker::Worker,
-) -> Result<SnapshotReport, WalError> {
-    let persist = worker
-        .shared
-        .persist
-        .as_ref()
-        .expect("snapshot jobs only with persistence");
-    let count = worker.shared.router.shard_count();
-    let shards: Vec<usize> = worker.store.borrow().owned_shards().collect();
-    let mut report = SnapshotReport::default();
-    for shard in shards {
-        // A transaction in flight is not split by an image.
-        worker.wait_unlocked().await;
-        let started = Instant::now();
-        let mut keys = 0;
-        let (header, bytes) = {
-            let mut store = worker.store.borrow_mut();
-            let wal = &persist.wal;
-            fc_snapshot::build_image(shard, count, |push| {
-                let (covered, n) = store
-                    .export_shard(shard, || wal.with_log(shard, |log| log.next_seq()), push)
-                    .expect("a worker exports only its own shards");
-                keys = n;
-                (covered, n)
-            })
-        };
-        let pause = started.elapsed().as_micros() as u64;
-        let (dir, wal) = (persist.dir.clone(), Arc::clone(&persist.wal));
-        let written = tokio::task::spawn_blocking(move || {
-            fc_snapshot::commit_image(&dir, &wal, &header, &bytes)
-        })
-        .await
-        .map_err(|e| WalError::Io {
-            path: persist.dir.clone(),
-            message: format!("snapshot writer: {e}"),
-        })??;
-        report.keys += keys;
-        report.bytes += written;
-        report.max_pause_micros = report.max_pause_micros.max(pause);
-        tokio::task::yield_now().await;
-    }
-    Ok(report)
-}
-
 /// How often the `everysec` syncer runs: four times a second, so each `fdatasync` (whose
 /// page submission runs on this thread, beside the workers) writes a quarter of a second's
 /// frames, not a burst of a whole second's.
@@ -382,47 +282,14 @@ const EVERYSEC_SYNC: Duration = Duration::from_millis(250);
 /// The `everysec` syncer thread (`fc-fsync`): commits the log every [`EVERYSEC_SYNC`] (the
 /// workers never sync themselves: `WalConfig::background_sync`). A thread of its own, so a
 /// snapshot running on `fc-persist` never holds the syncs back. Stops when `stop` is set.
-pub(crate) fn syncer(shared: Arc<Shared>, stop: Arc<AtomicBool>) {
-    let Some(persist) = shared.persist.clone() else {
-        return;
-    };
+pub(crate) fn syncer(persist: Arc<Persist>, stop: Arc<AtomicBool>) {
     let mut last_sync = Instant::now();
     while !stop.load(Ordering::Acquire) {
         std::thread::sleep(Duration::from_millis(50));
         if last_sync.elapsed() >= EVERYSEC_SYNC {
             last_sync = Instant::now();
             if let Err(err) = persist.wal.commit() {
-                eprintln!("fc-server: WAL sync failed, refusing writes: {err}");
-            }
-        }
-    }
-}
-
-/// The background thread (`fc-persist`): starts snapshots when a `save` rule is met. Stops when
-/// `stop` is set.
-pub(crate) fn background(shared: Arc<Shared>, stop: Arc<AtomicBool>) {
-    let Some(persist) = shared.persist.clone() else {
-        return;
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("the persistence thread's runtime");
-    while !stop.load(Ordering::Acquire) {
-        std::thread::sleep(Duration::from_millis(100));
-        let since = (unix_ms() / 1000).saturating_sub(persist.last_save.load(Ordering::Relaxed));
-        let changes = persist.changes_since_save();
-        let due = persist
-            .save_rules()
-            .iter()
-            .any(|&(seconds, min)| since >= seconds && changes >= min.max(1));
-        if due && !persist.saving.load(Ordering::Acquire) {
-            match runtime.block_on(snapshot(&shared)) {
-                Ok(report) => eprintln!(
-                    "fc-server: snapshot: {} keys, {} bytes, longest shard pause {} us",
-                    report.keys, report.bytes, report.max_pause_micros
-                ),
-                Err(err) => eprintln!("fc-server: snapshot failed: {err}"),
+                tracing::error!("WAL sync failed, refusing writes: {err}");
             }
         }
     }

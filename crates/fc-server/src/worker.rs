@@ -1,96 +1,30 @@
 //! Workers: one thread each, a single-threaded tokio runtime, and exclusive ownership of a share
 //! of the shards (a `LocalEmbeddedStore`: no lock on the hot path). Connections are handed to
 //! workers round-robin; a command for a key another worker owns travels to that worker's inbox
-//! as a [`Job::Exec`] and its encoded reply comes back on a oneshot channel.
+//! as a [`Job::Exec`] and its typed reply ([`Replies`]) comes back on a oneshot channel.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::time::Instant;
 
-use bytes::{Bytes, BytesMut};
-use fc_resp::{Encoder, RespVersion};
-use fc_shard::{EmbeddedKeyRoute, LocalEmbeddedStore, ShardRouter};
+use bytes::Bytes;
+use fc_shard::{EmbeddedKeyRoute, LocalEmbeddedStore};
+use fc_snapshot::SnapshotReport;
+use fc_wal::WalError;
 use tokio::sync::{Notify, mpsc, oneshot};
 
-use crate::ServerConfig;
-use crate::command::{Ctx, Handler, Route};
-
-/// Work for a worker.
-pub(crate) enum Job {
-    /// Run `handler` on this worker's shards and send back the encoded reply.
-    Exec {
-        handler: Handler,
-        args: Vec<Bytes>,
-        version: RespVersion,
-        reply: oneshot::Sender<BytesMut>,
-    },
-    /// Serve a new connection.
-    Conn(std::net::TcpStream),
-    /// Lock this worker for a transaction of another worker's connection: acquire the lock,
-    /// acknowledge, then run only the transaction's commands until their channel closes.
-    Hold {
-        ack: oneshot::Sender<()>,
-        commands: mpsc::UnboundedReceiver<TxnCommand>,
-    },
-    /// Export this worker's shards into snapshot images, one shard at a time between other
-    /// work, and report.
-    Snapshot {
-        reply: oneshot::Sender<Result<fc_snapshot::SnapshotReport, fc_wal::WalError>>,
-    },
-    /// Stop (connections are dropped).
-    Stop,
-}
+use crate::command::{Ctx, Handler, Route, Spec};
+use crate::reply::{Replies, Reply, Resp};
+use crate::shared::{Job, Shared};
 
 /// A parsed command of a connection's batch: its table entry (`None`: unknown), its
 /// arguments, and the route of its key (keyed commands only, see
 /// [`Worker::route_and_prefetch_bucket`]).
 pub(crate) struct Parsed {
-    pub(crate) spec: Option<&'static crate::command::Spec>,
+    pub(crate) spec: Option<&'static Spec>,
     pub(crate) args: Vec<Bytes>,
     pub(crate) route: Option<EmbeddedKeyRoute>,
-}
-
-/// One command of a transaction, for a held worker.
-pub(crate) struct TxnCommand {
-    pub(crate) handler: Handler,
-    pub(crate) args: Vec<Bytes>,
-    pub(crate) version: RespVersion,
-    pub(crate) reply: oneshot::Sender<BytesMut>,
-}
-
-/// What every worker and the acceptor share.
-pub(crate) struct Shared {
-    pub(crate) router: ShardRouter,
-    pub(crate) workers: usize,
-    pub(crate) inboxes: Vec<mpsc::UnboundedSender<Job>>,
-    pub(crate) config: ServerConfig,
-    pub(crate) started: Instant,
-    /// Unix seconds at startup (`LASTSAVE` without persistence).
-    pub(crate) started_unix: u64,
-    pub(crate) clients: AtomicUsize,
-    pub(crate) commands: AtomicU64,
-    pub(crate) connections: AtomicU64,
-    pub(crate) next_client_id: AtomicU64,
-    pub(crate) port: u16,
-    /// The log and snapshots (`None`: in memory only).
-    pub(crate) persist: Option<Arc<crate::persist::Persist>>,
-    /// Settings `CONFIG SET` changes.
-    pub(crate) live: crate::Live,
-    /// Every connected client.
-    pub(crate) registry: crate::clients::Clients,
-    /// Watched keys (`WATCH`).
-    pub(crate) board: Arc<crate::watched::WatchBoard>,
-    /// Set by `SHUTDOWN`; the server's owner stops it.
-    pub(crate) shutdown_request: tokio::sync::watch::Sender<bool>,
-}
-
-impl Shared {
-    /// The worker that owns `key`.
-    pub(crate) fn owner_of(&self, key: &[u8]) -> usize {
-        self.router.shard_of(&self.router.route_key(key)) % self.workers
-    }
 }
 
 /// One worker's state, shared by its connection tasks (all on its thread).
@@ -141,7 +75,7 @@ impl Worker {
     /// only (see [`LocalEmbeddedStore::prefetch_routes`]).
     pub(crate) fn route_and_prefetch_bucket(
         &self,
-        spec: Option<&'static crate::command::Spec>,
+        spec: Option<&'static Spec>,
         args: &[Bytes],
     ) -> Option<EmbeddedKeyRoute> {
         /// Keys per batch at most (an `MSET` of thousands would only evict its own lines).
@@ -149,7 +83,7 @@ impl Worker {
         let store = self.store.borrow();
         let mut routes = self.routes.borrow_mut();
         match spec.map(|s| &s.route) {
-            Some(Route::Key) => {
+            Some(Route::Key(_) | Route::Atomic { .. }) => {
                 let route = store.route_key(args.get(1)?);
                 if routes.len() < MAX_KEYS {
                     store.prefetch_bucket(&route);
@@ -183,76 +117,127 @@ impl Worker {
         }
     }
 
-    /// Runs `handler` on this worker's store, appending its reply to `out`.
-    pub(crate) fn execute_into(
-        &self,
-        handler: Handler,
-        args: &[Bytes],
-        version: RespVersion,
-        out: &mut BytesMut,
-    ) {
-        self.execute_routed(handler, args, None, version, out);
-    }
-
-    /// [`Worker::execute_into`] with the route of `args[1]` when the caller has it.
-    pub(crate) fn execute_routed(
+    /// Runs `handler` on this worker's store, writing its reply into the connection's sink;
+    /// `route` is the route of `args[1]` when the caller has it.
+    #[inline]
+    pub(crate) fn execute_resp(
         &self,
         handler: Handler,
         args: &[Bytes],
         route: Option<EmbeddedKeyRoute>,
-        version: RespVersion,
-        out: &mut BytesMut,
+        out: &mut Resp,
     ) {
         let mut store = self.store.borrow_mut();
-        let mut ctx = Ctx {
+        (handler.resp)(&mut Ctx {
             store: &mut store,
             args,
             route,
-            out: Encoder::new(out, version),
-        };
-        handler(&mut ctx);
+            out,
+        });
     }
 
-    /// Runs `handler` on worker `owner` (this one directly, another by message) and appends
-    /// the reply to `out`.
+    /// Runs `handler` on this worker's store, returning its typed reply.
+    pub(crate) fn execute_typed(&self, handler: Handler, args: &[Bytes]) -> Replies {
+        let mut out = Replies::new();
+        let mut store = self.store.borrow_mut();
+        (handler.typed)(&mut Ctx {
+            store: &mut store,
+            args,
+            route: None,
+            out: &mut out,
+        });
+        out
+    }
+
+    /// Runs `handler` on worker `owner` (this one directly, another by message, waiting out a
+    /// transaction holding it) and returns its typed reply.
     pub(crate) async fn execute_on(
         &self,
         owner: usize,
         handler: Handler,
         args: Vec<Bytes>,
-        version: RespVersion,
-        out: &mut BytesMut,
-    ) {
+    ) -> Replies {
         if owner == self.index {
             self.wait_unlocked().await;
-            self.execute_into(handler, &args, version, out);
-            return;
+            return self.execute_typed(handler, &args);
         }
         let (reply, answer) = oneshot::channel();
         let job = Job::Exec {
             handler,
             args,
-            version,
             reply,
         };
-        if self.shared.inboxes[owner].send(job).is_err() {
-            Encoder::new(out, version).error(b"ERR server is shutting down");
-            return;
+        if self.shared.inboxes[owner].send(job).is_ok()
+            && let Ok(replies) = answer.await
+        {
+            return replies;
         }
-        match answer.await {
-            Ok(bytes) => out.extend_from_slice(&bytes),
-            Err(_) => Encoder::new(out, version).error(b"ERR server is shutting down"),
+        shutting_down()
+    }
+
+    /// One worker's part of a snapshot: each shard it owns, exported between other work.
+    async fn snapshot(&self) -> Result<SnapshotReport, WalError> {
+        let persist = self
+            .shared
+            .persist
+            .as_ref()
+            .expect("snapshot jobs only with persistence");
+        let count = self.shared.router.shard_count();
+        let shards: Vec<usize> = self.store.borrow().owned_shards().collect();
+        let mut report = SnapshotReport::default();
+        for shard in shards {
+            // A transaction in flight is not split by an image.
+            self.wait_unlocked().await;
+            let started = Instant::now();
+            let mut keys = 0;
+            let (header, bytes) = {
+                let mut store = self.store.borrow_mut();
+                let wal = &persist.wal;
+                fc_snapshot::build_image(shard, count, |push| {
+                    let (covered, n) = store
+                        .export_shard(shard, || wal.with_log(shard, |log| log.next_seq()), push)
+                        .expect("a worker exports only its own shards");
+                    keys = n;
+                    (covered, n)
+                })
+            };
+            let pause = started.elapsed().as_micros() as u64;
+            let (dir, wal) = (persist.dir.clone(), Arc::clone(&persist.wal));
+            let written = tokio::task::spawn_blocking(move || {
+                fc_snapshot::commit_image(&dir, &wal, &header, &bytes)
+            })
+            .await
+            .map_err(|e| WalError::Io {
+                path: persist.dir.clone(),
+                message: format!("snapshot writer: {e}"),
+            })??;
+            report.keys += keys;
+            report.bytes += written;
+            report.max_pause_micros = report.max_pause_micros.max(pause);
+            tokio::task::yield_now().await;
         }
+        Ok(report)
     }
 }
 
+/// The reply of work that could not reach its worker.
+pub(crate) fn shutting_down() -> Replies {
+    let mut out = Replies::new();
+    out.error(b"ERR server is shutting down");
+    out
+}
+
 /// The worker thread's body: serve jobs until [`Job::Stop`].
-pub(crate) fn run(
+pub(crate) fn run<F, Fut>(
     index: usize,
     store: LocalEmbeddedStore,
     shared: Arc<Shared>,
     mut inbox: mpsc::UnboundedReceiver<Job>,
-) {
+    serve: F,
+) where
+    F: Fn(std::net::TcpStream, Rc<Worker>) -> Fut,
+    Fut: Future<Output = ()> + 'static,
+{
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -289,31 +274,26 @@ pub(crate) fn run(
                 Job::Exec {
                     handler,
                     args,
-                    version,
                     reply,
                 } => {
                     worker.wait_unlocked().await;
-                    let mut out = BytesMut::new();
-                    worker.execute_into(handler, &args, version, &mut out);
-                    let _ = reply.send(out);
+                    let _ = reply.send(worker.execute_typed(handler, &args));
                 }
                 Job::Hold { ack, mut commands } => {
                     worker.lock().await;
                     let _ = ack.send(());
                     while let Some(cmd) = commands.recv().await {
-                        let mut out = BytesMut::new();
-                        worker.execute_into(cmd.handler, &cmd.args, cmd.version, &mut out);
-                        let _ = cmd.reply.send(out);
+                        let _ = cmd.reply.send(worker.execute_typed(cmd.handler, &cmd.args));
                     }
                     worker.unlock();
                 }
                 Job::Conn(stream) => {
-                    tokio::task::spawn_local(crate::conn::serve(stream, Rc::clone(&worker)));
+                    tokio::task::spawn_local(serve(stream, Rc::clone(&worker)));
                 }
                 Job::Snapshot { reply } => {
                     let worker = Rc::clone(&worker);
                     tokio::task::spawn_local(async move {
-                        let _ = reply.send(crate::persist::snapshot_worker(&worker).await);
+                        let _ = reply.send(worker.snapshot().await);
                     });
                 }
                 Job::Stop => break,

@@ -6,7 +6,7 @@
 //! O(pattern × subject) at worst, never exponentially.
 
 /// Whether `subject` matches `pattern` (ASCII case-insensitively when `nocase`).
-pub(crate) fn glob_match(pattern: &[u8], subject: &[u8], nocase: bool) -> bool {
+pub fn glob_match(pattern: &[u8], subject: &[u8], nocase: bool) -> bool {
     let (mut p, mut s) = (0, 0);
     // Where to resume after the last `*`: the pattern after it and the subject position it
     // currently swallows up to.

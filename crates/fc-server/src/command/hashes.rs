@@ -1,28 +1,7 @@
 //! Hashes.
 
-use super::{Ctx, Route, Spec, bulk_array, bulk_or_null, count, spec};
-
-pub(super) fn specs() -> Vec<Spec> {
-    let k = Route::Key;
-    vec![
-        spec("hset", -4, k, hset),
-        spec("hmset", -4, k, hmset),
-        spec("hsetnx", 4, k, hsetnx),
-        spec("hget", 3, k, hget),
-        spec("hmget", -3, k, hmget),
-        spec("hdel", -3, k, hdel),
-        spec("hgetall", 2, k, hgetall),
-        spec("hlen", 2, k, hlen),
-        spec("hexists", 3, k, hexists),
-        spec("hkeys", 2, k, hkeys),
-        spec("hvals", 2, k, hvals),
-        spec("hincrby", 4, k, hincrby),
-        spec("hincrbyfloat", 4, k, hincrbyfloat),
-        spec("hstrlen", 3, k, hstrlen),
-        spec("hscan", -3, k, hscan),
-        spec("hrandfield", -2, k, hrandfield),
-    ]
-}
+use super::{Ctx, bulk_array, bulk_or_null, count};
+use crate::reply::Reply;
 
 fn pairs(args: &[bytes::Bytes]) -> Option<Vec<(&[u8], &[u8])>> {
     if !args.len().is_multiple_of(2) {
@@ -36,30 +15,30 @@ fn pairs(args: &[bytes::Bytes]) -> Option<Vec<(&[u8], &[u8])>> {
     )
 }
 
-fn hset(ctx: &mut Ctx<'_>) {
+pub(super) fn hset<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let Some(p) = pairs(ctx.args) else {
         let name = ctx.args[0].clone();
-        return super::wrong_arity(&name, &mut ctx.out);
+        return super::wrong_arity(&name, ctx.out);
     };
     let r = ctx.store.hset(&ctx.args[1], &p);
     ctx.reply(r, count);
 }
 
-fn hmset(ctx: &mut Ctx<'_>) {
+pub(super) fn hmset<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let Some(p) = pairs(ctx.args) else {
         let name = ctx.args[0].clone();
-        return super::wrong_arity(&name, &mut ctx.out);
+        return super::wrong_arity(&name, ctx.out);
     };
     let r = ctx.store.hset(&ctx.args[1], &p);
     ctx.reply(r, |out, _| out.ok());
 }
 
-fn hsetnx(ctx: &mut Ctx<'_>) {
+pub(super) fn hsetnx<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let r = ctx.store.hsetnx(&ctx.args[1], &ctx.args[2], &ctx.args[3]);
     ctx.reply(r, |out, b| out.integer(i64::from(b)));
 }
 
-fn hget(ctx: &mut Ctx<'_>) {
+pub(super) fn hget<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let r = ctx.store.hget(&ctx.args[1], &ctx.args[2]);
     ctx.reply(r, bulk_or_null);
 }
@@ -68,7 +47,7 @@ fn fields(args: &[bytes::Bytes], from: usize) -> Vec<&[u8]> {
     args[from..].iter().map(|a| &a[..]).collect()
 }
 
-fn hmget(ctx: &mut Ctx<'_>) {
+pub(super) fn hmget<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let f = fields(ctx.args, 2);
     let r = ctx.store.hmget(&ctx.args[1], &f);
     ctx.reply(r, |out, values| {
@@ -79,13 +58,13 @@ fn hmget(ctx: &mut Ctx<'_>) {
     });
 }
 
-fn hdel(ctx: &mut Ctx<'_>) {
+pub(super) fn hdel<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let f = fields(ctx.args, 2);
     let r = ctx.store.hdel(&ctx.args[1], &f);
     ctx.reply(r, count);
 }
 
-fn hgetall(ctx: &mut Ctx<'_>) {
+pub(super) fn hgetall<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let r = ctx.store.hgetall(&ctx.args[1]);
     ctx.reply(r, |out, all| {
         out.map_len(all.len());
@@ -96,27 +75,27 @@ fn hgetall(ctx: &mut Ctx<'_>) {
     });
 }
 
-fn hlen(ctx: &mut Ctx<'_>) {
+pub(super) fn hlen<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let r = ctx.store.hlen(&ctx.args[1]);
     ctx.reply(r, count);
 }
 
-fn hexists(ctx: &mut Ctx<'_>) {
+pub(super) fn hexists<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let r = ctx.store.hexists(&ctx.args[1], &ctx.args[2]);
     ctx.reply(r, |out, b| out.integer(i64::from(b)));
 }
 
-fn hkeys(ctx: &mut Ctx<'_>) {
+pub(super) fn hkeys<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let r = ctx.store.hkeys(&ctx.args[1]);
     ctx.reply(r, |out, v| bulk_array(out, &v));
 }
 
-fn hvals(ctx: &mut Ctx<'_>) {
+pub(super) fn hvals<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let r = ctx.store.hvals(&ctx.args[1]);
     ctx.reply(r, |out, v| bulk_array(out, &v));
 }
 
-fn hincrby(ctx: &mut Ctx<'_>) {
+pub(super) fn hincrby<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let Some(n) = ctx.int(3) else {
         return;
     };
@@ -124,7 +103,7 @@ fn hincrby(ctx: &mut Ctx<'_>) {
     ctx.reply(r, |out, v| out.integer(v));
 }
 
-fn hincrbyfloat(ctx: &mut Ctx<'_>) {
+pub(super) fn hincrbyfloat<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let Some(d) = ctx.float(3) else {
         return;
     };
@@ -132,12 +111,12 @@ fn hincrbyfloat(ctx: &mut Ctx<'_>) {
     ctx.reply(r, |out, v| out.bulk(&v));
 }
 
-fn hstrlen(ctx: &mut Ctx<'_>) {
+pub(super) fn hstrlen<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let r = ctx.store.hstrlen(&ctx.args[1], &ctx.args[2]);
     ctx.reply(r, count);
 }
 
-fn hscan(ctx: &mut Ctx<'_>) {
+pub(super) fn hscan<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let args = ctx.args;
     let novalues = args.len() > 3 && args[args.len() - 1].eq_ignore_ascii_case(b"novalues");
     let until = args.len() - usize::from(novalues);
@@ -158,7 +137,7 @@ fn hscan(ctx: &mut Ctx<'_>) {
     });
 }
 
-fn hrandfield(ctx: &mut Ctx<'_>) {
+pub(super) fn hrandfield<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let (count, with_values) = match ctx.args.len() {
         2 => (None, false),
         3 | 4 => {

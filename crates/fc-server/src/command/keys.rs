@@ -2,45 +2,29 @@
 
 use fc_shard::{KeyTtl, KeyType, ScanOptions};
 
-use super::{Ctx, Route, Spec, count, spec};
+use super::{Ctx, count};
+use crate::reply::Reply;
 
-pub(super) fn specs() -> Vec<Spec> {
-    vec![
-        spec("expire", -3, Route::Key, expire),
-        spec("pexpire", -3, Route::Key, pexpire),
-        spec("expireat", -3, Route::Key, expireat),
-        spec("pexpireat", -3, Route::Key, pexpireat),
-        spec("ttl", 2, Route::Key, ttl),
-        spec("pttl", 2, Route::Key, pttl),
-        spec("expiretime", 2, Route::Key, expiretime),
-        spec("pexpiretime", 2, Route::Key, pexpiretime),
-        spec("persist", 2, Route::Key, persist),
-        spec("type", 2, Route::Key, key_type),
-        spec("rename", 3, Route::Key, rename),
-        spec("renamenx", 3, Route::Key, renamenx),
-    ]
-}
-
-pub(super) fn del_one(ctx: &mut Ctx<'_>) {
+pub(super) fn del_one<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let gone = ctx.store.try_delete(&ctx.args[1]).unwrap_or(false);
     ctx.out.integer(i64::from(gone));
 }
 
-pub(super) fn exists_one(ctx: &mut Ctx<'_>) {
+pub(super) fn exists_one<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let found = ctx.store.exists(&ctx.args[1]);
     ctx.out.integer(i64::from(found));
 }
 
-pub(super) fn dbsize(ctx: &mut Ctx<'_>) {
-    count(&mut ctx.out, ctx.store.len());
+pub(super) fn dbsize<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    count(ctx.out, ctx.store.len());
 }
 
-pub(super) fn flushall(ctx: &mut Ctx<'_>) {
+pub(super) fn flushall<R: Reply>(ctx: &mut Ctx<'_, R>) {
     ctx.store.clear();
     ctx.out.ok();
 }
 
-pub(super) fn keys(ctx: &mut Ctx<'_>) {
+pub(super) fn keys<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let pattern = ctx.args[1].clone();
     let options = ScanOptions {
         pattern: (&pattern[..] != b"*").then_some(&pattern[..]),
@@ -57,15 +41,15 @@ pub(super) fn keys(ctx: &mut Ctx<'_>) {
         }
         cursor = next;
     }
-    super::bulk_array(&mut ctx.out, &found);
+    super::bulk_array(ctx.out, &found);
 }
 
-fn now_ms(ctx: &Ctx<'_>) -> u64 {
+fn now_ms<R: Reply>(ctx: &Ctx<'_, R>) -> u64 {
     ctx.store.clock().now_ms()
 }
 
 /// EXPIRE and friends: `at_ms` absolute; the NX/XX/GT/LT options; a time not after now deletes.
-fn expire_common(ctx: &mut Ctx<'_>, at_ms: i128) {
+fn expire_common<R: Reply>(ctx: &mut Ctx<'_, R>, at_ms: i128) {
     let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
     for i in 3..ctx.args.len() {
         match ctx.args[i].to_ascii_lowercase().as_slice() {
@@ -117,7 +101,7 @@ fn expire_common(ctx: &mut Ctx<'_>, at_ms: i128) {
 }
 
 /// The relative or absolute time argument, scaled to ms; Redis's overflow error.
-fn time_arg(ctx: &mut Ctx<'_>, scale: i128, relative: bool) -> Option<i128> {
+fn time_arg<R: Reply>(ctx: &mut Ctx<'_, R>, scale: i128, relative: bool) -> Option<i128> {
     let n = i128::from(ctx.int(2)?);
     let base = if relative { i128::from(now_ms(ctx)) } else { 0 };
     let at = n * scale + base;
@@ -130,41 +114,41 @@ fn time_arg(ctx: &mut Ctx<'_>, scale: i128, relative: bool) -> Option<i128> {
     Some(at)
 }
 
-fn expire(ctx: &mut Ctx<'_>) {
+pub(super) fn expire<R: Reply>(ctx: &mut Ctx<'_, R>) {
     if let Some(at) = time_arg(ctx, 1000, true) {
         expire_common(ctx, at);
     }
 }
 
-fn pexpire(ctx: &mut Ctx<'_>) {
+pub(super) fn pexpire<R: Reply>(ctx: &mut Ctx<'_, R>) {
     if let Some(at) = time_arg(ctx, 1, true) {
         expire_common(ctx, at);
     }
 }
 
-fn expireat(ctx: &mut Ctx<'_>) {
+pub(super) fn expireat<R: Reply>(ctx: &mut Ctx<'_, R>) {
     if let Some(at) = time_arg(ctx, 1000, false) {
         expire_common(ctx, at);
     }
 }
 
-fn pexpireat(ctx: &mut Ctx<'_>) {
+pub(super) fn pexpireat<R: Reply>(ctx: &mut Ctx<'_, R>) {
     if let Some(at) = time_arg(ctx, 1, false) {
         expire_common(ctx, at);
     }
 }
 
-fn ttl(ctx: &mut Ctx<'_>) {
+pub(super) fn ttl<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let t = ctx.store.ttl_seconds(&ctx.args[1]);
     ctx.out.integer(t.to_redis());
 }
 
-fn pttl(ctx: &mut Ctx<'_>) {
+pub(super) fn pttl<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let t = ctx.store.pttl_millis(&ctx.args[1]);
     ctx.out.integer(t.to_redis());
 }
 
-fn expiretime_in(ctx: &mut Ctx<'_>, scale: u64) {
+fn expiretime_in<R: Reply>(ctx: &mut Ctx<'_, R>, scale: u64) {
     let now = now_ms(ctx);
     match ctx.store.pttl_millis(&ctx.args[1]) {
         KeyTtl::Missing => ctx.out.integer(-2),
@@ -173,27 +157,27 @@ fn expiretime_in(ctx: &mut Ctx<'_>, scale: u64) {
     }
 }
 
-fn expiretime(ctx: &mut Ctx<'_>) {
+pub(super) fn expiretime<R: Reply>(ctx: &mut Ctx<'_, R>) {
     expiretime_in(ctx, 1000);
 }
 
-fn pexpiretime(ctx: &mut Ctx<'_>) {
+pub(super) fn pexpiretime<R: Reply>(ctx: &mut Ctx<'_, R>) {
     expiretime_in(ctx, 1);
 }
 
-fn persist(ctx: &mut Ctx<'_>) {
+pub(super) fn persist<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let done = ctx.store.persist(&ctx.args[1]);
     ctx.out.integer(i64::from(done));
 }
 
-fn key_type(ctx: &mut Ctx<'_>) {
+pub(super) fn key_type<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let t = ctx.store.type_of(&ctx.args[1]);
     ctx.reply(t, |out, t| {
         out.simple(t.map_or("none", |t| t.redis_name()).as_bytes());
     });
 }
 
-fn rename(ctx: &mut Ctx<'_>) {
+pub(super) fn rename<R: Reply>(ctx: &mut Ctx<'_, R>) {
     // A missing source is "no such key" whatever the destination's shard (as Redis answers).
     if !ctx.store.exists(&ctx.args[1]) {
         return ctx.out.error(b"ERR no such key");
@@ -202,7 +186,7 @@ fn rename(ctx: &mut Ctx<'_>) {
     ctx.reply(r, |out, _| out.ok());
 }
 
-fn renamenx(ctx: &mut Ctx<'_>) {
+pub(super) fn renamenx<R: Reply>(ctx: &mut Ctx<'_, R>) {
     if !ctx.store.exists(&ctx.args[1]) {
         return ctx.out.error(b"ERR no such key");
     }
@@ -212,8 +196,8 @@ fn renamenx(ctx: &mut Ctx<'_>) {
 
 /// SCAN's options from argument `from` on (MATCH, COUNT, and with `allow_type` TYPE); `None`
 /// after replying an error. The flag says TYPE named no type (then nothing matches).
-pub(super) fn scan_options<'a>(
-    ctx: &mut Ctx<'_>,
+pub(super) fn scan_options<'a, R: Reply>(
+    ctx: &mut Ctx<'_, R>,
     args: &'a [bytes::Bytes],
     from: usize,
     allow_type: bool,
@@ -249,8 +233,8 @@ pub(super) fn scan_options<'a>(
 
 /// `HSCAN`/`SSCAN`/`ZSCAN key cursor [MATCH p] [COUNT n]` arguments from `until` (exclusive):
 /// the cursor, pattern and count, or `None` after replying the error.
-pub(super) fn object_scan_args<'a>(
-    ctx: &mut Ctx<'_>,
+pub(super) fn object_scan_args<'a, R: Reply>(
+    ctx: &mut Ctx<'_, R>,
     args: &'a [bytes::Bytes],
     until: usize,
 ) -> Option<(u64, Option<&'a [u8]>, usize)> {
@@ -260,7 +244,7 @@ pub(super) fn object_scan_args<'a>(
 }
 
 /// A SCAN cursor argument (Redis: "ERR invalid cursor").
-pub(super) fn cursor_arg(ctx: &mut Ctx<'_>, i: usize) -> Option<u64> {
+pub(super) fn cursor_arg<R: Reply>(ctx: &mut Ctx<'_, R>, i: usize) -> Option<u64> {
     let c = std::str::from_utf8(&ctx.args[i])
         .ok()
         .and_then(|s| s.parse::<u64>().ok());
@@ -271,7 +255,7 @@ pub(super) fn cursor_arg(ctx: &mut Ctx<'_>, i: usize) -> Option<u64> {
 }
 
 /// SCAN on the worker owning the cursor's shard: one shard per step, in shard order.
-pub(super) fn scan(ctx: &mut Ctx<'_>) {
+pub(super) fn scan<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let Some(cursor) = cursor_arg(ctx, 1) else {
         return;
     };
@@ -288,11 +272,11 @@ pub(super) fn scan(ctx: &mut Ctx<'_>) {
     }
     ctx.out.array_len(2);
     ctx.out.bulk(next.to_string().as_bytes());
-    super::bulk_array(&mut ctx.out, &keys);
+    super::bulk_array(ctx.out, &keys);
 }
 
 /// DEBUG on one worker: DIGEST gives its digest as an integer.
-pub(super) fn debug_part(ctx: &mut Ctx<'_>) {
+pub(super) fn debug_part<R: Reply>(ctx: &mut Ctx<'_, R>) {
     if ctx.is(1, "digest") && ctx.args.len() == 2 {
         let d = ctx.store.digest();
         ctx.out.integer(d as i64);
@@ -306,7 +290,7 @@ pub(super) fn debug_part(ctx: &mut Ctx<'_>) {
 }
 
 /// RANDOMKEY on one worker: one of its keys, or nil.
-pub(super) fn randomkey_part(ctx: &mut Ctx<'_>) {
+pub(super) fn randomkey_part<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let start = fastrand_u64() as usize;
     let shards: Vec<usize> = ctx.store.owned_shards().collect();
     for k in 0..shards.len() {

@@ -2,53 +2,32 @@
 
 use fc_shard::{InsertPosition, ListEnd, LposOptions};
 
-use super::{Ctx, Route, Spec, bulk_array, bulk_or_null, count, spec};
+use super::{Ctx, bulk_array, bulk_or_null, count};
+use crate::reply::Reply;
 
-pub(super) fn specs() -> Vec<Spec> {
-    let k = Route::Key;
-    vec![
-        spec("lpush", -3, k, lpush),
-        spec("rpush", -3, k, rpush),
-        spec("lpushx", -3, k, lpushx),
-        spec("rpushx", -3, k, rpushx),
-        spec("lpop", -2, k, lpop),
-        spec("rpop", -2, k, rpop),
-        spec("lrange", 4, k, lrange),
-        spec("llen", 2, k, llen),
-        spec("lindex", 3, k, lindex),
-        spec("lset", 4, k, lset),
-        spec("lrem", 4, k, lrem),
-        spec("ltrim", 4, k, ltrim),
-        spec("linsert", 5, k, linsert),
-        spec("lpos", -3, k, lpos),
-        spec("lmove", 5, k, lmove),
-        spec("rpoplpush", 3, k, rpoplpush),
-    ]
-}
-
-fn push(ctx: &mut Ctx<'_>, end: ListEnd, only_if_exists: bool) {
+fn push<R: Reply>(ctx: &mut Ctx<'_, R>, end: ListEnd, only_if_exists: bool) {
     let items: Vec<&[u8]> = ctx.args[2..].iter().map(|a| &a[..]).collect();
     let r = ctx.store.push(&ctx.args[1], end, &items, only_if_exists);
     ctx.reply(r, count);
 }
 
-fn lpush(ctx: &mut Ctx<'_>) {
+pub(super) fn lpush<R: Reply>(ctx: &mut Ctx<'_, R>) {
     push(ctx, ListEnd::Left, false);
 }
 
-fn rpush(ctx: &mut Ctx<'_>) {
+pub(super) fn rpush<R: Reply>(ctx: &mut Ctx<'_, R>) {
     push(ctx, ListEnd::Right, false);
 }
 
-fn lpushx(ctx: &mut Ctx<'_>) {
+pub(super) fn lpushx<R: Reply>(ctx: &mut Ctx<'_, R>) {
     push(ctx, ListEnd::Left, true);
 }
 
-fn rpushx(ctx: &mut Ctx<'_>) {
+pub(super) fn rpushx<R: Reply>(ctx: &mut Ctx<'_, R>) {
     push(ctx, ListEnd::Right, true);
 }
 
-fn pop(ctx: &mut Ctx<'_>, end: ListEnd) {
+fn pop<R: Reply>(ctx: &mut Ctx<'_, R>, end: ListEnd) {
     let with_count = match ctx.args.len() {
         2 => None,
         3 => {
@@ -73,52 +52,52 @@ fn pop(ctx: &mut Ctx<'_>, end: ListEnd) {
     });
 }
 
-fn lpop(ctx: &mut Ctx<'_>) {
+pub(super) fn lpop<R: Reply>(ctx: &mut Ctx<'_, R>) {
     pop(ctx, ListEnd::Left);
 }
 
-fn rpop(ctx: &mut Ctx<'_>) {
+pub(super) fn rpop<R: Reply>(ctx: &mut Ctx<'_, R>) {
     pop(ctx, ListEnd::Right);
 }
 
-fn lrange(ctx: &mut Ctx<'_>) {
+pub(super) fn lrange<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let Some(a) = ctx.int(2) else { return };
     let Some(b) = ctx.int(3) else { return };
     let r = ctx.store.lrange(&ctx.args[1], a, b);
     ctx.reply(r, |out, v| bulk_array(out, &v));
 }
 
-fn llen(ctx: &mut Ctx<'_>) {
+pub(super) fn llen<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let r = ctx.store.llen(&ctx.args[1]);
     ctx.reply(r, count);
 }
 
-fn lindex(ctx: &mut Ctx<'_>) {
+pub(super) fn lindex<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let Some(i) = ctx.int(2) else { return };
     let r = ctx.store.lindex(&ctx.args[1], i);
     ctx.reply(r, bulk_or_null);
 }
 
-fn lset(ctx: &mut Ctx<'_>) {
+pub(super) fn lset<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let Some(i) = ctx.int(2) else { return };
     let r = ctx.store.lset(&ctx.args[1], i, &ctx.args[3]);
     ctx.reply(r, |out, ()| out.ok());
 }
 
-fn lrem(ctx: &mut Ctx<'_>) {
+pub(super) fn lrem<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let Some(n) = ctx.int(2) else { return };
     let r = ctx.store.lrem(&ctx.args[1], n, &ctx.args[3]);
     ctx.reply(r, count);
 }
 
-fn ltrim(ctx: &mut Ctx<'_>) {
+pub(super) fn ltrim<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let Some(a) = ctx.int(2) else { return };
     let Some(b) = ctx.int(3) else { return };
     let r = ctx.store.ltrim(&ctx.args[1], a, b);
     ctx.reply(r, |out, ()| out.ok());
 }
 
-fn linsert(ctx: &mut Ctx<'_>) {
+pub(super) fn linsert<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let position = if ctx.is(2, "before") {
         InsertPosition::Before
     } else if ctx.is(2, "after") {
@@ -132,7 +111,7 @@ fn linsert(ctx: &mut Ctx<'_>) {
     ctx.reply(r, |out, n| out.integer(n));
 }
 
-fn lpos(ctx: &mut Ctx<'_>) {
+pub(super) fn lpos<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let mut options = LposOptions::default();
     let mut with_count = false;
     let mut i = 3;
@@ -180,7 +159,7 @@ fn lpos(ctx: &mut Ctx<'_>) {
     });
 }
 
-fn end_of(ctx: &Ctx<'_>, i: usize) -> Option<ListEnd> {
+fn end_of<R: Reply>(ctx: &Ctx<'_, R>, i: usize) -> Option<ListEnd> {
     if ctx.is(i, "left") {
         Some(ListEnd::Left)
     } else if ctx.is(i, "right") {
@@ -190,7 +169,7 @@ fn end_of(ctx: &Ctx<'_>, i: usize) -> Option<ListEnd> {
     }
 }
 
-fn lmove(ctx: &mut Ctx<'_>) {
+pub(super) fn lmove<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let (Some(from), Some(to)) = (end_of(ctx, 3), end_of(ctx, 4)) else {
         return ctx.syntax_error();
     };
@@ -198,7 +177,7 @@ fn lmove(ctx: &mut Ctx<'_>) {
     ctx.reply(r, bulk_or_null);
 }
 
-fn rpoplpush(ctx: &mut Ctx<'_>) {
+pub(super) fn rpoplpush<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let r = ctx
         .store
         .lmove(&ctx.args[1], &ctx.args[2], ListEnd::Right, ListEnd::Left);

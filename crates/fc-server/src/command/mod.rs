@@ -1,28 +1,76 @@
-//! The command table: every command's name, arity, how it is routed, and its handler.
+//! Commands: the table ([`table::COMMANDS`], one entry per command: the single source of
+//! truth for its properties and its route), the handlers that run against a worker's store
+//! (one module per family: argument parsing, the storage call, the reply), and the
+//! introspection commands generated from the table (`COMMAND ...`, in [`introspect`]).
 //!
-//! Handlers run on the worker that owns the key's shard, against that worker's
-//! `LocalEmbeddedStore`, and write their reply through an [`Encoder`]. They never await and
-//! never see the connection; connection-level commands (`HELLO`, `AUTH`, `SELECT`, ...) are the
-//! connection's own (`conn.rs`). One module per command family.
+//! A store handler runs on the worker that owns its key's shard, against that worker's
+//! `LocalEmbeddedStore`, and writes its reply through a [`Reply`] sink it is generic over: it
+//! is instantiated once per sink ([`Handler`]: RESP for the connection's own worker, the typed
+//! [`Replies`] buffer for work sent to another worker), so the hot path is static dispatch.
+//! Handlers never await and never see the connection. Connection-level commands
+//! ([`Session`]) run on the connection (`crate::session`, `crate::cross`).
+
+/// A [`Handler`] from a handler generic over its sink: every instantiation the server uses.
+macro_rules! store {
+    ($f:path) => {
+        $crate::command::Handler {
+            resp: $f,
+            typed: $f,
+            #[cfg(test)]
+            text: $f,
+        }
+    };
+}
+pub(crate) use store;
 
 mod hashes;
+pub(crate) mod introspect;
 mod keys;
 mod lists;
 mod sets;
 mod strings;
+mod table;
+#[cfg(test)]
+mod table_tests;
 mod zsets;
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use bytes::Bytes;
-use fc_resp::{Encoder, number::parse_i64};
+use fc_resp::number::parse_i64;
 use fc_shard::{EmbeddedKeyRoute, LocalEmbeddedStore, StoreError};
 
-/// A command's implementation.
-pub(crate) type Handler = fn(&mut Ctx<'_>);
+use crate::reply::{Replies, Reply, Resp};
 
-/// How replies of a command split over several keys are merged.
+pub(crate) use table::COMMANDS;
+
+/// A store handler, instantiated for every sink (see [`store!`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Handler {
+    /// Writing RESP straight into a connection's buffer.
+    pub(crate) resp: fn(&mut Ctx<'_, Resp>),
+    /// Writing typed replies (work for another worker, fanned-out parts).
+    pub(crate) typed: fn(&mut Ctx<'_, Replies>),
+    /// Writing the test-only text protocol (`reply::tests::TextSink`).
+    #[cfg(test)]
+    pub(crate) text: fn(&mut Ctx<'_, crate::reply::tests::TextSink>),
+}
+
+impl std::fmt::Debug for Handler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Handler")
+    }
+}
+
+/// `EXISTS`'s per-key part: a touch of the key on its owner (an expired key is reclaimed by
+/// it), for `WATCH`, `EXEC` and `MSETNX`.
+pub(crate) const EXISTS_ONE: Handler = store!(keys::exists_one);
+
+/// `MSET`'s per-key part (`MSETNX` across workers).
+pub(crate) const MSET_ONE: Handler = store!(strings::mset_one);
+
+/// How replies of a command split over several keys or workers are merged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Merge {
     /// One array of the parts' replies, in key order (`MGET`).
@@ -39,20 +87,210 @@ pub(crate) enum Merge {
     Random,
 }
 
-/// Where a command runs.
+/// Connection-level commands: they run on the connection, with its session state, and never
+/// on a worker's store directly (`crate::session::run` dispatches them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Session {
+    Auth,
+    Bgsave,
+    Client,
+    Command,
+    Config,
+    Discard,
+    Echo,
+    Exec,
+    Hello,
+    Info,
+    Lastsave,
+    Multi,
+    Ping,
+    Quit,
+    Reset,
+    Save,
+    Select,
+    Shutdown,
+    Time,
+    Unwatch,
+    Watch,
+}
+
+/// Where a command runs, with the handler(s) it runs there.
+#[derive(Debug, Clone, Copy)]
 pub(crate) enum Route {
     /// On the connection (no key, or connection state).
-    Connection,
+    Session(Session),
     /// On the owner of argument 1's shard (a second key must share the shard).
-    Key,
-    /// Split per key (`step` arguments per key from argument 1), each part on its owner with
-    /// the part handler, replies merged.
-    PerKey { step: usize, merge: Merge },
+    Key(Handler),
+    /// Split per key (`step` arguments per key from argument 1), each part on its owner,
+    /// replies merged.
+    PerKey {
+        step: usize,
+        merge: Merge,
+        part: Handler,
+    },
     /// On every worker, replies merged.
-    AllWorkers(Merge),
+    AllWorkers { merge: Merge, part: Handler },
     /// On the owner of the shard a `SCAN` cursor (argument 1) is in.
-    Cursor,
+    Cursor(Handler),
+    /// Keys every `step` arguments from argument 1, all or nothing (`MSETNX`): on their owner
+    /// when one worker owns them all, else held across their workers (`crate::cross`).
+    Atomic { step: usize, part: Handler },
+}
+
+/// Redis 7 command flags (`COMMAND INFO`'s third element), as bits.
+#[expect(
+    non_snake_case,
+    reason = "a namespace of flag constants, named as Redis names them"
+)]
+pub(crate) mod F {
+    pub(crate) const WRITE: u32 = 1;
+    pub(crate) const READONLY: u32 = 1 << 1;
+    pub(crate) const DENYOOM: u32 = 1 << 2;
+    pub(crate) const ADMIN: u32 = 1 << 3;
+    pub(crate) const PUBSUB: u32 = 1 << 4;
+    pub(crate) const NOSCRIPT: u32 = 1 << 5;
+    pub(crate) const BLOCKING: u32 = 1 << 6;
+    pub(crate) const LOADING: u32 = 1 << 7;
+    pub(crate) const STALE: u32 = 1 << 8;
+    pub(crate) const SKIP_MONITOR: u32 = 1 << 9;
+    pub(crate) const SKIP_SLOWLOG: u32 = 1 << 10;
+    pub(crate) const FAST: u32 = 1 << 11;
+    pub(crate) const NO_AUTH: u32 = 1 << 12;
+    pub(crate) const MAY_REPLICATE: u32 = 1 << 13;
+    pub(crate) const NO_MANDATORY_KEYS: u32 = 1 << 14;
+    pub(crate) const NO_MULTI: u32 = 1 << 15;
+    pub(crate) const MOVABLEKEYS: u32 = 1 << 16;
+    pub(crate) const ALLOW_BUSY: u32 = 1 << 17;
+    pub(crate) const NO_ASYNC_LOADING: u32 = 1 << 18;
+
+    /// Every flag with its Redis name, in the order Redis lists them.
+    pub(crate) const NAMES: &[(u32, &str)] = &[
+        (WRITE, "write"),
+        (READONLY, "readonly"),
+        (DENYOOM, "denyoom"),
+        (ADMIN, "admin"),
+        (PUBSUB, "pubsub"),
+        (NOSCRIPT, "noscript"),
+        (BLOCKING, "blocking"),
+        (LOADING, "loading"),
+        (STALE, "stale"),
+        (SKIP_MONITOR, "skip_monitor"),
+        (SKIP_SLOWLOG, "skip_slowlog"),
+        (FAST, "fast"),
+        (NO_AUTH, "no_auth"),
+        (MAY_REPLICATE, "may_replicate"),
+        (NO_MANDATORY_KEYS, "no_mandatory_keys"),
+        (NO_MULTI, "no_multi"),
+        (MOVABLEKEYS, "movablekeys"),
+        (ALLOW_BUSY, "allow_busy"),
+        (NO_ASYNC_LOADING, "no_async_loading"),
+    ];
+}
+
+/// Redis 7 ACL categories (`COMMAND INFO`'s seventh element), as bits.
+#[expect(
+    non_snake_case,
+    reason = "a namespace of category constants, named as Redis names them"
+)]
+pub(crate) mod A {
+    pub(crate) const KEYSPACE: u32 = 1;
+    pub(crate) const READ: u32 = 1 << 1;
+    pub(crate) const WRITE: u32 = 1 << 2;
+    pub(crate) const SET: u32 = 1 << 3;
+    pub(crate) const SORTEDSET: u32 = 1 << 4;
+    pub(crate) const LIST: u32 = 1 << 5;
+    pub(crate) const HASH: u32 = 1 << 6;
+    pub(crate) const STRING: u32 = 1 << 7;
+    pub(crate) const BITMAP: u32 = 1 << 8;
+    pub(crate) const HYPERLOGLOG: u32 = 1 << 9;
+    pub(crate) const GEO: u32 = 1 << 10;
+    pub(crate) const STREAM: u32 = 1 << 11;
+    pub(crate) const PUBSUB: u32 = 1 << 12;
+    pub(crate) const ADMIN: u32 = 1 << 13;
+    pub(crate) const FAST: u32 = 1 << 14;
+    pub(crate) const SLOW: u32 = 1 << 15;
+    pub(crate) const BLOCKING: u32 = 1 << 16;
+    pub(crate) const DANGEROUS: u32 = 1 << 17;
+    pub(crate) const CONNECTION: u32 = 1 << 18;
+    pub(crate) const TRANSACTION: u32 = 1 << 19;
+    pub(crate) const SCRIPTING: u32 = 1 << 20;
+
+    /// Every category with its Redis name (without the `@`).
+    pub(crate) const NAMES: &[(u32, &str)] = &[
+        (KEYSPACE, "keyspace"),
+        (READ, "read"),
+        (WRITE, "write"),
+        (SET, "set"),
+        (SORTEDSET, "sortedset"),
+        (LIST, "list"),
+        (HASH, "hash"),
+        (STRING, "string"),
+        (BITMAP, "bitmap"),
+        (HYPERLOGLOG, "hyperloglog"),
+        (GEO, "geo"),
+        (STREAM, "stream"),
+        (PUBSUB, "pubsub"),
+        (ADMIN, "admin"),
+        (FAST, "fast"),
+        (SLOW, "slow"),
+        (BLOCKING, "blocking"),
+        (DANGEROUS, "dangerous"),
+        (CONNECTION, "connection"),
+        (TRANSACTION, "transaction"),
+        (SCRIPTING, "scripting"),
+    ];
+}
+
+/// Where a key spec starts looking for keys (Redis 7 key specs).
+#[derive(Debug, Clone, Copy)]
+#[expect(
+    dead_code,
+    reason = "the keyword form arrives with the commands that use it (ZUNIONSTORE, XREAD...)"
+)]
+pub(crate) enum Begin {
+    /// At this argument.
+    Index(i32),
+    /// After the argument `keyword`, searching from `start_from` (negative: from the end).
+    Keyword {
+        keyword: &'static str,
+        start_from: i32,
+    },
+}
+
+/// How a key spec finds its keys from where it begins.
+#[derive(Debug, Clone, Copy)]
+#[expect(
+    dead_code,
+    reason = "the keynum form arrives with the commands that use it (EVAL, ZUNIONSTORE...)"
+)]
+pub(crate) enum Find {
+    /// Keys every `step` arguments up to `last` (relative; -1 is the last argument), the
+    /// count divided by `limit` when it is not 0.
+    Range { last: i32, step: i32, limit: i32 },
+    /// The argument `keynum_index` gives the key count; keys start at `first_key`.
+    Keynum {
+        keynum_index: i32,
+        first_key: i32,
+        step: i32,
+    },
+}
+
+/// One Redis 7 key spec.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KeySpec {
+    /// `RO`, `RW`, `OW`, `RM`, `access`, `update`, `insert`, `delete`...
+    pub(crate) flags: &'static [&'static str],
+    pub(crate) begin: Begin,
+    pub(crate) find: Find,
+}
+
+/// A command's documentation (`COMMAND DOCS`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Doc {
+    pub(crate) group: &'static str,
+    pub(crate) since: &'static str,
+    pub(crate) complexity: &'static str,
+    pub(crate) summary: &'static str,
 }
 
 /// One command.
@@ -62,22 +300,18 @@ pub(crate) struct Spec {
     pub(crate) name: &'static str,
     /// Redis arity: positive = exactly, negative = at least (the name counts).
     pub(crate) arity: i32,
+    /// [`F`] bits.
+    pub(crate) flags: u32,
+    /// [`A`] bits.
+    pub(crate) acl: u32,
+    /// First key, last key (negative: from the end), step; `(0, 0, 0)`: no keys.
+    pub(crate) keys: (i32, i32, i32),
+    pub(crate) key_specs: &'static [KeySpec],
+    /// Redis's command tips (`nondeterministic_output`, request and response policies).
+    pub(crate) tips: &'static [&'static str],
+    pub(crate) doc: Doc,
     pub(crate) route: Route,
-    pub(crate) handler: Handler,
-    /// Whether it may change data (refused with `MISCONF` once the log has failed).
-    pub(crate) write: bool,
-    /// Whether a connection may run it in place when its key is on the connection's worker:
-    /// a keyed command that `conn::dispatch` and `conn::run` handle like any other (not one
-    /// of [`GENERAL_PATH_ONLY`]).
-    pub(crate) direct: bool,
-    /// Whether the commands after it must wait to be parsed until it has run: `AUTH`,
-    /// `HELLO` and `RESET` change the limits the parser applies.
-    pub(crate) barrier: bool,
 }
-
-/// Keyed commands that `conn::run` handles itself (so they never take the in-place path):
-/// `MSETNX` checks whether its keys span workers first.
-pub(crate) const GENERAL_PATH_ONLY: &[&str] = &["msetnx"];
 
 impl Spec {
     pub(crate) fn arity_ok(&self, argc: usize) -> bool {
@@ -88,19 +322,85 @@ impl Spec {
             argc >= -self.arity
         }
     }
+
+    pub(crate) fn has(&self, flag: u32) -> bool {
+        self.flags & flag != 0
+    }
+
+    /// Whether it may change data (refused with `MISCONF` once the log has failed).
+    pub(crate) fn write(&self) -> bool {
+        self.has(F::WRITE)
+    }
+
+    /// The handler of a command that runs on its key's owner as is: a connection may run it
+    /// in place when its key is on the connection's worker.
+    #[inline]
+    pub(crate) fn direct(&self) -> Option<Handler> {
+        match self.route {
+            Route::Key(handler) => Some(handler),
+            _ => None,
+        }
+    }
+
+    /// The connection-level command this is, if it is one.
+    pub(crate) fn session(&self) -> Option<Session> {
+        match self.route {
+            Route::Session(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Whether the commands after it must wait to be parsed until it has run: `AUTH`,
+    /// `HELLO` and `RESET` change the limits the parser applies.
+    pub(crate) fn barrier(&self) -> bool {
+        matches!(
+            self.session(),
+            Some(Session::Auth | Session::Hello | Session::Reset)
+        )
+    }
+
+    /// Whether `MULTI` queues it (transaction control and `QUIT`/`RESET` run at once).
+    pub(crate) fn queues(&self) -> bool {
+        !matches!(
+            self.session(),
+            Some(
+                Session::Multi
+                    | Session::Exec
+                    | Session::Discard
+                    | Session::Watch
+                    | Session::Quit
+                    | Session::Reset
+            )
+        )
+    }
+
+    /// The key argument positions of `args` (a whole command), from the first-last-step
+    /// range: `COMMAND GETKEYS`, the workers a queued command touches.
+    pub(crate) fn key_positions(&self, argc: usize) -> impl Iterator<Item = usize> {
+        let (first, last, step) = self.keys;
+        let last = if last < 0 {
+            argc as i32 + last
+        } else {
+            last.min(argc as i32 - 1)
+        };
+        let (first, last, step) = (first.max(0) as usize, last.max(0) as usize, step.max(1));
+        (first..=last)
+            .step_by(step as usize)
+            .filter(move |&i| first > 0 && i < argc)
+    }
 }
 
 /// What a handler works with.
-pub(crate) struct Ctx<'a> {
+pub(crate) struct Ctx<'a, R> {
     pub(crate) store: &'a mut LocalEmbeddedStore,
     pub(crate) args: &'a [Bytes],
     /// The route of `args[1]` when the caller already hashed it (a keyed command's key, routed
     /// once for its owner and its prefetch): handlers on the hot path reuse it.
     pub(crate) route: Option<EmbeddedKeyRoute>,
-    pub(crate) out: Encoder<'a>,
+    pub(crate) out: &'a mut R,
 }
 
-impl Ctx<'_> {
+impl<R: Reply> Ctx<'_, R> {
     /// The route of the key in `args[1]`.
     pub(crate) fn key_route(&self) -> EmbeddedKeyRoute {
         self.route
@@ -132,17 +432,13 @@ impl Ctx<'_> {
 
     /// Replies with the store's error as Redis words it.
     pub(crate) fn store_error(&mut self, err: &StoreError) {
-        store_error(&mut self.out, err);
+        store_error(self.out, err);
     }
 
     /// Replies with `result`'s value through `ok`, or its error.
-    pub(crate) fn reply<T>(
-        &mut self,
-        result: Result<T, StoreError>,
-        ok: impl FnOnce(&mut Encoder<'_>, T),
-    ) {
+    pub(crate) fn reply<T>(&mut self, result: Result<T, StoreError>, ok: impl FnOnce(&mut R, T)) {
         match result {
-            Ok(v) => ok(&mut self.out, v),
+            Ok(v) => ok(self.out, v),
             Err(e) => self.store_error(&e),
         }
     }
@@ -162,9 +458,8 @@ pub(crate) fn parse_float(bytes: &[u8]) -> Option<f64> {
     (!v.is_nan()).then_some(v)
 }
 
-/// Reply helpers shared by the families.
 /// Redis's reply for a store error.
-pub(crate) fn store_error(out: &mut Encoder<'_>, err: &StoreError) {
+pub(crate) fn store_error<R: Reply>(out: &mut R, err: &StoreError) {
     match err {
         e if e.is_redis_reply() => out.error(e.to_string().as_bytes()),
         StoreError::OutOfMemory { .. } => {
@@ -177,205 +472,30 @@ pub(crate) fn store_error(out: &mut Encoder<'_>, err: &StoreError) {
     }
 }
 
-pub(crate) fn bulk_or_null(out: &mut Encoder<'_>, v: Option<Vec<u8>>) {
+pub(crate) fn bulk_or_null<R: Reply>(out: &mut R, v: Option<Vec<u8>>) {
     match v {
         Some(v) => out.bulk(&v),
         None => out.null(),
     }
 }
 
-pub(crate) fn bulk_array(out: &mut Encoder<'_>, items: &[Vec<u8>]) {
+pub(crate) fn bulk_array<R: Reply>(out: &mut R, items: &[Vec<u8>]) {
     out.array_len(items.len());
     for item in items {
         out.bulk(item);
     }
 }
 
-pub(crate) fn count(out: &mut Encoder<'_>, n: usize) {
+pub(crate) fn count<R: Reply>(out: &mut R, n: usize) {
     out.integer(n as i64);
 }
 
-/// A no-op handler for connection-routed commands (the connection answers them).
-fn connection_only(_: &mut Ctx<'_>) {}
-
-fn spec(name: &'static str, arity: i32, route: Route, handler: Handler) -> Spec {
-    Spec {
-        name,
-        arity,
-        route,
-        handler,
-        write: WRITE_COMMANDS.contains(&name),
-        direct: matches!(route, Route::Key) && !GENERAL_PATH_ONLY.contains(&name),
-        barrier: matches!(name, "auth" | "hello" | "reset"),
-    }
-}
-
-/// Commands that may change data (Redis's `write` flag).
-const WRITE_COMMANDS: &[&str] = &[
-    "set",
-    "setnx",
-    "setex",
-    "psetex",
-    "mset",
-    "msetnx",
-    "getset",
-    "getdel",
-    "getex",
-    "append",
-    "incr",
-    "decr",
-    "incrby",
-    "decrby",
-    "incrbyfloat",
-    "setrange",
-    "del",
-    "unlink",
-    "expire",
-    "pexpire",
-    "expireat",
-    "pexpireat",
-    "persist",
-    "rename",
-    "renamenx",
-    "flushall",
-    "flushdb",
-    "hset",
-    "hmset",
-    "hsetnx",
-    "hdel",
-    "hincrby",
-    "hincrbyfloat",
-    "lpush",
-    "rpush",
-    "lpushx",
-    "rpushx",
-    "lpop",
-    "rpop",
-    "lset",
-    "lrem",
-    "ltrim",
-    "linsert",
-    "lmove",
-    "rpoplpush",
-    "sadd",
-    "srem",
-    "spop",
-    "smove",
-    "sinterstore",
-    "sunionstore",
-    "sdiffstore",
-    "zadd",
-    "zincrby",
-    "zrem",
-    "zpopmin",
-    "zpopmax",
-    "zremrangebyrank",
-    "zremrangebyscore",
-    "zremrangebylex",
-];
-
 /// Every command, by its lowercase name packed into an integer ([`packed_name`]: the lookup
 /// is on every command's path, and an integer key is one compare, not a `memcmp`).
-pub(crate) static TABLE: LazyLock<HashMap<u128, Spec, foldhash::fast::FixedState>> =
+static TABLE: LazyLock<HashMap<u128, &'static Spec, foldhash::fast::FixedState>> =
     LazyLock::new(|| {
-        use Route::{AllWorkers, Connection, PerKey};
-        let conn = |name, arity| spec(name, arity, Connection, connection_only);
-        let mut all = vec![
-            conn("ping", -1),
-            conn("echo", 2),
-            conn("hello", -1),
-            conn("auth", -2),
-            conn("select", 2),
-            conn("quit", -1),
-            conn("reset", 1),
-            conn("client", -2),
-            conn("command", -1),
-            conn("info", -1),
-            conn("time", 1),
-            conn("config", -2),
-            conn("multi", 1),
-            conn("exec", 1),
-            conn("discard", 1),
-            conn("watch", -2),
-            conn("unwatch", 1),
-            conn("shutdown", -1),
-            conn("save", 1),
-            conn("bgsave", -1),
-            conn("lastsave", 1),
-            spec("dbsize", 1, AllWorkers(Merge::Sum), keys::dbsize),
-            spec("flushall", -1, AllWorkers(Merge::Ok), keys::flushall),
-            spec("flushdb", -1, AllWorkers(Merge::Ok), keys::flushall),
-            spec("keys", 2, AllWorkers(Merge::Concat), keys::keys),
-            spec(
-                "del",
-                -2,
-                PerKey {
-                    step: 1,
-                    merge: Merge::Sum,
-                },
-                keys::del_one,
-            ),
-            spec(
-                "unlink",
-                -2,
-                PerKey {
-                    step: 1,
-                    merge: Merge::Sum,
-                },
-                keys::del_one,
-            ),
-            spec(
-                "exists",
-                -2,
-                PerKey {
-                    step: 1,
-                    merge: Merge::Sum,
-                },
-                keys::exists_one,
-            ),
-            spec(
-                "touch",
-                -2,
-                PerKey {
-                    step: 1,
-                    merge: Merge::Sum,
-                },
-                keys::exists_one,
-            ),
-            spec(
-                "mget",
-                -2,
-                PerKey {
-                    step: 1,
-                    merge: Merge::Array,
-                },
-                strings::mget_one,
-            ),
-            spec(
-                "mset",
-                -3,
-                PerKey {
-                    step: 2,
-                    merge: Merge::Ok,
-                },
-                strings::mset_one,
-            ),
-            spec("scan", -2, Route::Cursor, keys::scan),
-            spec("debug", -2, AllWorkers(Merge::Digest), keys::debug_part),
-            spec(
-                "randomkey",
-                1,
-                AllWorkers(Merge::Random),
-                keys::randomkey_part,
-            ),
-        ];
-        all.extend(keys::specs());
-        all.extend(strings::specs());
-        all.extend(hashes::specs());
-        all.extend(lists::specs());
-        all.extend(sets::specs());
-        all.extend(zsets::specs());
-        all.into_iter()
+        COMMANDS
+            .iter()
             .map(|s| {
                 let key = packed_name(s.name.as_bytes())
                     .unwrap_or_else(|| panic!("command name over 16 bytes: {}", s.name));
@@ -394,20 +514,16 @@ fn packed_name(name: &[u8]) -> Option<u128> {
     Some(u128::from_le_bytes(lower))
 }
 
-/// The spec of a command known to exist (by lowercase name).
-pub(crate) fn spec_of(name: &str) -> &'static Spec {
-    lookup(name.as_bytes()).unwrap_or_else(|| panic!("no command {name}"))
-}
-
 /// The spec of a command name (any case).
 pub(crate) fn lookup(name: &[u8]) -> Option<&'static Spec> {
     TABLE
         .get(&packed_name(name)?)
+        .copied()
         .filter(|spec| spec.name.len() == name.len())
 }
 
 /// Redis's reply for an unknown command (clients match its prefix).
-pub(crate) fn unknown_command(args: &[Bytes], out: &mut Encoder<'_>) {
+pub(crate) fn unknown_command<R: Reply>(args: &[Bytes], out: &mut R) {
     let mut text = String::from("ERR unknown command '");
     text.push_str(&String::from_utf8_lossy(&args[0]));
     text.push_str("', with args beginning with: ");
@@ -420,7 +536,7 @@ pub(crate) fn unknown_command(args: &[Bytes], out: &mut Encoder<'_>) {
 }
 
 /// Redis's reply for a wrong argument count.
-pub(crate) fn wrong_arity(name: &[u8], out: &mut Encoder<'_>) {
+pub(crate) fn wrong_arity<R: Reply>(name: &[u8], out: &mut R) {
     let text = format!(
         "ERR wrong number of arguments for '{}' command",
         String::from_utf8_lossy(name).to_ascii_lowercase()
@@ -430,11 +546,11 @@ pub(crate) fn wrong_arity(name: &[u8], out: &mut Encoder<'_>) {
 
 #[cfg(test)]
 mod tests {
-    use super::{TABLE, lookup};
+    use super::{COMMANDS, lookup};
 
     #[test]
     fn every_command_is_found_by_its_name_in_any_case() {
-        for spec in TABLE.values() {
+        for spec in COMMANDS {
             assert_eq!(
                 lookup(spec.name.as_bytes()).map(|s| s.name),
                 Some(spec.name)
@@ -443,6 +559,43 @@ mod tests {
             assert_eq!(lookup(upper.as_bytes()).map(|s| s.name), Some(spec.name));
         }
         assert_eq!(lookup(b"GeT").map(|s| s.name), Some("get"));
+    }
+
+    #[test]
+    fn the_table_is_sorted_and_names_are_unique() {
+        for pair in COMMANDS.windows(2) {
+            assert!(
+                pair[0].name < pair[1].name,
+                "{} {}",
+                pair[0].name,
+                pair[1].name
+            );
+        }
+    }
+
+    #[test]
+    fn write_and_readonly_are_exclusive_and_every_keyed_command_has_key_specs() {
+        use super::{F, Route};
+        for spec in COMMANDS {
+            assert!(
+                !(spec.has(F::WRITE) && spec.has(F::READONLY)),
+                "{}",
+                spec.name
+            );
+            // Session commands may name keys (WATCH) without being routed by them.
+            let keyed = match spec.route {
+                Route::Session(_) => spec.keys.0 > 0,
+                Route::AllWorkers { .. } | Route::Cursor(_) => false,
+                _ => true,
+            };
+            assert_eq!(
+                keyed,
+                spec.keys.0 > 0,
+                "{}: route and first key disagree",
+                spec.name
+            );
+            assert_eq!(keyed, !spec.key_specs.is_empty(), "{}", spec.name);
+        }
     }
 
     #[test]

@@ -2,47 +2,26 @@
 
 use fc_shard::SetAlgebra;
 
-use super::{Ctx, Route, Spec, bulk_array, count, spec};
-
-pub(super) fn specs() -> Vec<Spec> {
-    let k = Route::Key;
-    vec![
-        spec("sadd", -3, k, sadd),
-        spec("srem", -3, k, srem),
-        spec("smembers", 2, k, smembers),
-        spec("sismember", 3, k, sismember),
-        spec("smismember", -3, k, smismember),
-        spec("scard", 2, k, scard),
-        spec("spop", -2, k, spop),
-        spec("srandmember", -2, k, srandmember),
-        spec("sscan", -3, k, sscan),
-        spec("sinter", -2, k, sinter),
-        spec("sunion", -2, k, sunion),
-        spec("sdiff", -2, k, sdiff),
-        spec("sinterstore", -3, k, sinterstore),
-        spec("sunionstore", -3, k, sunionstore),
-        spec("sdiffstore", -3, k, sdiffstore),
-        spec("smove", 4, k, smove),
-    ]
-}
+use super::{Ctx, bulk_array, count};
+use crate::reply::Reply;
 
 fn members(args: &[bytes::Bytes]) -> Vec<&[u8]> {
     args[2..].iter().map(|a| &a[..]).collect()
 }
 
-fn sadd(ctx: &mut Ctx<'_>) {
+pub(super) fn sadd<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let m = members(ctx.args);
     let r = ctx.store.sadd(&ctx.args[1], &m);
     ctx.reply(r, count);
 }
 
-fn srem(ctx: &mut Ctx<'_>) {
+pub(super) fn srem<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let m = members(ctx.args);
     let r = ctx.store.srem(&ctx.args[1], &m);
     ctx.reply(r, count);
 }
 
-fn smembers(ctx: &mut Ctx<'_>) {
+pub(super) fn smembers<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let r = ctx.store.smembers(&ctx.args[1]);
     ctx.reply(r, |out, v| {
         out.set_len(v.len());
@@ -52,12 +31,12 @@ fn smembers(ctx: &mut Ctx<'_>) {
     });
 }
 
-fn sismember(ctx: &mut Ctx<'_>) {
+pub(super) fn sismember<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let r = ctx.store.sismember(&ctx.args[1], &ctx.args[2]);
     ctx.reply(r, |out, b| out.integer(i64::from(b)));
 }
 
-fn smismember(ctx: &mut Ctx<'_>) {
+pub(super) fn smismember<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let m = members(ctx.args);
     let r = ctx.store.smismember(&ctx.args[1], &m);
     ctx.reply(r, |out, v| {
@@ -68,12 +47,12 @@ fn smismember(ctx: &mut Ctx<'_>) {
     });
 }
 
-fn scard(ctx: &mut Ctx<'_>) {
+pub(super) fn scard<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let r = ctx.store.scard(&ctx.args[1]);
     ctx.reply(r, count);
 }
 
-fn spop(ctx: &mut Ctx<'_>) {
+pub(super) fn spop<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let with_count = match ctx.args.len() {
         2 => None,
         3 => {
@@ -99,7 +78,7 @@ fn spop(ctx: &mut Ctx<'_>) {
     });
 }
 
-fn srandmember(ctx: &mut Ctx<'_>) {
+pub(super) fn srandmember<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let with_count = match ctx.args.len() {
         2 => None,
         3 => {
@@ -115,7 +94,7 @@ fn srandmember(ctx: &mut Ctx<'_>) {
     });
 }
 
-fn sscan(ctx: &mut Ctx<'_>) {
+pub(super) fn sscan<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let args = ctx.args;
     let Some((cursor, pattern, count)) = super::keys::object_scan_args(ctx, args, args.len())
     else {
@@ -129,7 +108,7 @@ fn sscan(ctx: &mut Ctx<'_>) {
     });
 }
 
-fn combine(ctx: &mut Ctx<'_>, algebra: SetAlgebra) {
+fn combine<R: Reply>(ctx: &mut Ctx<'_, R>, algebra: SetAlgebra) {
     let keys: Vec<&[u8]> = ctx.args[1..].iter().map(|a| &a[..]).collect();
     let r = ctx.store.set_combine(&keys, algebra);
     ctx.reply(r, |out, v| {
@@ -140,37 +119,37 @@ fn combine(ctx: &mut Ctx<'_>, algebra: SetAlgebra) {
     });
 }
 
-fn sinter(ctx: &mut Ctx<'_>) {
+pub(super) fn sinter<R: Reply>(ctx: &mut Ctx<'_, R>) {
     combine(ctx, SetAlgebra::Intersection);
 }
 
-fn sunion(ctx: &mut Ctx<'_>) {
+pub(super) fn sunion<R: Reply>(ctx: &mut Ctx<'_, R>) {
     combine(ctx, SetAlgebra::Union);
 }
 
-fn sdiff(ctx: &mut Ctx<'_>) {
+pub(super) fn sdiff<R: Reply>(ctx: &mut Ctx<'_, R>) {
     combine(ctx, SetAlgebra::Difference);
 }
 
-fn store(ctx: &mut Ctx<'_>, algebra: SetAlgebra) {
+fn store<R: Reply>(ctx: &mut Ctx<'_, R>, algebra: SetAlgebra) {
     let keys: Vec<&[u8]> = ctx.args[2..].iter().map(|a| &a[..]).collect();
     let r = ctx.store.set_store(&ctx.args[1], &keys, algebra);
     ctx.reply(r, count);
 }
 
-fn sinterstore(ctx: &mut Ctx<'_>) {
+pub(super) fn sinterstore<R: Reply>(ctx: &mut Ctx<'_, R>) {
     store(ctx, SetAlgebra::Intersection);
 }
 
-fn sunionstore(ctx: &mut Ctx<'_>) {
+pub(super) fn sunionstore<R: Reply>(ctx: &mut Ctx<'_, R>) {
     store(ctx, SetAlgebra::Union);
 }
 
-fn sdiffstore(ctx: &mut Ctx<'_>) {
+pub(super) fn sdiffstore<R: Reply>(ctx: &mut Ctx<'_, R>) {
     store(ctx, SetAlgebra::Difference);
 }
 
-fn smove(ctx: &mut Ctx<'_>) {
+pub(super) fn smove<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let r = ctx.store.smove(&ctx.args[1], &ctx.args[2], &ctx.args[3]);
     ctx.reply(r, |out, b| out.integer(i64::from(b)));
 }

@@ -2,63 +2,39 @@
 
 use fc_shard::{GetExExpiry, SetCondition, SetExpiry, SetOptions};
 
-use super::{Ctx, Route, Spec, bulk_or_null, count, spec};
+use super::{Ctx, bulk_or_null, count};
+use crate::reply::Reply;
 
-pub(super) fn specs() -> Vec<Spec> {
-    let k = Route::Key;
-    vec![
-        spec("get", 2, k, get),
-        spec("set", -3, k, set),
-        spec("setnx", 3, k, setnx),
-        spec("setex", 4, k, setex),
-        spec("psetex", 4, k, psetex),
-        spec("getset", 3, k, getset),
-        spec("getdel", 2, k, getdel),
-        spec("getex", -2, k, getex),
-        spec("append", 3, k, append),
-        spec("strlen", 2, k, strlen),
-        spec("incr", 2, k, incr),
-        spec("decr", 2, k, decr),
-        spec("incrby", 3, k, incrby),
-        spec("decrby", 3, k, decrby),
-        spec("incrbyfloat", 3, k, incrbyfloat),
-        spec("getrange", 4, k, getrange),
-        spec("substr", 4, k, getrange),
-        spec("setrange", 4, k, setrange),
-        spec("msetnx", -3, k, msetnx),
-    ]
-}
-
-fn get(ctx: &mut Ctx<'_>) {
+pub(super) fn get<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let route = ctx.key_route();
     // Encoded straight from the store's memory: no copy of the value on the way.
     match ctx.store.get_string_view_routed(&route, &ctx.args[1]) {
         Ok(Some(v)) => ctx.out.bulk(v),
         Ok(None) => ctx.out.null(),
-        Err(e) => super::store_error(&mut ctx.out, &e),
+        Err(e) => super::store_error(ctx.out, &e),
     }
 }
 
 /// `MGET`'s part: a key of another type reads as nil.
-pub(super) fn mget_one(ctx: &mut Ctx<'_>) {
+pub(super) fn mget_one<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let v = ctx.store.get_string(&ctx.args[1]).unwrap_or(None);
-    bulk_or_null(&mut ctx.out, v);
+    bulk_or_null(ctx.out, v);
 }
 
 /// `MSET`'s part.
-pub(super) fn mset_one(ctx: &mut Ctx<'_>) {
+pub(super) fn mset_one<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let r = ctx.store.try_set(&ctx.args[1], &ctx.args[2], None);
     ctx.reply(r, |out, ()| out.ok());
 }
 
-fn invalid_expire(ctx: &mut Ctx<'_>) {
+pub(super) fn invalid_expire<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let name = String::from_utf8_lossy(&ctx.args[0]).to_ascii_lowercase();
     ctx.out
         .error(format!("ERR invalid expire time in '{name}' command").as_bytes());
 }
 
 /// A positive time argument in ms (`scale` 1000 for seconds), or Redis's error.
-fn positive_ms(ctx: &mut Ctx<'_>, i: usize, scale: i64) -> Option<u64> {
+fn positive_ms<R: Reply>(ctx: &mut Ctx<'_, R>, i: usize, scale: i64) -> Option<u64> {
     let n = ctx.int(i)?;
     match n.checked_mul(scale) {
         Some(ms) if n > 0 => Some(ms as u64),
@@ -69,7 +45,7 @@ fn positive_ms(ctx: &mut Ctx<'_>, i: usize, scale: i64) -> Option<u64> {
     }
 }
 
-fn set(ctx: &mut Ctx<'_>) {
+pub(super) fn set<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let mut options = SetOptions::default();
     let mut expiry_given = false;
     let mut i = 3;
@@ -120,7 +96,7 @@ fn set(ctx: &mut Ctx<'_>) {
     });
 }
 
-fn setnx(ctx: &mut Ctx<'_>) {
+pub(super) fn setnx<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let options = SetOptions {
         condition: SetCondition::IfAbsent,
         ..SetOptions::default()
@@ -129,7 +105,7 @@ fn setnx(ctx: &mut Ctx<'_>) {
     ctx.reply(r, |out, o| out.integer(i64::from(o.written)));
 }
 
-fn set_in(ctx: &mut Ctx<'_>, scale: i64) {
+fn set_in<R: Reply>(ctx: &mut Ctx<'_, R>, scale: i64) {
     let Some(ms) = positive_ms(ctx, 2, scale) else {
         return;
     };
@@ -141,25 +117,25 @@ fn set_in(ctx: &mut Ctx<'_>, scale: i64) {
     ctx.reply(r, |out, _| out.ok());
 }
 
-fn setex(ctx: &mut Ctx<'_>) {
+pub(super) fn setex<R: Reply>(ctx: &mut Ctx<'_, R>) {
     set_in(ctx, 1000);
 }
 
-fn psetex(ctx: &mut Ctx<'_>) {
+pub(super) fn psetex<R: Reply>(ctx: &mut Ctx<'_, R>) {
     set_in(ctx, 1);
 }
 
-fn getset(ctx: &mut Ctx<'_>) {
+pub(super) fn getset<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let r = ctx.store.get_set(&ctx.args[1], &ctx.args[2]);
     ctx.reply(r, bulk_or_null);
 }
 
-fn getdel(ctx: &mut Ctx<'_>) {
+pub(super) fn getdel<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let r = ctx.store.get_del(&ctx.args[1]);
     ctx.reply(r, bulk_or_null);
 }
 
-fn getex(ctx: &mut Ctx<'_>) {
+pub(super) fn getex<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let expiry = match ctx.args.len() {
         2 => GetExExpiry::Keep,
         3 if ctx.is(2, "persist") => GetExExpiry::Persist,
@@ -185,36 +161,36 @@ fn getex(ctx: &mut Ctx<'_>) {
     ctx.reply(r, bulk_or_null);
 }
 
-fn append(ctx: &mut Ctx<'_>) {
+pub(super) fn append<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let r = ctx.store.append(&ctx.args[1], &ctx.args[2]);
     ctx.reply(r, count);
 }
 
-fn strlen(ctx: &mut Ctx<'_>) {
+pub(super) fn strlen<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let r = ctx.store.strlen(&ctx.args[1]);
     ctx.reply(r, count);
 }
 
-fn incr_by(ctx: &mut Ctx<'_>, delta: i64) {
+fn incr_by<R: Reply>(ctx: &mut Ctx<'_, R>, delta: i64) {
     let r = ctx.store.incr_by(&ctx.args[1], delta);
     ctx.reply(r, |out, n| out.integer(n));
 }
 
-fn incr(ctx: &mut Ctx<'_>) {
+pub(super) fn incr<R: Reply>(ctx: &mut Ctx<'_, R>) {
     incr_by(ctx, 1);
 }
 
-fn decr(ctx: &mut Ctx<'_>) {
+pub(super) fn decr<R: Reply>(ctx: &mut Ctx<'_, R>) {
     incr_by(ctx, -1);
 }
 
-fn incrby(ctx: &mut Ctx<'_>) {
+pub(super) fn incrby<R: Reply>(ctx: &mut Ctx<'_, R>) {
     if let Some(n) = ctx.int(2) {
         incr_by(ctx, n);
     }
 }
 
-fn decrby(ctx: &mut Ctx<'_>) {
+pub(super) fn decrby<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let Some(n) = ctx.int(2) else {
         return;
     };
@@ -224,7 +200,7 @@ fn decrby(ctx: &mut Ctx<'_>) {
     }
 }
 
-fn incrbyfloat(ctx: &mut Ctx<'_>) {
+pub(super) fn incrbyfloat<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let Some(delta) = ctx.float(2) else {
         return;
     };
@@ -232,7 +208,7 @@ fn incrbyfloat(ctx: &mut Ctx<'_>) {
     ctx.reply(r, |out, v| out.bulk(&v));
 }
 
-fn getrange(ctx: &mut Ctx<'_>) {
+pub(super) fn getrange<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let Some(start) = ctx.int(2) else {
         return;
     };
@@ -243,7 +219,7 @@ fn getrange(ctx: &mut Ctx<'_>) {
     ctx.reply(r, |out, v| out.bulk(&v));
 }
 
-fn setrange(ctx: &mut Ctx<'_>) {
+pub(super) fn setrange<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let Some(offset) = ctx.int(2) else {
         return;
     };
@@ -251,9 +227,9 @@ fn setrange(ctx: &mut Ctx<'_>) {
     ctx.reply(r, count);
 }
 
-fn msetnx(ctx: &mut Ctx<'_>) {
+pub(super) fn msetnx<R: Reply>(ctx: &mut Ctx<'_, R>) {
     if ctx.args.len().is_multiple_of(2) {
-        return super::wrong_arity(&ctx.args[0].clone(), &mut ctx.out);
+        return super::wrong_arity(&ctx.args[0].clone(), ctx.out);
     }
     let pairs: Vec<(&[u8], &[u8])> = ctx.args[1..]
         .chunks(2)

@@ -2,37 +2,10 @@
 
 use fc_shard::{LexBound, ScoreBound, ScoredMember, ZAddOptions, ZRange};
 
-use super::{Ctx, Route, Spec, count, parse_float, spec};
+use super::{Ctx, count, parse_float};
+use crate::reply::Reply;
 
-pub(super) fn specs() -> Vec<Spec> {
-    let k = Route::Key;
-    vec![
-        spec("zadd", -4, k, zadd),
-        spec("zincrby", 4, k, zincrby),
-        spec("zrem", -3, k, zrem),
-        spec("zscore", 3, k, zscore),
-        spec("zcard", 2, k, zcard),
-        spec("zrank", -3, k, zrank),
-        spec("zrevrank", -3, k, zrevrank),
-        spec("zrange", -4, k, zrange),
-        spec("zrangebyscore", -4, k, zrangebyscore),
-        spec("zcount", 4, k, zcount),
-        spec("zrevrange", -4, k, zrevrange),
-        spec("zrevrangebyscore", -4, k, zrevrangebyscore),
-        spec("zrangebylex", -4, k, zrangebylex),
-        spec("zrevrangebylex", -4, k, zrevrangebylex),
-        spec("zlexcount", 4, k, zlexcount),
-        spec("zpopmin", -2, k, zpopmin),
-        spec("zpopmax", -2, k, zpopmax),
-        spec("zremrangebyrank", 4, k, zremrangebyrank),
-        spec("zremrangebyscore", 4, k, zremrangebyscore),
-        spec("zremrangebylex", 4, k, zremrangebylex),
-        spec("zmscore", -3, k, zmscore),
-        spec("zscan", -3, k, zscan),
-    ]
-}
-
-fn zadd(ctx: &mut Ctx<'_>) {
+pub(super) fn zadd<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let mut options = ZAddOptions::default();
     let mut i = 2;
     while i < ctx.args.len() {
@@ -87,19 +60,19 @@ fn zadd(ctx: &mut Ctx<'_>) {
     });
 }
 
-fn zincrby(ctx: &mut Ctx<'_>) {
+pub(super) fn zincrby<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let Some(d) = ctx.float(2) else { return };
     let r = ctx.store.zincrby(&ctx.args[1], d, &ctx.args[3]);
     ctx.reply(r, |out, s| out.double(s));
 }
 
-fn zrem(ctx: &mut Ctx<'_>) {
+pub(super) fn zrem<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let m: Vec<&[u8]> = ctx.args[2..].iter().map(|a| &a[..]).collect();
     let r = ctx.store.zrem(&ctx.args[1], &m);
     ctx.reply(r, count);
 }
 
-fn zscore(ctx: &mut Ctx<'_>) {
+pub(super) fn zscore<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let r = ctx.store.zscore(&ctx.args[1], &ctx.args[2]);
     ctx.reply(r, |out, s| match s {
         Some(s) => out.double(s),
@@ -107,12 +80,12 @@ fn zscore(ctx: &mut Ctx<'_>) {
     });
 }
 
-fn zcard(ctx: &mut Ctx<'_>) {
+pub(super) fn zcard<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let r = ctx.store.zcard(&ctx.args[1]);
     ctx.reply(r, count);
 }
 
-fn rank(ctx: &mut Ctx<'_>, rev: bool) {
+fn rank<R: Reply>(ctx: &mut Ctx<'_, R>, rev: bool) {
     let with_score = match ctx.args.len() {
         3 => false,
         4 if ctx.is(3, "withscore") => true,
@@ -131,11 +104,11 @@ fn rank(ctx: &mut Ctx<'_>, rev: bool) {
     });
 }
 
-fn zrank(ctx: &mut Ctx<'_>) {
+pub(super) fn zrank<R: Reply>(ctx: &mut Ctx<'_, R>) {
     rank(ctx, false);
 }
 
-fn zrevrank(ctx: &mut Ctx<'_>) {
+pub(super) fn zrevrank<R: Reply>(ctx: &mut Ctx<'_, R>) {
     rank(ctx, true);
 }
 
@@ -147,29 +120,24 @@ fn score_bound(bytes: &[u8]) -> Option<ScoreBound> {
     }
 }
 
-fn write_entries(ctx: &mut Ctx<'_>, entries: Vec<ScoredMember>, with_scores: bool) {
-    let resp3 = ctx.out.version() == fc_resp::RespVersion::Resp3;
-    if with_scores && resp3 {
-        ctx.out.array_len(entries.len());
+fn write_entries<R: Reply>(ctx: &mut Ctx<'_, R>, entries: Vec<ScoredMember>, with_scores: bool) {
+    if with_scores {
+        ctx.out.pairs_len(entries.len());
         for (m, s) in entries {
-            ctx.out.array_len(2);
+            ctx.out.pair();
             ctx.out.bulk(&m);
             ctx.out.double(s);
         }
     } else {
-        ctx.out
-            .array_len(entries.len() * if with_scores { 2 } else { 1 });
-        for (m, s) in entries {
+        ctx.out.array_len(entries.len());
+        for (m, _) in entries {
             ctx.out.bulk(&m);
-            if with_scores {
-                ctx.out.double(s);
-            }
         }
     }
 }
 
 /// `ZRANGE key start stop [BYSCORE] [REV] [LIMIT offset count] [WITHSCORES]`.
-fn zrange(ctx: &mut Ctx<'_>) {
+pub(super) fn zrange<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let (mut by_score, mut rev, mut with_scores, mut limit) = (false, false, false, None);
     let mut i = 4;
     while i < ctx.args.len() {
@@ -213,7 +181,7 @@ fn zrange(ctx: &mut Ctx<'_>) {
 }
 
 /// `ZRANGEBYSCORE key min max [WITHSCORES] [LIMIT offset count]`.
-fn zrangebyscore(ctx: &mut Ctx<'_>) {
+pub(super) fn zrangebyscore<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let (mut with_scores, mut limit) = (false, None);
     let mut i = 4;
     while i < ctx.args.len() {
@@ -241,7 +209,7 @@ fn zrangebyscore(ctx: &mut Ctx<'_>) {
     }
 }
 
-fn zcount(ctx: &mut Ctx<'_>) {
+pub(super) fn zcount<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let (Some(min), Some(max)) = (score_bound(&ctx.args[2]), score_bound(&ctx.args[3])) else {
         return ctx.out.error(b"ERR min or max is not a float");
     };
@@ -261,8 +229,8 @@ fn lex_bound(bytes: &[u8]) -> Option<LexBound<'_>> {
 }
 
 /// Options after the bounds: WITHSCORES (when allowed) and LIMIT.
-fn range_options(
-    ctx: &mut Ctx<'_>,
+fn range_options<R: Reply>(
+    ctx: &mut Ctx<'_, R>,
     from: usize,
     scores_allowed: bool,
 ) -> Option<(bool, Option<(usize, i64)>)> {
@@ -285,7 +253,7 @@ fn range_options(
     Some((with_scores, limit))
 }
 
-fn zrevrange(ctx: &mut Ctx<'_>) {
+pub(super) fn zrevrange<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let with_scores = match ctx.args.len() {
         4 => false,
         5 if ctx.is(4, "withscores") => true,
@@ -302,7 +270,7 @@ fn zrevrange(ctx: &mut Ctx<'_>) {
     }
 }
 
-fn zrevrangebyscore(ctx: &mut Ctx<'_>) {
+pub(super) fn zrevrangebyscore<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let Some((with_scores, limit)) = range_options(ctx, 4, true) else {
         return;
     };
@@ -318,7 +286,7 @@ fn zrevrangebyscore(ctx: &mut Ctx<'_>) {
     }
 }
 
-fn lex_range(ctx: &mut Ctx<'_>, rev: bool) {
+fn lex_range<R: Reply>(ctx: &mut Ctx<'_, R>, rev: bool) {
     let Some((_, limit)) = range_options(ctx, 4, false) else {
         return;
     };
@@ -336,15 +304,15 @@ fn lex_range(ctx: &mut Ctx<'_>, rev: bool) {
     }
 }
 
-fn zrangebylex(ctx: &mut Ctx<'_>) {
+pub(super) fn zrangebylex<R: Reply>(ctx: &mut Ctx<'_, R>) {
     lex_range(ctx, false);
 }
 
-fn zrevrangebylex(ctx: &mut Ctx<'_>) {
+pub(super) fn zrevrangebylex<R: Reply>(ctx: &mut Ctx<'_, R>) {
     lex_range(ctx, true);
 }
 
-fn zlexcount(ctx: &mut Ctx<'_>) {
+pub(super) fn zlexcount<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let args = ctx.args;
     let (Some(min), Some(max)) = (lex_bound(&args[2]), lex_bound(&args[3])) else {
         return ctx.out.error(b"ERR min or max not valid string range item");
@@ -353,7 +321,7 @@ fn zlexcount(ctx: &mut Ctx<'_>) {
     ctx.reply(r, count);
 }
 
-fn zpop(ctx: &mut Ctx<'_>, highest: bool) {
+fn zpop<R: Reply>(ctx: &mut Ctx<'_, R>, highest: bool) {
     let with_count = match ctx.args.len() {
         2 => None,
         3 => {
@@ -376,22 +344,22 @@ fn zpop(ctx: &mut Ctx<'_>, highest: bool) {
     }
 }
 
-fn zpopmin(ctx: &mut Ctx<'_>) {
+pub(super) fn zpopmin<R: Reply>(ctx: &mut Ctx<'_, R>) {
     zpop(ctx, false);
 }
 
-fn zpopmax(ctx: &mut Ctx<'_>) {
+pub(super) fn zpopmax<R: Reply>(ctx: &mut Ctx<'_, R>) {
     zpop(ctx, true);
 }
 
-fn zremrangebyrank(ctx: &mut Ctx<'_>) {
+pub(super) fn zremrangebyrank<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let Some(a) = ctx.int(2) else { return };
     let Some(b) = ctx.int(3) else { return };
     let r = ctx.store.zremrange(&ctx.args[1], ZRange::Rank(a, b));
     ctx.reply(r, count);
 }
 
-fn zremrangebyscore(ctx: &mut Ctx<'_>) {
+pub(super) fn zremrangebyscore<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let (Some(min), Some(max)) = (score_bound(&ctx.args[2]), score_bound(&ctx.args[3])) else {
         return ctx.out.error(b"ERR min or max is not a float");
     };
@@ -399,7 +367,7 @@ fn zremrangebyscore(ctx: &mut Ctx<'_>) {
     ctx.reply(r, count);
 }
 
-fn zremrangebylex(ctx: &mut Ctx<'_>) {
+pub(super) fn zremrangebylex<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let args = ctx.args;
     let (Some(min), Some(max)) = (lex_bound(&args[2]), lex_bound(&args[3])) else {
         return ctx.out.error(b"ERR min or max not valid string range item");
@@ -408,7 +376,7 @@ fn zremrangebylex(ctx: &mut Ctx<'_>) {
     ctx.reply(r, count);
 }
 
-fn zmscore(ctx: &mut Ctx<'_>) {
+pub(super) fn zmscore<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let m: Vec<&[u8]> = ctx.args[2..].iter().map(|a| &a[..]).collect();
     let r = ctx.store.zmscore(&ctx.args[1], &m);
     ctx.reply(r, |out, scores| {
@@ -422,7 +390,7 @@ fn zmscore(ctx: &mut Ctx<'_>) {
     });
 }
 
-fn zscan(ctx: &mut Ctx<'_>) {
+pub(super) fn zscan<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let args = ctx.args;
     let Some((cursor, pattern, count)) = super::keys::object_scan_args(ctx, args, args.len())
     else {

@@ -1,0 +1,294 @@
+//! `COMMAND`, `COMMAND INFO`, `COMMAND DOCS`, `COMMAND COUNT`, `COMMAND LIST`,
+//! `COMMAND GETKEYS` and `COMMAND HELP`, generated from the command table, in Redis 7's reply
+//! shapes.
+
+use bytes::Bytes;
+
+use super::{A, Begin, COMMANDS, F, Find, Spec, lookup};
+use crate::reply::Reply;
+
+/// Runs `COMMAND [subcommand ...]`.
+pub(crate) fn command<R: Reply>(args: &[Bytes], out: &mut R) {
+    let Some(sub) = args.get(1) else {
+        out.array_len(COMMANDS.len());
+        return COMMANDS.iter().for_each(|s| info(s, out));
+    };
+    let sub = sub.to_ascii_lowercase();
+    match sub.as_slice() {
+        b"count" if args.len() == 2 => out.integer(COMMANDS.len() as i64),
+        b"info" => {
+            if args.len() == 2 {
+                out.array_len(COMMANDS.len());
+                return COMMANDS.iter().for_each(|s| info(s, out));
+            }
+            out.array_len(args.len() - 2);
+            for name in &args[2..] {
+                match lookup(name) {
+                    Some(spec) => info(spec, out),
+                    None => out.null_array(),
+                }
+            }
+        }
+        b"docs" => {
+            let found: Vec<&Spec> = if args.len() == 2 {
+                COMMANDS.iter().collect()
+            } else {
+                args[2..].iter().filter_map(|n| lookup(n)).collect()
+            };
+            out.map_len(found.len());
+            for spec in found {
+                out.bulk(spec.name.as_bytes());
+                out.map_len(4);
+                out.bulk(b"summary");
+                out.bulk(spec.doc.summary.as_bytes());
+                out.bulk(b"since");
+                out.bulk(spec.doc.since.as_bytes());
+                out.bulk(b"group");
+                out.bulk(spec.doc.group.as_bytes());
+                out.bulk(b"complexity");
+                out.bulk(spec.doc.complexity.as_bytes());
+            }
+        }
+        b"list" => list(args, out),
+        b"getkeys" if args.len() >= 3 => getkeys(&args[2..], out),
+        b"help" if args.len() == 2 => {
+            let lines: &[&[u8]] = &[
+                b"COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                b"(no subcommand)",
+                b"    Return details about all commands.",
+                b"COUNT",
+                b"    Return the total number of commands in this server.",
+                b"LIST",
+                b"    Return a list of all commands in this server.",
+                b"INFO [<command-name> ...]",
+                b"    Return details about multiple commands.",
+                b"DOCS [<command-name> ...]",
+                b"    Return documentation details about multiple commands.",
+                b"GETKEYS <full-command>",
+                b"    Return the keys from a full command.",
+                b"HELP",
+                b"    Print this help.",
+            ];
+            out.array_len(lines.len());
+            lines.iter().for_each(|l| out.simple(l));
+        }
+        b"count" | b"getkeys" | b"help" => {
+            let text = format!(
+                "ERR wrong number of arguments for 'command|{}' command",
+                String::from_utf8_lossy(&sub)
+            );
+            out.error(text.as_bytes());
+        }
+        _ => {
+            let text = format!(
+                "ERR unknown subcommand '{}'. Try COMMAND HELP.",
+                String::from_utf8_lossy(&args[1])
+            );
+            out.error(text.as_bytes());
+        }
+    }
+}
+
+/// One command's `COMMAND INFO` entry (Redis 7: ten elements).
+fn info<R: Reply>(spec: &Spec, out: &mut R) {
+    out.array_len(10);
+    out.bulk(spec.name.as_bytes());
+    out.integer(i64::from(spec.arity));
+    let flags: Vec<&str> = F::NAMES
+        .iter()
+        .filter(|(bit, _)| spec.flags & bit != 0)
+        .map(|(_, name)| *name)
+        .collect();
+    out.set_len(flags.len());
+    flags.iter().for_each(|f| out.simple(f.as_bytes()));
+    let (first, last, step) = spec.keys;
+    out.integer(i64::from(first));
+    out.integer(i64::from(last));
+    out.integer(i64::from(step));
+    let categories = categories(spec.acl);
+    out.set_len(categories.len());
+    for c in categories {
+        out.simple(format!("@{c}").as_bytes());
+    }
+    out.set_len(spec.tips.len());
+    spec.tips.iter().for_each(|t| out.simple(t.as_bytes()));
+    out.set_len(spec.key_specs.len());
+    for ks in spec.key_specs {
+        out.map_len(3);
+        out.bulk(b"flags");
+        out.set_len(ks.flags.len());
+        ks.flags.iter().for_each(|f| out.simple(f.as_bytes()));
+        out.bulk(b"begin_search");
+        out.map_len(2);
+        out.bulk(b"type");
+        match ks.begin {
+            Begin::Index(i) => {
+                out.bulk(b"index");
+                out.bulk(b"spec");
+                out.map_len(1);
+                out.bulk(b"index");
+                out.integer(i64::from(i));
+            }
+            Begin::Keyword {
+                keyword,
+                start_from,
+            } => {
+                out.bulk(b"keyword");
+                out.bulk(b"spec");
+                out.map_len(2);
+                out.bulk(b"keyword");
+                out.bulk(keyword.as_bytes());
+                out.bulk(b"startfrom");
+                out.integer(i64::from(start_from));
+            }
+        }
+        out.bulk(b"find_keys");
+        out.map_len(2);
+        out.bulk(b"type");
+        match ks.find {
+            Find::Range { last, step, limit } => {
+                out.bulk(b"range");
+                out.bulk(b"spec");
+                out.map_len(3);
+                out.bulk(b"lastkey");
+                out.integer(i64::from(last));
+                out.bulk(b"keystep");
+                out.integer(i64::from(step));
+                out.bulk(b"limit");
+                out.integer(i64::from(limit));
+            }
+            Find::Keynum {
+                keynum_index,
+                first_key,
+                step,
+            } => {
+                out.bulk(b"keynum");
+                out.bulk(b"spec");
+                out.map_len(3);
+                out.bulk(b"keynumidx");
+                out.integer(i64::from(keynum_index));
+                out.bulk(b"firstkey");
+                out.integer(i64::from(first_key));
+                out.bulk(b"keystep");
+                out.integer(i64::from(step));
+            }
+        }
+    }
+    out.set_len(0);
+}
+
+/// The names of the categories in `bits`.
+fn categories(bits: u32) -> Vec<&'static str> {
+    A::NAMES
+        .iter()
+        .filter(|(bit, _)| bits & bit != 0)
+        .map(|(_, name)| *name)
+        .collect()
+}
+
+/// `COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN pattern]`.
+fn list<R: Reply>(args: &[Bytes], out: &mut R) {
+    let names: Vec<&str> = match args.len() {
+        2 => COMMANDS.iter().map(|s| s.name).collect(),
+        5 if args[2].eq_ignore_ascii_case(b"filterby") => {
+            let what = args[3].to_ascii_lowercase();
+            let value = &args[4];
+            match what.as_slice() {
+                // No modules: nothing belongs to one.
+                b"module" => Vec::new(),
+                b"aclcat" => {
+                    let wanted = A::NAMES
+                        .iter()
+                        .find(|(_, n)| n.as_bytes().eq_ignore_ascii_case(value));
+                    match wanted {
+                        Some((bit, _)) => COMMANDS
+                            .iter()
+                            .filter(|s| s.acl & bit != 0)
+                            .map(|s| s.name)
+                            .collect(),
+                        None => Vec::new(),
+                    }
+                }
+                b"pattern" => COMMANDS
+                    .iter()
+                    .filter(|s| fc_shard::glob_match(value, s.name.as_bytes(), true))
+                    .map(|s| s.name)
+                    .collect(),
+                _ => return out.error(b"ERR syntax error"),
+            }
+        }
+        _ => return out.error(b"ERR syntax error"),
+    };
+    out.array_len(names.len());
+    names.iter().for_each(|n| out.bulk(n.as_bytes()));
+}
+
+/// `COMMAND GETKEYS <command> <args...>`: the keys by the command's first-last-step range.
+fn getkeys<R: Reply>(command: &[Bytes], out: &mut R) {
+    let Some(spec) = lookup(&command[0]) else {
+        return out.error(b"ERR Invalid command specified");
+    };
+    if !spec.arity_ok(command.len()) {
+        return out.error(b"ERR Invalid number of arguments specified for command");
+    }
+    let keys: Vec<usize> = spec.key_positions(command.len()).collect();
+    if keys.is_empty() {
+        return out.error(b"ERR The command has no key arguments");
+    }
+    out.array_len(keys.len());
+    for i in keys {
+        out.bulk(&command[i]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::command;
+    use crate::reply::tests::TextSink;
+
+    fn run(words: &str) -> Vec<String> {
+        let args: Vec<Bytes> = words
+            .split_whitespace()
+            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+            .collect();
+        let mut out = TextSink::default();
+        command(&args, &mut out);
+        out.lines
+    }
+
+    #[test]
+    fn getkeys_follows_the_key_range() {
+        assert_eq!(run("command getkeys mset a 1 b 2"), ["[2]", "\"a", "\"b"]);
+        assert_eq!(run("command getkeys get k"), ["[1]", "\"k"]);
+        assert_eq!(
+            run("command getkeys nosuch k"),
+            ["!ERR Invalid command specified"]
+        );
+        assert_eq!(
+            run("command getkeys ping"),
+            ["!ERR The command has no key arguments"]
+        );
+        assert_eq!(
+            run("command getkeys get"),
+            ["!ERR Invalid number of arguments specified for command"]
+        );
+    }
+
+    #[test]
+    fn info_has_ten_elements_and_redis_flags() {
+        let lines = run("command info get nosuch");
+        assert_eq!(
+            &lines[..6],
+            ["[2]", "[10]", "\"get", "#2", "<2>", "+readonly"]
+        );
+        assert_eq!(lines.last().map(String::as_str), Some("nil"));
+        assert_eq!(
+            run("command list filterby pattern z*range"),
+            ["[2]", "\"zrange", "\"zrevrange"]
+        );
+        let count = run("command count");
+        assert_eq!(count, [format!("#{}", super::COMMANDS.len())]);
+    }
+}

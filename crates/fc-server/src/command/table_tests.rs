@@ -1,0 +1,251 @@
+//! Every store command of the table, run through the test-only text sink against a populated
+//! store with a counting mutation sink: a command not flagged `write` must emit no mutation
+//! and leave `DEBUG DIGEST` unchanged. This is what keeps the table's flags honest (the
+//! connection refuses writes by them once the log fails, and replication will rely on them).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use bytes::Bytes;
+use fc_shard::{EmbeddedStore, LocalEmbeddedStore, Mutation, MutationSink};
+
+use super::{COMMANDS, Ctx, F, Route};
+use crate::reply::tests::TextSink;
+
+/// One sample invocation per store command (on the keys [`populate`] makes).
+const SAMPLES: &[&str] = &[
+    "append s x",
+    "dbsize",
+    "debug digest",
+    "decr n",
+    "decrby n 2",
+    "del s",
+    "exists s h",
+    "expire s 100",
+    "expireat s 99999999999",
+    "expiretime s",
+    "flushall",
+    "flushdb",
+    "get s",
+    "getdel s",
+    "getex s ex 100",
+    "getrange s 0 -1",
+    "getset s y",
+    "hdel h f1",
+    "hexists h f1",
+    "hget h f1",
+    "hgetall h",
+    "hincrby h n 1",
+    "hincrbyfloat h n 1.5",
+    "hkeys h",
+    "hlen h",
+    "hmget h f1 f2",
+    "hmset h f3 v3",
+    "hrandfield h 2 withvalues",
+    "hscan h 0",
+    "hset h f4 v4",
+    "hsetnx h f5 v5",
+    "hstrlen h f1",
+    "hvals h",
+    "incr n",
+    "incrby n 5",
+    "incrbyfloat n 1.5",
+    "keys *",
+    "lindex l 0",
+    "linsert l before a z",
+    "llen l",
+    "lmove l l2 left right",
+    "lpop l",
+    "lpos l b",
+    "lpush l q",
+    "lpushx l q",
+    "lrange l 0 -1",
+    "lrem l 0 a",
+    "lset l 0 w",
+    "ltrim l 0 0",
+    "mget s n",
+    "mset s 1 n 2",
+    "msetnx new1 1 new2 2",
+    "persist e",
+    "pexpire s 100000",
+    "pexpireat s 99999999999999",
+    "pexpiretime e",
+    "psetex s 100000 v",
+    "pttl e",
+    "randomkey",
+    "rename s s2",
+    "renamenx s s3",
+    "rpop l",
+    "rpoplpush l l3",
+    "rpush l r",
+    "rpushx l r",
+    "sadd t m9",
+    "scan 0",
+    "scard t",
+    "sdiff t t2",
+    "sdiffstore d t t2",
+    "set s v",
+    "setex s 100 v",
+    "setnx s2 v",
+    "setrange s 1 xyz",
+    "sinter t t2",
+    "sinterstore d t t2",
+    "sismember t m1",
+    "smembers t",
+    "smismember t m1 m2",
+    "smove t t2 m1",
+    "spop t",
+    "srandmember t 2",
+    "srem t m1",
+    "sscan t 0",
+    "strlen s",
+    "substr s 0 1",
+    "sunion t t2",
+    "sunionstore d t t2",
+    "touch s",
+    "ttl e",
+    "type h",
+    "unlink s",
+    "zadd z 3 c",
+    "zcard z",
+    "zcount z -inf +inf",
+    "zincrby z 1 a",
+    "zlexcount z - +",
+    "zmscore z a b",
+    "zpopmax z",
+    "zpopmin z",
+    "zrange z 0 -1 withscores",
+    "zrangebylex z - +",
+    "zrangebyscore z -inf +inf",
+    "zrank z a",
+    "zrem z a",
+    "zremrangebylex z - +",
+    "zremrangebyrank z 0 0",
+    "zremrangebyscore z 0 1",
+    "zrevrange z 0 -1",
+    "zrevrangebylex z + -",
+    "zrevrangebyscore z +inf -inf",
+    "zrevrank z a",
+    "zscan z 0",
+    "zscore z a",
+];
+
+#[derive(Default)]
+struct Counter(AtomicUsize);
+
+impl MutationSink for Counter {
+    fn on_mutation(&self, _shard: usize, _seq: u64, _mutation: &Mutation<'_>) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn args(line: &str) -> Vec<Bytes> {
+    line.split_whitespace()
+        .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+        .collect()
+}
+
+/// One shard (so every key is on the store the command runs on), with a key of each type.
+fn populate(counter: &Arc<Counter>) -> LocalEmbeddedStore {
+    let store = EmbeddedStore::builder(1)
+        .mutation_sink(Arc::clone(counter) as Arc<dyn MutationSink>)
+        .try_build()
+        .expect("a store");
+    let mut store = store
+        .try_into_local_stores(1)
+        .expect("one local store")
+        .remove(0);
+    store.try_set(b"s", b"hello", None).unwrap();
+    store.try_set(b"n", b"10", None).unwrap();
+    store.try_set(b"e", b"v", Some(1_000_000)).unwrap();
+    store
+        .hset(
+            b"h",
+            &[(&b"f1"[..], &b"v1"[..]), (b"f2", b"v2"), (b"n", b"1")],
+        )
+        .unwrap();
+    store.rpush(b"l", &[&b"a"[..], b"b", b"c"]).unwrap();
+    store.sadd(b"t", &[&b"m1"[..], b"m2"]).unwrap();
+    store.sadd(b"t2", &[&b"m2"[..], b"m3"]).unwrap();
+    store
+        .zadd(b"z", &[(1.0, &b"a"[..]), (2.0, b"b")], Default::default())
+        .unwrap();
+    store
+}
+
+fn handler(name: &str) -> super::Handler {
+    let spec = super::lookup(name.as_bytes()).unwrap_or_else(|| panic!("no command {name}"));
+    match spec.route {
+        Route::Key(h) | Route::Cursor(h) => h,
+        Route::PerKey { part, .. }
+        | Route::AllWorkers { part, .. }
+        | Route::Atomic { part, .. } => part,
+        Route::Session(_) => panic!("{name} is a session command"),
+    }
+}
+
+#[test]
+fn commands_not_flagged_write_change_nothing() {
+    let store_commands: Vec<&str> = COMMANDS
+        .iter()
+        .filter(|s| !matches!(s.route, Route::Session(_)))
+        .map(|s| s.name)
+        .collect();
+    let sampled: Vec<&str> = SAMPLES
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(
+        store_commands, sampled,
+        "every store command needs one sample"
+    );
+    let digest = handler("debug");
+    let mut wrote = 0;
+    for line in SAMPLES {
+        let counter = Arc::new(Counter::default());
+        let mut store = populate(&counter);
+        let args = args(line);
+        let spec = super::lookup(&args[0]).unwrap();
+        let mut before = TextSink::default();
+        (digest.text)(&mut Ctx {
+            store: &mut store,
+            args: &self::args("debug digest"),
+            route: None,
+            out: &mut before,
+        });
+        let emitted = counter.0.load(Ordering::Relaxed);
+        let mut out = TextSink::default();
+        (handler(spec.name).text)(&mut Ctx {
+            store: &mut store,
+            args: &args,
+            route: None,
+            out: &mut out,
+        });
+        assert!(
+            !out.lines
+                .first()
+                .is_some_and(|l| l.starts_with("!ERR syntax")),
+            "{line}: {:?}",
+            out.lines
+        );
+        let mutations = counter.0.load(Ordering::Relaxed) - emitted;
+        let mut after = TextSink::default();
+        (digest.text)(&mut Ctx {
+            store: &mut store,
+            args: &self::args("debug digest"),
+            route: None,
+            out: &mut after,
+        });
+        if spec.has(F::WRITE) {
+            wrote += usize::from(mutations > 0);
+        } else {
+            assert_eq!(mutations, 0, "{line}: read-only, but emitted mutations");
+            assert_eq!(
+                before.lines, after.lines,
+                "{line}: read-only, but the digest moved"
+            );
+        }
+    }
+    // The samples exercise the write commands too (most of them change something).
+    assert!(wrote > 50, "only {wrote} write samples changed anything");
+}

@@ -1,0 +1,430 @@
+//! Replies, protocol-neutral: handlers write through the [`Reply`] trait (static dispatch, one
+//! instantiation per sink), and a protocol is a sink plus an edge.
+//!
+//! - [`Resp`]: the RESP2/RESP3 sink, a connection's write buffer. A keyed command run on the
+//!   connection's own worker writes straight into it (GET encodes the value from the store's
+//!   memory: no copy on the way).
+//! - [`Replies`]: a typed reply buffer (tokens over one byte arena). Work run on another
+//!   worker, and every part of a fanned-out command, comes back as one; merging reads its
+//!   tokens (an integer is an `i64`, never re-parsed from protocol bytes), and
+//!   [`Replies::replay`] writes the result into the connection's sink in its protocol.
+//!
+//! A sink only shapes values; which values a command replies is the handler's, so every
+//! protocol gets the same answers. Shapes that differ between RESP2 and RESP3 (maps, sets,
+//! doubles, pair lists) are sink methods, never a version test in a handler.
+
+use std::ops::Range;
+
+use bytes::BytesMut;
+use fc_resp::{Encoder, RespVersion};
+
+/// Where a handler writes its reply. Every method appends one value (or the header of an
+/// aggregate whose elements follow).
+pub(crate) trait Reply {
+    /// A status line (`OK`, `QUEUED`, `PONG`...).
+    fn simple(&mut self, text: &[u8]);
+    /// An error: `text` starts with its code (`ERR ...`, `WRONGTYPE ...`).
+    fn error(&mut self, text: &[u8]);
+    /// An integer.
+    fn integer(&mut self, n: i64);
+    /// A binary-safe string.
+    fn bulk(&mut self, data: &[u8]);
+    /// A missing string (`GET` of a missing key).
+    fn null(&mut self);
+    /// A missing aggregate (an aborted `EXEC`, a timed-out blocking pop).
+    fn null_array(&mut self);
+    /// An array of `n` values follows.
+    fn array_len(&mut self, n: usize);
+    /// A map of `pairs` key/value pairs follows.
+    fn map_len(&mut self, pairs: usize);
+    /// A set of `n` values follows.
+    fn set_len(&mut self, n: usize);
+    /// A list of `n` pairs follows (`ZRANGE ... WITHSCORES`): a flat array of `2n` values in
+    /// RESP2, an array of `n` two-element arrays in RESP3. Each pair starts with
+    /// [`Reply::pair`].
+    fn pairs_len(&mut self, n: usize);
+    /// The start of one pair of a [`Reply::pairs_len`] list.
+    fn pair(&mut self);
+    /// A double.
+    fn double(&mut self, value: f64);
+    /// A boolean.
+    fn boolean(&mut self, value: bool);
+    /// A text meant for people (`INFO`, `CLIENT LIST`); `format` is `txt` or `mkd`.
+    fn verbatim(&mut self, format: [u8; 3], text: &[u8]);
+
+    /// `OK`.
+    fn ok(&mut self) {
+        self.simple(b"OK");
+    }
+}
+
+/// The RESP sink: a connection's write buffer and the version it speaks.
+#[derive(Debug, Default)]
+pub(crate) struct Resp {
+    /// The encoded replies not yet written to the socket.
+    pub(crate) buf: BytesMut,
+    version: RespVersion,
+}
+
+impl Resp {
+    pub(crate) fn new(capacity: usize) -> Self {
+        Self {
+            buf: BytesMut::with_capacity(capacity),
+            version: RespVersion::Resp2,
+        }
+    }
+
+    pub(crate) fn version(&self) -> RespVersion {
+        self.version
+    }
+
+    pub(crate) fn set_version(&mut self, version: RespVersion) {
+        self.version = version;
+    }
+
+    #[inline]
+    fn enc(&mut self) -> Encoder<'_> {
+        Encoder::new(&mut self.buf, self.version)
+    }
+}
+
+impl Reply for Resp {
+    #[inline]
+    fn simple(&mut self, text: &[u8]) {
+        self.enc().simple(text);
+    }
+    #[inline]
+    fn ok(&mut self) {
+        self.enc().ok();
+    }
+    #[inline]
+    fn error(&mut self, text: &[u8]) {
+        self.enc().error(text);
+    }
+    #[inline]
+    fn integer(&mut self, n: i64) {
+        self.enc().integer(n);
+    }
+    #[inline]
+    fn bulk(&mut self, data: &[u8]) {
+        self.enc().bulk(data);
+    }
+    #[inline]
+    fn null(&mut self) {
+        self.enc().null();
+    }
+    fn null_array(&mut self) {
+        self.enc().null_array();
+    }
+    #[inline]
+    fn array_len(&mut self, n: usize) {
+        self.enc().array_len(n);
+    }
+    fn map_len(&mut self, pairs: usize) {
+        self.enc().map_len(pairs);
+    }
+    fn set_len(&mut self, n: usize) {
+        self.enc().set_len(n);
+    }
+    fn pairs_len(&mut self, n: usize) {
+        match self.version {
+            RespVersion::Resp2 => self.enc().array_len(n.saturating_mul(2)),
+            RespVersion::Resp3 => self.enc().array_len(n),
+        }
+    }
+    fn pair(&mut self) {
+        if self.version == RespVersion::Resp3 {
+            self.enc().array_len(2);
+        }
+    }
+    fn double(&mut self, value: f64) {
+        self.enc().double(value);
+    }
+    fn boolean(&mut self, value: bool) {
+        self.enc().boolean(value);
+    }
+    fn verbatim(&mut self, format: [u8; 3], text: &[u8]) {
+        self.enc().verbatim(format, text);
+    }
+}
+
+/// One value (or aggregate header) of a [`Replies`] buffer; byte strings are ranges of its
+/// arena.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Token {
+    Simple(Range<usize>),
+    Error(Range<usize>),
+    Integer(i64),
+    Bulk(Range<usize>),
+    Null,
+    NullArray,
+    Array(usize),
+    Map(usize),
+    Set(usize),
+    Pairs(usize),
+    Pair,
+    Double(f64),
+    Boolean(bool),
+    Verbatim([u8; 3], Range<usize>),
+}
+
+/// A typed reply buffer: what a handler wrote, as tokens, without any protocol's bytes.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Replies {
+    tokens: Vec<Token>,
+    bytes: Vec<u8>,
+}
+
+impl Replies {
+    pub(crate) fn new() -> Self {
+        Self::default()
+    }
+
+    fn text(&mut self, data: &[u8]) -> Range<usize> {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(data);
+        start..self.bytes.len()
+    }
+
+    /// The tokens written.
+    pub(crate) fn tokens(&self) -> &[Token] {
+        &self.tokens
+    }
+
+    /// The bytes of a range a token holds.
+    pub(crate) fn bytes(&self, range: &Range<usize>) -> &[u8] {
+        &self.bytes[range.clone()]
+    }
+
+    /// The error text when the first value is an error.
+    pub(crate) fn error_text(&self) -> Option<&[u8]> {
+        match self.tokens.first() {
+            Some(Token::Error(r)) => Some(self.bytes(r)),
+            _ => None,
+        }
+    }
+
+    /// The first value when it is an integer.
+    pub(crate) fn integer_value(&self) -> Option<i64> {
+        match self.tokens.first() {
+            Some(Token::Integer(n)) => Some(*n),
+            _ => None,
+        }
+    }
+
+    /// Every integer token, in order (the elements of an array of integers).
+    pub(crate) fn integers(&self) -> impl Iterator<Item = i64> + '_ {
+        self.tokens.iter().filter_map(|t| match t {
+            Token::Integer(n) => Some(*n),
+            _ => None,
+        })
+    }
+
+    /// Writes every token into `out`.
+    pub(crate) fn replay<R: Reply>(&self, out: &mut R) {
+        self.replay_tokens(&self.tokens, out);
+    }
+
+    /// Writes `tokens` (a run of this buffer's tokens) into `out`.
+    pub(crate) fn replay_tokens<R: Reply>(&self, tokens: &[Token], out: &mut R) {
+        for token in tokens {
+            match token {
+                Token::Simple(r) => out.simple(self.bytes(r)),
+                Token::Error(r) => out.error(self.bytes(r)),
+                Token::Integer(n) => out.integer(*n),
+                Token::Bulk(r) => out.bulk(self.bytes(r)),
+                Token::Null => out.null(),
+                Token::NullArray => out.null_array(),
+                Token::Array(n) => out.array_len(*n),
+                Token::Map(n) => out.map_len(*n),
+                Token::Set(n) => out.set_len(*n),
+                Token::Pairs(n) => out.pairs_len(*n),
+                Token::Pair => out.pair(),
+                Token::Double(v) => out.double(*v),
+                Token::Boolean(b) => out.boolean(*b),
+                Token::Verbatim(f, r) => out.verbatim(*f, self.bytes(r)),
+            }
+        }
+    }
+}
+
+impl Reply for Replies {
+    fn simple(&mut self, text: &[u8]) {
+        let r = self.text(text);
+        self.tokens.push(Token::Simple(r));
+    }
+    fn error(&mut self, text: &[u8]) {
+        let r = self.text(text);
+        self.tokens.push(Token::Error(r));
+    }
+    fn integer(&mut self, n: i64) {
+        self.tokens.push(Token::Integer(n));
+    }
+    fn bulk(&mut self, data: &[u8]) {
+        let r = self.text(data);
+        self.tokens.push(Token::Bulk(r));
+    }
+    fn null(&mut self) {
+        self.tokens.push(Token::Null);
+    }
+    fn null_array(&mut self) {
+        self.tokens.push(Token::NullArray);
+    }
+    fn array_len(&mut self, n: usize) {
+        self.tokens.push(Token::Array(n));
+    }
+    fn map_len(&mut self, pairs: usize) {
+        self.tokens.push(Token::Map(pairs));
+    }
+    fn set_len(&mut self, n: usize) {
+        self.tokens.push(Token::Set(n));
+    }
+    fn pairs_len(&mut self, n: usize) {
+        self.tokens.push(Token::Pairs(n));
+    }
+    fn pair(&mut self) {
+        self.tokens.push(Token::Pair);
+    }
+    fn double(&mut self, value: f64) {
+        self.tokens.push(Token::Double(value));
+    }
+    fn boolean(&mut self, value: bool) {
+        self.tokens.push(Token::Boolean(value));
+    }
+    fn verbatim(&mut self, format: [u8; 3], text: &[u8]) {
+        let r = self.text(text);
+        self.tokens.push(Token::Verbatim(format, r));
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    //! A second protocol, for tests only: a line-based text sink (one value per line,
+    //! aggregates as `[n]`), to show that a protocol is a sink plus an edge and reuses every
+    //! handler unchanged.
+
+    use super::{Replies, Reply, Resp};
+    use fc_resp::RespVersion;
+
+    /// Values as lines of text: `+status`, `!error`, `#integer`, `"bulk` (escaped), `nil`,
+    /// `[n]` arrays, `{n}` maps, `<n>` sets, `(n)` pair lists, `~double`, `?bool`.
+    #[derive(Debug, Default)]
+    pub(crate) struct TextSink {
+        pub(crate) lines: Vec<String>,
+    }
+
+    impl Reply for TextSink {
+        fn simple(&mut self, text: &[u8]) {
+            self.lines
+                .push(format!("+{}", String::from_utf8_lossy(text)));
+        }
+        fn error(&mut self, text: &[u8]) {
+            self.lines
+                .push(format!("!{}", String::from_utf8_lossy(text)));
+        }
+        fn integer(&mut self, n: i64) {
+            self.lines.push(format!("#{n}"));
+        }
+        fn bulk(&mut self, data: &[u8]) {
+            self.lines.push(format!("\"{}", data.escape_ascii()));
+        }
+        fn null(&mut self) {
+            self.lines.push("nil".into());
+        }
+        fn null_array(&mut self) {
+            self.lines.push("nil".into());
+        }
+        fn array_len(&mut self, n: usize) {
+            self.lines.push(format!("[{n}]"));
+        }
+        fn map_len(&mut self, pairs: usize) {
+            self.lines.push(format!("{{{pairs}}}"));
+        }
+        fn set_len(&mut self, n: usize) {
+            self.lines.push(format!("<{n}>"));
+        }
+        fn pairs_len(&mut self, n: usize) {
+            self.lines.push(format!("({n})"));
+        }
+        fn pair(&mut self) {}
+        fn double(&mut self, value: f64) {
+            self.lines.push(format!("~{value}"));
+        }
+        fn boolean(&mut self, value: bool) {
+            self.lines.push(format!("?{value}"));
+        }
+        fn verbatim(&mut self, _format: [u8; 3], text: &[u8]) {
+            self.lines.push(format!("\"{}", text.escape_ascii()));
+        }
+    }
+
+    fn sample<R: Reply>(out: &mut R) {
+        out.array_len(9);
+        out.ok();
+        out.integer(-7);
+        out.bulk(b"a\r\nb");
+        out.null();
+        out.map_len(1);
+        out.bulk(b"k");
+        out.double(1.5);
+        out.pairs_len(2);
+        out.pair();
+        out.bulk(b"m1");
+        out.double(1.0);
+        out.pair();
+        out.bulk(b"m2");
+        out.double(2.5);
+        out.set_len(0);
+        out.boolean(true);
+        out.error(b"ERR no");
+    }
+
+    #[test]
+    fn a_replayed_buffer_encodes_as_the_handler_would_have() {
+        for version in [RespVersion::Resp2, RespVersion::Resp3] {
+            let mut direct = Resp::new(0);
+            direct.set_version(version);
+            sample(&mut direct);
+            let mut typed = Replies::new();
+            sample(&mut typed);
+            let mut replayed = Resp::new(0);
+            replayed.set_version(version);
+            typed.replay(&mut replayed);
+            assert_eq!(direct.buf, replayed.buf, "{version:?}");
+        }
+    }
+
+    #[test]
+    fn pair_lists_are_flat_in_resp2_and_nested_in_resp3() {
+        let mut resp2 = Resp::new(0);
+        resp2.pairs_len(1);
+        resp2.pair();
+        resp2.bulk(b"m");
+        resp2.double(2.0);
+        assert_eq!(&resp2.buf[..], b"*2\r\n$1\r\nm\r\n$1\r\n2\r\n");
+        let mut resp3 = Resp::new(0);
+        resp3.set_version(RespVersion::Resp3);
+        resp3.pairs_len(1);
+        resp3.pair();
+        resp3.bulk(b"m");
+        resp3.double(2.0);
+        assert_eq!(&resp3.buf[..], b"*1\r\n*2\r\n$1\r\nm\r\n,2\r\n");
+    }
+
+    #[test]
+    fn typed_replies_read_without_parsing() {
+        let mut r = Replies::new();
+        r.array_len(2);
+        r.integer(3);
+        r.integer(4);
+        assert_eq!(r.integers().sum::<i64>(), 7);
+        assert_eq!(r.error_text(), None);
+        let mut e = Replies::new();
+        e.error(b"ERR x");
+        assert_eq!(e.error_text(), Some(&b"ERR x"[..]));
+        let mut text = TextSink::default();
+        sample(&mut text);
+        assert_eq!(text.lines[0], "[9]");
+        assert_eq!(text.lines[3], "\"a\\r\\nb");
+    }
+}

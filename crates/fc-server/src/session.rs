@@ -1,0 +1,619 @@
+//! A client's session: its state (protocol version, authentication, `MULTI` queue, watched
+//! keys, name) and the commands that act on it or on the server rather than on one key's
+//! shard ([`command::Session`]): `HELLO`, `AUTH`, `CLIENT`, `RESET`, `SELECT`, `PING`,
+//! `ECHO`, `QUIT`, `TIME`, `COMMAND`, `INFO`, `CONFIG`, `MULTI`/`EXEC`/`DISCARD`,
+//! `WATCH`/`UNWATCH`, `SAVE`/`BGSAVE`/`LASTSAVE`, `SHUTDOWN`.
+//!
+//! [`dispatch`] admits every command that does not take the connection's in-place path
+//! (unknown names, arity, authentication, `MISCONF`, `MULTI` queueing) by the table's
+//! properties; no command name is matched as a string here.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use fc_resp::{Limits, RequestParser, RespVersion};
+
+use crate::clients::{Client, Ended, KillFilter};
+use crate::command::{self, F, Session, Spec};
+use crate::cross::{self, Held, TxnLinks};
+use crate::reply::{Reply, Resp};
+use crate::shared::Shared;
+use crate::watched::WatchedKey;
+use crate::worker::Worker;
+
+/// One client's session state.
+pub(crate) struct ClientState {
+    /// Commands queued since `MULTI`.
+    multi: Option<Vec<(&'static Spec, Vec<Bytes>)>>,
+    /// Whether a command was refused while queueing (`EXEC` then aborts).
+    dirty: bool,
+    pub(crate) id: u64,
+    pub(crate) authed: bool,
+    /// Set when the connection must close after its pending replies.
+    pub(crate) quit: bool,
+    /// This client's entry in the registry (name, library, kill switch).
+    pub(crate) client: Arc<Client>,
+    /// Keys `WATCH`ed since the last `EXEC`/`DISCARD`/`UNWATCH`.
+    watched: Vec<WatchedKey>,
+    shared: Arc<Shared>,
+    /// Whether the replies pending include a write command's (persistence: those are never
+    /// sent once the log has failed).
+    pub(crate) wrote: bool,
+}
+
+impl ClientState {
+    pub(crate) fn new(id: u64, client: Arc<Client>, shared: Arc<Shared>) -> Self {
+        Self {
+            multi: None,
+            dirty: false,
+            id,
+            authed: shared.live.requirepass().is_none(),
+            quit: false,
+            client,
+            watched: Vec::new(),
+            shared,
+            wrote: false,
+        }
+    }
+
+    /// Whether a `MULTI` is open.
+    pub(crate) fn in_multi(&self) -> bool {
+        self.multi.is_some()
+    }
+
+    fn set_version(&mut self, out: &mut Resp, version: RespVersion) {
+        out.set_version(version);
+        let number = if version == RespVersion::Resp3 { 3 } else { 2 };
+        self.client.resp.store(number, Ordering::Relaxed);
+    }
+
+    fn set_multi(&mut self, queue: Option<Vec<(&'static Spec, Vec<Bytes>)>>) {
+        self.client
+            .in_multi
+            .store(queue.is_some(), Ordering::Relaxed);
+        self.multi = queue;
+    }
+
+    fn unwatch(&mut self) {
+        for key in self.watched.drain(..) {
+            self.shared.board.unwatch(&key);
+        }
+    }
+
+    /// Refuses a command: inside `MULTI` the transaction is then discarded at `EXEC`.
+    fn refuse(&mut self, out: &mut Resp, text: &[u8]) {
+        self.dirty |= self.multi.is_some();
+        out.error(text);
+    }
+}
+
+/// Leaves the registry, forgets watched keys and decrements the client count when the
+/// connection ends, however it ends.
+impl Drop for ClientState {
+    fn drop(&mut self) {
+        self.unwatch();
+        self.shared.registry.remove(self.id);
+        self.shared.clients.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// Admits and runs one command that did not take the in-place path.
+pub(crate) async fn dispatch(
+    worker: &Worker,
+    state: &mut ClientState,
+    parser: &mut RequestParser,
+    spec: Option<&'static Spec>,
+    args: Vec<Bytes>,
+    out: &mut Resp,
+) {
+    let Some(spec) = spec else {
+        state.dirty |= state.multi.is_some();
+        return command::unknown_command(&args, out);
+    };
+    if !spec.arity_ok(args.len()) {
+        state.dirty |= state.multi.is_some();
+        return command::wrong_arity(&args[0], out);
+    }
+    if !state.authed && !spec.has(F::NO_AUTH) {
+        return state.refuse(out, b"NOAUTH Authentication required.");
+    }
+    if spec.write()
+        && let Some(persist) = &worker.shared.persist
+        && let Some(refusal) = persist.misconf()
+    {
+        return state.refuse(out, refusal.as_bytes());
+    }
+    if state.multi.is_some() && spec.has(F::NO_MULTI) {
+        return state.refuse(out, b"ERR Command not allowed inside a transaction");
+    }
+    state.wrote |= spec.write() || spec.session() == Some(Session::Exec);
+    if spec.queues()
+        && let Some(queue) = &mut state.multi
+    {
+        queue.push((spec, args));
+        return out.simple(b"QUEUED");
+    }
+    run(worker, state, parser, spec, args, out, None).await;
+}
+
+/// Runs one admitted command (in a transaction: with the workers `txn` holds).
+async fn run(
+    worker: &Worker,
+    state: &mut ClientState,
+    parser: &mut RequestParser,
+    spec: &'static Spec,
+    args: Vec<Bytes>,
+    out: &mut Resp,
+    txn: Option<&TxnLinks>,
+) {
+    let Some(session) = spec.session() else {
+        return cross::run_store(worker, spec, args, out, txn).await;
+    };
+    let shared = &worker.shared;
+    match session {
+        Session::Ping => match args.len() {
+            1 => out.simple(b"PONG"),
+            2 => out.bulk(&args[1]),
+            _ => command::wrong_arity(&args[0], out),
+        },
+        Session::Echo => out.bulk(&args[1]),
+        Session::Quit => {
+            out.ok();
+            state.quit = true;
+        }
+        Session::Select => match fc_resp::number::parse_i64(&args[1]) {
+            Some(0) => out.ok(),
+            Some(_) => out.error(b"ERR DB index is out of range"),
+            None => out.error(b"ERR value is not an integer or out of range"),
+        },
+        Session::Auth => {
+            if args.len() > 3 {
+                return out.error(b"ERR syntax error");
+            }
+            let user_ok = args.len() == 2 || args[1].as_ref() == b"default";
+            if let Err(text) = authenticate(worker, state, parser, user_ok, &args[args.len() - 1]) {
+                return out.error(text);
+            }
+            out.ok();
+        }
+        Session::Hello => hello(worker, state, parser, &args, out),
+        Session::Reset => {
+            state.set_version(out, RespVersion::Resp2);
+            state.client.set_name(None);
+            state.set_multi(None);
+            state.dirty = false;
+            state.unwatch();
+            if shared.live.requirepass().is_some() {
+                state.authed = false;
+                parser.require_auth(Limits::unauthenticated());
+            }
+            out.simple(b"RESET");
+        }
+        Session::Client => client(worker, state, &args, out),
+        Session::Command => command::introspect::command(&args, out),
+        Session::Time => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            out.array_len(2);
+            out.bulk(now.as_secs().to_string().as_bytes());
+            out.bulk(now.subsec_micros().to_string().as_bytes());
+        }
+        Session::Info => crate::info::info(worker, &args, out, txn).await,
+        Session::Config => crate::info::config(worker, &args, out, txn).await,
+        Session::Multi => {
+            if state.multi.is_some() {
+                return out.error(b"ERR MULTI calls can not be nested");
+            }
+            state.set_multi(Some(Vec::new()));
+            state.dirty = false;
+            out.ok();
+        }
+        Session::Exec => Box::pin(exec(worker, state, parser, out)).await,
+        Session::Discard => {
+            if state.multi.is_none() {
+                return out.error(b"ERR DISCARD without MULTI");
+            }
+            state.set_multi(None);
+            state.unwatch();
+            state.dirty = false;
+            out.ok();
+        }
+        Session::Watch => {
+            if state.multi.is_some() {
+                return out.error(b"ERR WATCH inside MULTI is not allowed");
+            }
+            for key in &args[1..] {
+                // An expired key is reclaimed first, so its expiry is not mistaken for a
+                // later change.
+                cross::touch(worker, key, None).await;
+                let shard = shared.router.shard_of(&shared.router.route_key(key));
+                state.watched.push(shared.board.watch(shard, key.clone()));
+            }
+            out.ok();
+        }
+        Session::Unwatch => {
+            state.unwatch();
+            out.ok();
+        }
+        Session::Save => match crate::save::snapshot(shared).await {
+            Ok(_) => out.ok(),
+            Err(err) => out.error(err.as_bytes()),
+        },
+        Session::Bgsave => {
+            if shared.persist.is_none() {
+                return out
+                    .error(b"ERR persistence is not configured (start fc-server with --data-dir)");
+            }
+            let shared = Arc::clone(shared);
+            tokio::task::spawn_local(async move {
+                if let Err(err) = crate::save::snapshot(&shared).await {
+                    tracing::error!("BGSAVE failed: {err}");
+                }
+            });
+            out.simple(b"Background saving started");
+        }
+        Session::Lastsave => {
+            let at = shared.persist.as_ref().map_or_else(
+                || shared.started_unix,
+                |p| p.last_save.load(Ordering::Relaxed),
+            );
+            out.integer(at as i64);
+        }
+        Session::Shutdown => shutdown(worker, state, &args, out).await,
+    }
+}
+
+/// `EXEC`: holds every worker the queued commands touch (in ascending order, so two
+/// transactions never wait on each other in a cycle), runs the commands in order with nothing
+/// else running on those workers, then releases them.
+async fn exec(
+    worker: &Worker,
+    state: &mut ClientState,
+    parser: &mut RequestParser,
+    out: &mut Resp,
+) {
+    let Some(queue) = state.multi.take() else {
+        return out.error(b"ERR EXEC without MULTI");
+    };
+    state.set_multi(None);
+    if std::mem::take(&mut state.dirty) {
+        state.unwatch();
+        return out.error(b"EXECABORT Transaction discarded because of previous errors.");
+    }
+    let shared = &worker.shared;
+    let mut involved = BTreeSet::new();
+    for (spec, args) in &queue {
+        cross::workers_of(worker, spec, args, &mut involved);
+    }
+    involved.extend(state.watched.iter().map(|w| w.shard % shared.workers));
+    let held = Held::take(worker, &involved).await;
+    // A watched key that expired since is reclaimed by this touch, which is a change.
+    for key in &state.watched {
+        cross::touch(worker, &key.key, Some(&held.links)).await;
+    }
+    let aborted = state.watched.iter().any(|key| shared.board.changed(key));
+    state.unwatch();
+    if aborted {
+        held.release(worker);
+        return out.null_array();
+    }
+    out.array_len(queue.len());
+    for (spec, args) in queue {
+        Box::pin(run(
+            worker,
+            state,
+            parser,
+            spec,
+            args,
+            out,
+            Some(&held.links),
+        ))
+        .await;
+    }
+    held.release(worker);
+}
+
+/// Compares two byte strings in time that depends only on the longer one's length, never on
+/// where they differ (a password check must not tell an attacker how much of a guess was
+/// right, nor stop early at a length mismatch).
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = u64::from(a.len() != b.len());
+    for i in 0..a.len().max(b.len()) {
+        let (x, y) = (
+            a.get(i).copied().unwrap_or(0),
+            b.get(i).copied().unwrap_or(0),
+        );
+        diff |= u64::from(std::hint::black_box(x ^ y));
+    }
+    std::hint::black_box(diff) == 0
+}
+
+/// Checks a password; on success the connection is authenticated (full limits). The error
+/// text on failure.
+fn authenticate(
+    worker: &Worker,
+    state: &mut ClientState,
+    parser: &mut RequestParser,
+    user_ok: bool,
+    password: &[u8],
+) -> Result<(), &'static [u8]> {
+    let Some(expected) = worker.shared.live.requirepass() else {
+        return Err(
+            b"ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+        );
+    };
+    // Both checks always run: the time taken does not say which failed.
+    let password_ok = constant_time_eq(expected.as_bytes(), password);
+    if user_ok & password_ok {
+        state.authed = true;
+        parser.authenticate();
+        Ok(())
+    } else {
+        Err(b"WRONGPASS invalid username-password pair or user is disabled.")
+    }
+}
+
+fn hello(
+    worker: &Worker,
+    state: &mut ClientState,
+    parser: &mut RequestParser,
+    args: &[Bytes],
+    out: &mut Resp,
+) {
+    let mut version = out.version();
+    let mut i = 1;
+    if args.len() > 1 {
+        version = match fc_resp::number::parse_i64(&args[1]) {
+            Some(2) => RespVersion::Resp2,
+            Some(3) => RespVersion::Resp3,
+            Some(_) => return out.error(b"NOPROTO unsupported protocol version"),
+            None => return out.error(b"ERR Protocol version is not an integer or out of range"),
+        };
+        i = 2;
+    }
+    let mut name = None;
+    while i < args.len() {
+        if args[i].eq_ignore_ascii_case(b"auth") && i + 2 < args.len() {
+            let user_ok = args[i + 1].as_ref() == b"default";
+            if let Err(text) = authenticate(worker, state, parser, user_ok, &args[i + 2]) {
+                return out.error(text);
+            }
+            i += 3;
+        } else if args[i].eq_ignore_ascii_case(b"setname") && i + 1 < args.len() {
+            name = Some(args[i + 1].clone());
+            i += 2;
+        } else {
+            let text = format!(
+                "ERR Syntax error in HELLO option '{}'",
+                String::from_utf8_lossy(&args[i])
+            );
+            return out.error(text.as_bytes());
+        }
+    }
+    if !state.authed {
+        return out.error(
+            b"NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
+        );
+    }
+    if name.is_some() {
+        state.client.set_name(name);
+    }
+    state.set_version(out, version);
+    out.map_len(7);
+    out.bulk(b"server");
+    out.bulk(b"redis");
+    out.bulk(b"version");
+    out.bulk(crate::REDIS_VERSION.as_bytes());
+    out.bulk(b"proto");
+    out.integer(if version == RespVersion::Resp3 { 3 } else { 2 });
+    out.bulk(b"id");
+    out.integer(state.id as i64);
+    out.bulk(b"mode");
+    out.bulk(b"standalone");
+    out.bulk(b"role");
+    out.bulk(b"master");
+    out.bulk(b"modules");
+    out.array_len(0);
+}
+
+fn client(worker: &Worker, state: &mut ClientState, args: &[Bytes], out: &mut Resp) {
+    let sub = args[1].to_ascii_lowercase();
+    let registry = &worker.shared.registry;
+    match (sub.as_slice(), args.len()) {
+        (b"setname", 3) => {
+            if args[2].iter().any(|&b| b <= b' ' || b > b'~') {
+                out.error(
+                    b"ERR Client names cannot contain spaces, newlines or special characters.",
+                );
+            } else {
+                state
+                    .client
+                    .set_name((!args[2].is_empty()).then(|| args[2].clone()));
+                out.ok();
+            }
+        }
+        (b"getname", 2) => match state.client.name() {
+            Some(n) => out.bulk(&n),
+            None => out.null(),
+        },
+        (b"id", 2) => out.integer(state.id as i64),
+        (b"setinfo", 4) => {
+            let value = String::from_utf8_lossy(&args[3]).into_owned();
+            if value.contains(|c: char| c <= ' ' || c > '~') {
+                return out.error(b"ERR lib-name or lib-ver cannot contain spaces, newlines or special characters.");
+            }
+            let mut lib = state
+                .client
+                .lib
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match args[2].to_ascii_lowercase().as_slice() {
+                b"lib-name" => lib.0 = value,
+                b"lib-ver" => lib.1 = value,
+                _ => {
+                    let text = format!(
+                        "ERR Unrecognized option '{}'",
+                        String::from_utf8_lossy(&args[2])
+                    );
+                    return out.error(text.as_bytes());
+                }
+            }
+            out.ok();
+        }
+        (b"info", 2) => {
+            let line = state.client.line(registry.now_ms(), "client|info");
+            out.verbatim(*b"txt", line.as_bytes());
+        }
+        (b"list", _) => {
+            // CLIENT LIST [TYPE normal|...] [ID id ...]
+            let mut ids: Option<Vec<u64>> = None;
+            let mut i = 2;
+            while i < args.len() {
+                let opt = args[i].to_ascii_lowercase();
+                if opt == b"type" && i + 1 < args.len() {
+                    i += 2;
+                } else if opt == b"id" && i + 1 < args.len() {
+                    let mut list = Vec::new();
+                    for id in &args[i + 1..] {
+                        match fc_resp::number::parse_i64(id) {
+                            Some(n) if n > 0 => list.push(n as u64),
+                            _ => return out.error(b"ERR Invalid client ID"),
+                        }
+                    }
+                    ids = Some(list);
+                    i = args.len();
+                } else {
+                    return out.error(b"ERR syntax error");
+                }
+            }
+            let now = registry.now_ms();
+            let mut text = String::new();
+            for client in registry.all() {
+                if ids.as_ref().is_none_or(|ids| ids.contains(&client.id)) {
+                    let cmd = if client.id == state.id {
+                        "client|list"
+                    } else {
+                        "NULL"
+                    };
+                    text.push_str(&client.line(now, cmd));
+                }
+            }
+            out.verbatim(*b"txt", text.as_bytes());
+        }
+        (b"kill", n) if n >= 3 => {
+            let (filter, old_form) = match KillFilter::parse(&args[2..]) {
+                Ok(parsed) => parsed,
+                Err(e) => return out.error(e.as_bytes()),
+            };
+            let mut killed = 0;
+            for client in registry.all() {
+                if filter.matches(&client, state.id) {
+                    killed += 1;
+                    if client.id == state.id {
+                        // Redis replies first, then closes.
+                        state.quit = true;
+                    } else {
+                        client.end(Ended::Killed);
+                        // Gone from CLIENT LIST at once, as Redis frees a killed client
+                        // before it replies; its connection task winds down on its own.
+                        registry.remove(client.id);
+                    }
+                }
+            }
+            if old_form {
+                if killed == 0 {
+                    out.error(b"ERR No such client");
+                } else {
+                    out.ok();
+                }
+            } else {
+                out.integer(killed);
+            }
+        }
+        (b"no-evict" | b"no-touch", 3) => out.ok(),
+        (b"help", 2) => {
+            let lines: &[&[u8]] = &[
+                b"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                b"GETNAME, SETNAME <name>, ID, INFO, SETINFO <LIB-NAME|LIB-VER> <value>",
+                b"LIST [TYPE normal] [ID <id> ...]",
+                b"KILL <ip:port> | KILL [ID <id>] [ADDR <ip:port>] [LADDR <ip:port>] [SKIPME yes|no]",
+                b"NO-EVICT <on|off>, NO-TOUCH <on|off>, HELP",
+            ];
+            out.array_len(lines.len());
+            for line in lines {
+                out.simple(line);
+            }
+        }
+        (
+            b"setname" | b"getname" | b"id" | b"setinfo" | b"info" | b"kill" | b"no-evict"
+            | b"no-touch",
+            _,
+        ) => {
+            let text = format!(
+                "ERR wrong number of arguments for 'client|{}' command",
+                String::from_utf8_lossy(&sub)
+            );
+            out.error(text.as_bytes());
+        }
+        _ => {
+            let text = format!(
+                "ERR unknown subcommand '{}'. Try CLIENT HELP.",
+                String::from_utf8_lossy(&args[1])
+            );
+            out.error(text.as_bytes());
+        }
+    }
+}
+
+/// `SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]`: with persistence, snapshots first (unless
+/// `NOSAVE`, or no save rules and no `SAVE`), then asks the server's owner to stop; the client
+/// gets no reply (its connection closes), as with Redis.
+async fn shutdown(worker: &Worker, state: &mut ClientState, args: &[Bytes], out: &mut Resp) {
+    let (mut save, mut nosave, mut force) = (false, false, false);
+    for arg in &args[1..] {
+        match arg.to_ascii_lowercase().as_slice() {
+            b"save" => save = true,
+            b"nosave" => nosave = true,
+            b"force" => force = true,
+            b"now" => {}
+            b"abort" => return out.error(b"ERR No shutdown in progress."),
+            _ => return out.error(b"ERR syntax error"),
+        }
+    }
+    if save && nosave {
+        return out.error(b"ERR syntax error");
+    }
+    let shared = &worker.shared;
+    if let Some(persist) = &shared.persist
+        && !nosave
+        && (save || persist.has_save_rules())
+        && let Err(err) = crate::save::snapshot(shared).await
+    {
+        tracing::error!("SHUTDOWN could not save: {err}");
+        if !force {
+            return out.error(b"ERR Errors trying to SHUTDOWN. Check logs.");
+        }
+    }
+    if save && shared.persist.is_none() {
+        tracing::warn!("SHUTDOWN SAVE without --data-dir: nothing to save to");
+    }
+    tracing::warn!("SHUTDOWN requested by client id={}", state.id);
+    shared.shutdown_request.send_replace(true);
+    state.quit = true;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::constant_time_eq;
+
+    #[test]
+    fn constant_time_eq_is_equality() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secre"));
+        assert!(constant_time_eq(b"", b""));
+    }
+}

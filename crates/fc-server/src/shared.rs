@@ -1,0 +1,135 @@
+//! State every worker and the acceptor share ([`Shared`]), the settings `CONFIG SET` changes
+//! ([`Live`]), and the messages workers send each other ([`Job`], [`TxnCommand`]).
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Instant;
+
+use bytes::Bytes;
+use fc_shard::ShardRouter;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::ServerConfig;
+use crate::clients::OutputLimit;
+use crate::command::Handler;
+use crate::reply::Replies;
+
+/// Work for a worker.
+pub(crate) enum Job {
+    /// Run `handler` on this worker's shards and send back its typed reply.
+    Exec {
+        handler: Handler,
+        args: Vec<Bytes>,
+        reply: oneshot::Sender<Replies>,
+    },
+    /// Serve a new connection.
+    Conn(std::net::TcpStream),
+    /// Lock this worker for a transaction of another worker's connection: acquire the lock,
+    /// acknowledge, then run only the transaction's commands until their channel closes.
+    Hold {
+        ack: oneshot::Sender<()>,
+        commands: mpsc::UnboundedReceiver<TxnCommand>,
+    },
+    /// Export this worker's shards into snapshot images, one shard at a time between other
+    /// work, and report.
+    Snapshot {
+        reply: oneshot::Sender<Result<fc_snapshot::SnapshotReport, fc_wal::WalError>>,
+    },
+    /// Stop (connections are dropped).
+    Stop,
+}
+
+/// One command of a transaction, for a held worker.
+pub(crate) struct TxnCommand {
+    pub(crate) handler: Handler,
+    pub(crate) args: Vec<Bytes>,
+    pub(crate) reply: oneshot::Sender<Replies>,
+}
+
+/// What every worker and the acceptor share.
+pub(crate) struct Shared {
+    pub(crate) router: ShardRouter,
+    pub(crate) workers: usize,
+    pub(crate) inboxes: Vec<mpsc::UnboundedSender<Job>>,
+    pub(crate) config: ServerConfig,
+    pub(crate) started: Instant,
+    /// Unix seconds at startup (`LASTSAVE` without persistence).
+    pub(crate) started_unix: u64,
+    pub(crate) clients: AtomicUsize,
+    pub(crate) commands: AtomicU64,
+    pub(crate) connections: AtomicU64,
+    pub(crate) next_client_id: AtomicU64,
+    pub(crate) port: u16,
+    /// The log and snapshots (`None`: in memory only).
+    pub(crate) persist: Option<Arc<crate::persist::Persist>>,
+    /// Settings `CONFIG SET` changes.
+    pub(crate) live: Live,
+    /// Every connected client.
+    pub(crate) registry: crate::clients::Clients,
+    /// Watched keys (`WATCH`).
+    pub(crate) board: Arc<crate::watched::WatchBoard>,
+    /// Set by `SHUTDOWN`; the server's owner stops it.
+    pub(crate) shutdown_request: tokio::sync::watch::Sender<bool>,
+}
+
+impl Shared {
+    /// The worker that owns `key`.
+    pub(crate) fn owner_of(&self, key: &[u8]) -> usize {
+        self.router.shard_of(&self.router.route_key(key)) % self.workers
+    }
+}
+
+/// Settings `CONFIG SET` can change while the server runs.
+pub(crate) struct Live {
+    pub(crate) requirepass: RwLock<Option<String>>,
+    pub(crate) maxclients: AtomicUsize,
+    pub(crate) timeout: AtomicU64,
+    /// 0: unlimited.
+    pub(crate) maxmemory: AtomicU64,
+    output_hard: AtomicU64,
+    output_soft: AtomicU64,
+    output_seconds: AtomicU64,
+}
+
+impl Live {
+    pub(crate) fn new(config: &ServerConfig) -> Self {
+        let live = Self {
+            requirepass: RwLock::new(config.requirepass.clone()),
+            maxclients: AtomicUsize::new(config.maxclients),
+            timeout: AtomicU64::new(config.timeout),
+            maxmemory: AtomicU64::new(config.maxmemory.unwrap_or(0)),
+            output_hard: AtomicU64::new(0),
+            output_soft: AtomicU64::new(0),
+            output_seconds: AtomicU64::new(0),
+        };
+        live.set_output_limit(config.output_limit);
+        live
+    }
+
+    pub(crate) fn requirepass(&self) -> Option<String> {
+        self.requirepass
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn output_limit(&self) -> OutputLimit {
+        OutputLimit {
+            hard: self.output_hard.load(Ordering::Relaxed),
+            soft: self.output_soft.load(Ordering::Relaxed),
+            seconds: self.output_seconds.load(Ordering::Relaxed),
+        }
+    }
+
+    pub(crate) fn set_output_limit(&self, limit: OutputLimit) {
+        self.output_hard.store(limit.hard, Ordering::Relaxed);
+        self.output_soft.store(limit.soft, Ordering::Relaxed);
+        self.output_seconds.store(limit.seconds, Ordering::Relaxed);
+    }
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Job")
+    }
+}
