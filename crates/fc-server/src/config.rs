@@ -85,6 +85,9 @@ pub struct ServerSection {
     pub timeout: u64,
     /// `normal <hard> <soft> <seconds>` (`"normal 0 0 60"`).
     pub client_output_buffer_limit: String,
+    /// Background task frequency, as Redis's `hz` (10): active expiry runs this many times a
+    /// second. 1 to 500.
+    pub hz: u64,
 }
 
 impl Default for ServerSection {
@@ -97,6 +100,7 @@ impl Default for ServerSection {
             maxclients: defaults.maxclients,
             timeout: 0,
             client_output_buffer_limit: OutputLimit::default().normal_text(),
+            hz: defaults.hz,
         }
     }
 }
@@ -335,6 +339,9 @@ impl FastCacheConfig {
                 "is empty (leave it out for none)".into(),
             );
         }
+        if !(1..=500).contains(&s.hz) {
+            problem("server.hz", format!("{} is outside 1..=500", s.hz));
+        }
         if !problems.is_empty() {
             return Err(ConfigError::Invalid(problems));
         }
@@ -347,6 +354,7 @@ impl FastCacheConfig {
             maxmemory: (maxmemory > 0).then_some(maxmemory),
             maxmemory_policy: policy,
             timeout: s.timeout,
+            hz: s.hz,
             output_limit,
             persistence: PersistenceConfig {
                 data_dir: p.data_dir.clone(),

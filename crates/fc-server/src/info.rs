@@ -112,11 +112,23 @@ pub(crate) async fn info<R: Reply>(
     if show("stats") {
         let _ = write!(
             text,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nkeyspace_hits:{hits}\r\nkeyspace_misses:{misses}\r\nexpired_keys:{expired}\r\nevicted_keys:{evicted}\r\n\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nkeyspace_hits:{hits}\r\nkeyspace_misses:{misses}\r\nexpired_keys:{expired}\r\nexpired_stale_perc:{:.2}\r\nexpired_time_cap_reached_count:{}\r\nevicted_keys:{evicted}\r\n\r\n",
             shared
                 .connections
                 .load(std::sync::atomic::Ordering::Relaxed),
             shared.commands.load(std::sync::atomic::Ordering::Relaxed),
+            shared
+                .expiry
+                .iter()
+                .map(|e| e.stale_ppm.load(Ordering::Relaxed))
+                .sum::<u64>() as f64
+                / shared.expiry.len().max(1) as f64
+                / 10_000.0,
+            shared
+                .expiry
+                .iter()
+                .map(|e| e.time_cap_reached.load(Ordering::Relaxed))
+                .sum::<u64>(),
         );
     }
     if show("replication") {
@@ -143,6 +155,7 @@ enum Change {
     MaxMemory(u64),
     MaxClients(usize),
     Timeout(u64),
+    Hz(u64),
     RequirePass(Option<String>),
     Save(Vec<(u64, u64)>),
     Output(crate::OutputLimit),
@@ -213,6 +226,7 @@ pub(crate) async fn config<R: Reply>(
                     Change::MaxMemory(_) | Change::Unchanged => {}
                     Change::MaxClients(n) => live.maxclients.store(n, Ordering::Relaxed),
                     Change::Timeout(s) => live.timeout.store(s, Ordering::Relaxed),
+                    Change::Hz(n) => live.hz.store(n, Ordering::Relaxed),
                     Change::RequirePass(p) => {
                         *live
                             .requirepass
@@ -234,7 +248,7 @@ pub(crate) async fn config<R: Reply>(
             let lines: &[&[u8]] = &[
                 b"CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 b"GET <pattern> [<pattern> ...]",
-                b"SET <directive> <value> [<directive> <value> ...]: maxmemory, maxclients, timeout, requirepass, save, client-output-buffer-limit",
+                b"SET <directive> <value> [<directive> <value> ...]: maxmemory, maxclients, timeout, hz, requirepass, save, client-output-buffer-limit",
                 b"RESETSTAT",
             ];
             out.array_len(lines.len());
@@ -287,6 +301,7 @@ fn parameters(worker: &Worker) -> Vec<(&'static str, String)> {
         ),
         ("requirepass", live.requirepass().unwrap_or_default()),
         ("timeout", live.timeout.load(Ordering::Relaxed).to_string()),
+        ("hz", live.hz.load(Ordering::Relaxed).to_string()),
         (
             "client-output-buffer-limit",
             live.output_limit().redis_text(),
@@ -328,6 +343,8 @@ fn change(worker: &Worker, name: &[u8], value: &[u8]) -> Result<Change, String> 
             n => Ok(Change::MaxClients(n as usize)),
         },
         "timeout" => Ok(Change::Timeout(number(&text)?)),
+        // Redis clamps hz into 1..=500.
+        "hz" => Ok(Change::Hz(number(&text)?.clamp(1, 500))),
         "requirepass" => Ok(Change::RequirePass((!text.is_empty()).then_some(text))),
         "save" => crate::parse_save_rules(&text)
             .map(Change::Save)

@@ -85,6 +85,8 @@ pub struct ServerConfig {
     pub maxmemory_policy: EvictionPolicy,
     /// Seconds a client may stay idle before it is closed (0: forever).
     pub timeout: u64,
+    /// Active expiry cycles per second (Redis's `hz`, 1 to 500).
+    pub hz: u64,
     /// Limits on replies a client leaves unread.
     pub output_limit: OutputLimit,
     /// Write-ahead log and snapshots (off without a data directory).
@@ -103,6 +105,7 @@ impl Default for ServerConfig {
             maxmemory: None,
             maxmemory_policy: EvictionPolicy::NoEviction,
             timeout: 0,
+            hz: 10,
             output_limit: OutputLimit::default(),
             persistence: PersistenceConfig::default(),
         }
@@ -163,6 +166,9 @@ impl Server {
             live: shared::Live::new(&config),
             registry: clients::Clients::new(),
             board,
+            expiry: (0..threads)
+                .map(|_| shared::ExpiryStats::default())
+                .collect(),
             shutdown_request,
             config,
             started: Instant::now(),

@@ -34,6 +34,9 @@ struct Cli {
     /// Seconds a client may stay idle before it is closed (0: never) [default: 0].
     #[arg(long, env = "FAST_CACHE_TIMEOUT")]
     timeout: Option<u64>,
+    /// Active expiry cycles per second, as Redis's `hz` (1 to 500) [default: 10].
+    #[arg(long, env = "FAST_CACHE_HZ")]
+    hz: Option<u64>,
     /// `normal <hard> <soft> <seconds>` [default: "normal 0 0 60"].
     #[arg(long, env = "FAST_CACHE_CLIENT_OUTPUT_BUFFER_LIMIT")]
     client_output_buffer_limit: Option<String>,
@@ -113,6 +116,9 @@ impl Cli {
         }
         if let Some(v) = self.timeout {
             server.timeout = v;
+        }
+        if let Some(v) = self.hz {
+            server.hz = v;
         }
         if let Some(v) = self.client_output_buffer_limit {
             server.client_output_buffer_limit = v;

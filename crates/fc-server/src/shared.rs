@@ -66,6 +66,8 @@ pub(crate) struct Shared {
     pub(crate) live: Live,
     /// Every connected client.
     pub(crate) registry: crate::clients::Clients,
+    /// Active expiry's statistics, one per worker.
+    pub(crate) expiry: Vec<ExpiryStats>,
     /// Watched keys (`WATCH`).
     pub(crate) board: Arc<crate::watched::WatchBoard>,
     /// Set by `SHUTDOWN`; the server's owner stops it.
@@ -84,6 +86,8 @@ pub(crate) struct Live {
     pub(crate) requirepass: RwLock<Option<String>>,
     pub(crate) maxclients: AtomicUsize,
     pub(crate) timeout: AtomicU64,
+    /// Active expiry cycles per second.
+    pub(crate) hz: AtomicU64,
     /// 0: unlimited.
     pub(crate) maxmemory: AtomicU64,
     output_hard: AtomicU64,
@@ -97,6 +101,7 @@ impl Live {
             requirepass: RwLock::new(config.requirepass.clone()),
             maxclients: AtomicUsize::new(config.maxclients),
             timeout: AtomicU64::new(config.timeout),
+            hz: AtomicU64::new(config.hz.clamp(1, 500)),
             maxmemory: AtomicU64::new(config.maxmemory.unwrap_or(0)),
             output_hard: AtomicU64::new(0),
             output_soft: AtomicU64::new(0),
@@ -132,4 +137,16 @@ impl std::fmt::Debug for Job {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Job")
     }
+}
+
+/// One worker's active-expiry statistics (`INFO stats`).
+#[derive(Debug, Default)]
+pub(crate) struct ExpiryStats {
+    /// Estimated share of keys with a TTL that are expired but not yet removed, in
+    /// millionths (Redis's `expired_stale_perc`: a running average over cycles).
+    pub(crate) stale_ppm: AtomicU64,
+    /// Cycles that stopped at their time limit with expired keys still being found.
+    pub(crate) time_cap_reached: AtomicU64,
+    /// Cycles run.
+    pub(crate) cycles: AtomicU64,
 }

@@ -6,7 +6,8 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Instant;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use fc_shard::{EmbeddedKeyRoute, LocalEmbeddedStore};
@@ -268,6 +269,7 @@ pub(crate) fn run<F, Fut>(
         unlocked: Notify::new(),
         routes: RefCell::new(Vec::new()),
     });
+    local.spawn_local(active_expiry(Rc::clone(&worker)));
     local.block_on(&runtime, async move {
         while let Some(job) = inbox.recv().await {
             match job {
@@ -300,4 +302,59 @@ pub(crate) fn run<F, Fut>(
             }
         }
     });
+}
+
+/// Active expiry, Redis's slow cycle: `hz` times a second, sweeps this worker's shards in
+/// steps of [`EXPIRY_STEP`] entry slots per shard, and repeats while more than a quarter of the
+/// entries with a TTL it saw had expired, for at most a quarter of the period (25 ms at
+/// `hz 10`). Removed keys are counted in `expired_keys` and emit `Expired` mutations (the log
+/// and replicas see them). A worker held by a transaction skips the cycle. With no key on a
+/// TTL a cycle is one test per shard.
+async fn active_expiry(worker: Rc<Worker>) {
+    loop {
+        let hz = worker.shared.live.hz.load(Ordering::Relaxed).clamp(1, 500);
+        let period = Duration::from_micros(1_000_000 / hz);
+        tokio::time::sleep(period).await;
+        if !worker.is_locked() {
+            worker.expiry_cycle(period / 4);
+        }
+    }
+}
+
+/// Entry slots per shard examined by one step of an active expiry cycle.
+const EXPIRY_STEP: usize = 64;
+
+impl Worker {
+    /// One active expiry cycle of at most `limit`.
+    fn expiry_cycle(&self, limit: Duration) {
+        let started = Instant::now();
+        let (mut seen, mut expired) = (0u64, 0u64);
+        let mut capped = false;
+        let mut store = self.store.borrow_mut();
+        loop {
+            let report = store.process_maintenance_with_budget(EXPIRY_STEP);
+            seen += report.with_ttl;
+            expired += report.expired;
+            // Repeat while more than a quarter of the step's keys with a TTL had expired.
+            if report.with_ttl == 0 || report.expired * 4 <= report.with_ttl {
+                break;
+            }
+            if started.elapsed() >= limit {
+                capped = true;
+                break;
+            }
+        }
+        let stats = &self.shared.expiry[self.index];
+        stats.cycles.fetch_add(1, Ordering::Relaxed);
+        if capped {
+            stats.time_cap_reached.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(current) = (expired * 1_000_000).checked_div(seen) {
+            // Redis: stale = current * 0.05 + stale * 0.95.
+            let old = stats.stale_ppm.load(Ordering::Relaxed);
+            stats
+                .stale_ppm
+                .store((current * 5 + old * 95) / 100, Ordering::Relaxed);
+        }
+    }
 }

@@ -729,3 +729,111 @@ fn binary_config_file_flags_shutdown_and_sigterm() {
         "{err}"
     );
 }
+
+#[test]
+fn active_expiry_removes_keys_nobody_reads() {
+    let server = common::two_workers();
+    let mut c = common::client(&server);
+    for key in ["key1", "key2", "key3"] {
+        let _: () = redis::cmd("PSETEX")
+            .arg(key)
+            .arg(100)
+            .arg("v")
+            .query(&mut c)
+            .unwrap();
+    }
+    let _: () = redis::cmd("SET")
+        .arg("kept")
+        .arg("v")
+        .query(&mut c)
+        .unwrap();
+    // Nothing reads the keys again: only the background cycle can remove them. Polled,
+    // bounded: the cycle runs 10 times a second.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let n: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+        if n == 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "DBSIZE still {n} after 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let info: String = redis::cmd("INFO").arg("stats").query(&mut c).unwrap();
+    assert!(info.contains("expired_keys:3\r\n"), "{info}");
+    assert!(info.contains("expired_stale_perc:"), "{info}");
+    assert!(
+        info.contains("expired_time_cap_reached_count:0\r\n"),
+        "{info}"
+    );
+    let hz: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("hz")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(hz, ["hz", "10"]);
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("hz")
+        .arg("1000")
+        .query(&mut c)
+        .unwrap();
+    let hz: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("hz")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(hz, ["hz", "500"], "clamped as Redis does");
+}
+
+#[test]
+fn adversarial_globs_answer_at_once_and_stall_nobody() {
+    let server = common::start(fc_server::ServerConfig {
+        shards: 4,
+        threads: 1,
+        ..fc_server::ServerConfig::default()
+    });
+    let mut c = common::client(&server);
+    let mut other = common::client(&server);
+    for i in 0..1000 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("{}{i}", "a".repeat(200)))
+            .arg("v")
+            .query(&mut c)
+            .unwrap();
+    }
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let sixteen = format!("{}Q", "*".repeat(16));
+    let found: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg(&sixteen)
+        .query(&mut c)
+        .unwrap();
+    assert!(found.is_empty());
+    let thousands = format!("{}Q", "*".repeat(5000));
+    let found: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg(&thousands)
+        .query(&mut c)
+        .unwrap();
+    assert!(found.is_empty());
+    let alternating = format!("{}*b", "*a".repeat(2000));
+    let keys: Vec<String> = redis::cmd("KEYS").arg(&alternating).query(&mut c).unwrap();
+    assert!(keys.is_empty());
+    let (_, keys): (String, Vec<String>) = redis::cmd("SCAN")
+        .arg(0)
+        .arg("MATCH")
+        .arg(&alternating)
+        .arg("COUNT")
+        .arg(10_000)
+        .query(&mut c)
+        .unwrap();
+    assert!(keys.is_empty());
+    let matching = format!("{}*9", "*a".repeat(100));
+    let keys: Vec<String> = redis::cmd("KEYS").arg(&matching).query(&mut c).unwrap();
+    assert_eq!(keys.len(), 100, "keys ending in 9");
+    let pong: String = redis::cmd("PING").query(&mut other).unwrap();
+    assert_eq!(pong, "PONG");
+}

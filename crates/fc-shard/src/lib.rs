@@ -73,7 +73,7 @@ pub use fc_route::{
     EmbeddedKeyRoute, EmbeddedRouteMode, EmbeddedSessionRoute, PreparedPointKey, SessionPrefixRule,
     ShardRouter,
 };
-pub use glob::glob_match;
+pub use glob::{GlobPattern, glob_match};
 pub use listener::{RemovalCause, RemovalListener};
 pub use mutation::{Mutation, MutationSink};
 pub use object::KeyType;

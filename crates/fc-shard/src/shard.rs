@@ -1038,7 +1038,11 @@ impl Shard {
                 continue;
             }
             let chunk = self.arena.chunk(loc);
-            if arena::expiry_of(chunk).is_some_and(|at| now > at) {
+            let Some(at) = arena::expiry_of(chunk) else {
+                continue;
+            };
+            report.with_ttl += 1;
+            if now > at {
                 let tag = tag_of(fc_route::hash_bytes(arena::key_of(chunk)));
                 self.remove_expired(tag, loc);
                 report.expired += 1;
@@ -1407,13 +1411,14 @@ impl Shard {
         out: &mut Vec<Vec<u8>>,
     ) -> Option<u64> {
         let now = if self.expires > 0 { clock.now_ms() } else { 0 };
+        let pattern = pattern.map(|p| crate::glob::GlobPattern::new(p, false));
         self.index.scan(cursor, count, |loc| {
             let chunk = self.arena.chunk(loc);
             let key = arena::key_of(chunk);
             let live = arena::expiry_of(chunk).is_none_or(|at| now <= at);
             if live
                 && key_type.is_none_or(|t| KeyType::of_kind(arena::kind_of(chunk)) == t)
-                && pattern.is_none_or(|p| crate::glob::glob_match(p, key, false))
+                && pattern.as_ref().is_none_or(|p| p.matches(key))
             {
                 out.push(key.to_vec());
             }

@@ -92,6 +92,9 @@ pub struct MaintenanceReport {
     pub scanned: u64,
     /// Expired entries removed.
     pub expired: u64,
+    /// Live entries with an expiry examined (expired or not): `expired / with_ttl` estimates
+    /// how stale the keys with a TTL are.
+    pub with_ttl: u64,
     /// Whether the sweep reached the end of every shard it visited (a full pass completed).
     pub completed_pass: bool,
 }
@@ -100,6 +103,7 @@ impl MaintenanceReport {
     pub(crate) fn merge(&mut self, other: Self) {
         self.scanned += other.scanned;
         self.expired += other.expired;
+        self.with_ttl += other.with_ttl;
         self.completed_pass &= other.completed_pass;
     }
 }

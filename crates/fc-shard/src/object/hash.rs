@@ -9,7 +9,7 @@ use super::{FastMap, Object, digest_parts, random_below, scan_window};
 use crate::arena::KIND_HASH;
 use crate::clock::Clock;
 use crate::error::RedisObjectResult;
-use crate::glob::glob_match;
+use crate::glob::GlobPattern;
 use crate::mutation::Mutation;
 use crate::shard::Shard;
 
@@ -402,11 +402,12 @@ impl Shard {
     ) -> RedisObjectResult<(u64, Vec<FieldValue>)> {
         Ok(self
             .read_hash(tag, key, clock, |h| {
+                let pattern = pattern.map(|p| GlobPattern::new(p, false));
                 let (window, next) = scan_window(cursor, h.len(), count);
                 let found = window
                     .rev()
                     .filter_map(|i| h.map.get_index(i))
-                    .filter(|(f, _)| pattern.is_none_or(|p| glob_match(p, f, false)))
+                    .filter(|(f, _)| pattern.as_ref().is_none_or(|p| p.matches(f)))
                     .map(|(f, v)| (f.to_vec(), v.to_vec()))
                     .collect();
                 (next, found)

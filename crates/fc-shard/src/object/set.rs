@@ -9,7 +9,7 @@ use super::{FastSet, Hasher, Object, digest_parts, random_below, scan_window};
 use crate::arena::KIND_SET;
 use crate::clock::Clock;
 use crate::error::RedisObjectResult;
-use crate::glob::glob_match;
+use crate::glob::GlobPattern;
 use crate::mutation::Mutation;
 use crate::shard::Shard;
 
@@ -360,11 +360,12 @@ impl Shard {
     ) -> RedisObjectResult<(u64, Members)> {
         Ok(self
             .read_set(tag, key, clock, |s| {
+                let pattern = pattern.map(|p| GlobPattern::new(p, false));
                 let (window, next) = scan_window(cursor, s.len(), count);
                 let found = window
                     .rev()
                     .map(|i| &*s.members[i])
-                    .filter(|m| pattern.is_none_or(|p| glob_match(p, m, false)))
+                    .filter(|m| pattern.as_ref().is_none_or(|p| p.matches(m)))
                     .map(<[u8]>::to_vec)
                     .collect();
                 (next, found)

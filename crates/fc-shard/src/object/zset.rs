@@ -15,7 +15,7 @@ use super::{FastMap, Object, digest_parts, scan_window};
 use crate::arena::KIND_ZSET;
 use crate::clock::Clock;
 use crate::error::{RedisObjectResult, StoreError};
-use crate::glob::glob_match;
+use crate::glob::GlobPattern;
 use crate::mutation::Mutation;
 use crate::shard::Shard;
 
@@ -647,11 +647,12 @@ impl Shard {
     ) -> RedisObjectResult<(u64, Vec<ScoredMember>)> {
         Ok(self
             .read_zset(tag, key, clock, |z| {
+                let pattern = pattern.map(|p| GlobPattern::new(p, false));
                 let (window, next) = scan_window(cursor, z.len(), count);
                 let found = window
                     .rev()
                     .filter_map(|i| z.scores.get_index(i))
-                    .filter(|(m, _)| pattern.is_none_or(|p| glob_match(p, m, false)))
+                    .filter(|(m, _)| pattern.as_ref().is_none_or(|p| p.matches(m)))
                     .map(|(m, &s)| (m.to_vec(), s))
                     .collect();
                 (next, found)
