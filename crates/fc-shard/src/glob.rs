@@ -45,10 +45,14 @@ impl GlobPattern {
     pub fn new(pattern: &[u8], nocase: bool) -> Self {
         let fold = |b: u8| if nocase { b.to_ascii_lowercase() } else { b };
         let mut segments = vec![Vec::new()];
+        // Whether the first element read was a star, and whether the last one was.
+        let (mut star_first, mut star_last) = (false, false);
         let mut p = 0;
         while p < pattern.len() {
+            star_last = pattern[p] == b'*';
             match pattern[p] {
                 b'*' => {
+                    star_first |= p == 0;
                     if !segments.last().is_some_and(Vec::is_empty) || segments.len() == 1 {
                         segments.push(Vec::new());
                     }
@@ -73,8 +77,6 @@ impl GlobPattern {
                 }
             }
         }
-        let star_first = pattern.first() == Some(&b'*');
-        let star_last = pattern.last() == Some(&b'*') && !ends_escaped(pattern);
         // `a*` splits into ["a", ""]: the empty runs carry no elements.
         if star_first && segments.first().is_some_and(Vec::is_empty) {
             segments.remove(0);
@@ -184,16 +186,6 @@ fn push(segments: &mut [Vec<Elem>], elem: Elem) {
     if let Some(last) = segments.last_mut() {
         last.push(elem);
     }
-}
-
-/// Whether the pattern's last byte is escaped (`a\*` ends with a literal star).
-fn ends_escaped(pattern: &[u8]) -> bool {
-    let backslashes = pattern[..pattern.len() - 1]
-        .iter()
-        .rev()
-        .take_while(|&&b| b == b'\\')
-        .count();
-    backslashes % 2 == 1
 }
 
 /// The class starting at `p` (a `[`): the bytes it matches and the position after it. An
