@@ -1,7 +1,8 @@
 //! Developer tasks: `cargo xtask <command>`. See `cargo xtask --help`.
 //!
 //! - `check-deps`: fails when a workspace crate depends on a crate above or beside it (the layer
-//!   rules of `docs/ARCHITECTURE.md`), or when a storage/codec crate links a runtime.
+//!   rules of `docs/ARCHITECTURE.md`), when a storage/codec crate links a runtime, or when
+//!   fc-server's modules import each other in a circle.
 //! - `bench`: the embedded benchmark matrix against DashMap, Moka, lru and quick_cache, and
 //!   bytes-per-entry rows (`--memory`); writes `bench-matrix/<run-id>/`.
 //! - `hitratio`: hit ratios of the eviction policies against Moka, quick_cache and lru.
@@ -19,6 +20,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod fuzz;
 mod hitratio;
+mod module_cycles;
 mod persist_bench;
 mod server_bench;
 
@@ -184,10 +186,21 @@ fn check_deps() -> anyhow::Result<()> {
             }
         }
     }
+    // Inside fc-server: no import circle between its modules (each job a layer).
+    let server_src =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/fc-server/src");
+    let graph = module_cycles::module_graph(&server_src)?;
+    for circle in module_cycles::cycles(&graph) {
+        problems.push(format!(
+            "fc-server modules import each other in a circle: {}",
+            circle.join(" -> ")
+        ));
+    }
     if problems.is_empty() {
         println!(
-            "check-deps: {} crates follow the layer rules",
-            members.len()
+            "check-deps: {} crates follow the layer rules; fc-server's {} modules import no circle",
+            members.len(),
+            graph.len()
         );
         Ok(())
     } else {

@@ -88,6 +88,12 @@ pub struct ServerSection {
     /// Background task frequency, as Redis's `hz` (10): active expiry runs this many times a
     /// second. 1 to 500.
     pub hz: u64,
+    /// Largest bulk string a request may carry (`512mb`), as Redis's `proto-max-bulk-len`;
+    /// at least 1mb.
+    pub proto_max_bulk_len: Size,
+    /// Most unparsed request bytes a client may hold (`1gb`), as Redis's
+    /// `client-query-buffer-limit`; at least 1mb.
+    pub client_query_buffer_limit: Size,
 }
 
 impl Default for ServerSection {
@@ -101,6 +107,8 @@ impl Default for ServerSection {
             timeout: 0,
             client_output_buffer_limit: OutputLimit::default().normal_text(),
             hz: defaults.hz,
+            proto_max_bulk_len: Size::Bytes(defaults.proto_max_bulk_len),
+            client_query_buffer_limit: Size::Bytes(defaults.client_query_buffer_limit),
         }
     }
 }
@@ -339,6 +347,28 @@ impl FastCacheConfig {
                 "is empty (leave it out for none)".into(),
             );
         }
+        let mut protocol_limit = |field: &'static str, size: &Size, default: u64| match size.bytes()
+        {
+            Ok(n) if n >= crate::MIN_PROTOCOL_LIMIT && n <= i64::MAX as u64 => n,
+            Ok(n) => {
+                problem(field, format!("{n} is below 1mb"));
+                default
+            }
+            Err(e) => {
+                problem(field, e);
+                default
+            }
+        };
+        let proto_max_bulk_len = protocol_limit(
+            "server.proto_max_bulk_len",
+            &s.proto_max_bulk_len,
+            defaults.proto_max_bulk_len,
+        );
+        let client_query_buffer_limit = protocol_limit(
+            "server.client_query_buffer_limit",
+            &s.client_query_buffer_limit,
+            defaults.client_query_buffer_limit,
+        );
         if !(1..=500).contains(&s.hz) {
             problem("server.hz", format!("{} is outside 1..=500", s.hz));
         }
@@ -355,6 +385,8 @@ impl FastCacheConfig {
             maxmemory_policy: policy,
             timeout: s.timeout,
             hz: s.hz,
+            proto_max_bulk_len,
+            client_query_buffer_limit,
             output_limit,
             persistence: PersistenceConfig {
                 data_dir: p.data_dir.clone(),

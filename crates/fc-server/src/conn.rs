@@ -34,10 +34,12 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
         return;
     };
     let _ = stream.set_nodelay(true);
+    let live = &shared.live;
+    let mut limits_epoch = live.limits_epoch.load(Ordering::Acquire);
     let mut parser = if state.authed {
-        RequestParser::new(Limits::default())
+        RequestParser::new(live.request_limits())
     } else {
-        RequestParser::with_auth_required(Limits::default(), Limits::unauthenticated())
+        RequestParser::with_auth_required(live.request_limits(), Limits::unauthenticated())
     };
     let mut rbuf = BytesMut::with_capacity(16 * 1024);
     let mut out = Resp::new(16 * 1024);
@@ -53,6 +55,13 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
             .client
             .active_ms
             .store(shared.registry.now_ms(), Ordering::Relaxed);
+        // `CONFIG SET proto-max-bulk-len` / `client-query-buffer-limit` apply from the next
+        // read on.
+        let epoch = live.limits_epoch.load(Ordering::Acquire);
+        if epoch != limits_epoch {
+            limits_epoch = epoch;
+            parser.set_limits(live.request_limits());
+        }
         loop {
             let failure = parse_batch(
                 &worker,

@@ -156,6 +156,8 @@ enum Change {
     MaxClients(usize),
     Timeout(u64),
     Hz(u64),
+    ProtoMaxBulkLen(u64),
+    ClientQueryBufferLimit(u64),
     RequirePass(Option<String>),
     Save(Vec<(u64, u64)>),
     Output(crate::OutputLimit),
@@ -227,6 +229,14 @@ pub(crate) async fn config<R: Reply>(
                     Change::MaxClients(n) => live.maxclients.store(n, Ordering::Relaxed),
                     Change::Timeout(s) => live.timeout.store(s, Ordering::Relaxed),
                     Change::Hz(n) => live.hz.store(n, Ordering::Relaxed),
+                    Change::ProtoMaxBulkLen(n) => {
+                        live.proto_max_bulk_len.store(n, Ordering::Relaxed);
+                        live.limits_epoch.fetch_add(1, Ordering::Release);
+                    }
+                    Change::ClientQueryBufferLimit(n) => {
+                        live.client_query_buffer_limit.store(n, Ordering::Relaxed);
+                        live.limits_epoch.fetch_add(1, Ordering::Release);
+                    }
                     Change::RequirePass(p) => {
                         *live
                             .requirepass
@@ -248,7 +258,7 @@ pub(crate) async fn config<R: Reply>(
             let lines: &[&[u8]] = &[
                 b"CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 b"GET <pattern> [<pattern> ...]",
-                b"SET <directive> <value> [<directive> <value> ...]: maxmemory, maxclients, timeout, hz, requirepass, save, client-output-buffer-limit",
+                b"SET <directive> <value> [<directive> <value> ...]: maxmemory, maxclients, timeout, hz, requirepass, save, client-output-buffer-limit, proto-max-bulk-len, client-query-buffer-limit",
                 b"RESETSTAT",
             ];
             out.array_len(lines.len());
@@ -303,6 +313,16 @@ fn parameters(worker: &Worker) -> Vec<(&'static str, String)> {
         ("timeout", live.timeout.load(Ordering::Relaxed).to_string()),
         ("hz", live.hz.load(Ordering::Relaxed).to_string()),
         (
+            "proto-max-bulk-len",
+            live.proto_max_bulk_len.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "client-query-buffer-limit",
+            live.client_query_buffer_limit
+                .load(Ordering::Relaxed)
+                .to_string(),
+        ),
+        (
             "client-output-buffer-limit",
             live.output_limit().redis_text(),
         ),
@@ -345,6 +365,19 @@ fn change(worker: &Worker, name: &[u8], value: &[u8]) -> Result<Change, String> 
         "timeout" => Ok(Change::Timeout(number(&text)?)),
         // Redis clamps hz into 1..=500.
         "hz" => Ok(Change::Hz(number(&text)?.clamp(1, 500))),
+        "proto-max-bulk-len" | "client-query-buffer-limit" => {
+            let n = number(&text)?;
+            if !(crate::MIN_PROTOCOL_LIMIT..=i64::MAX as u64).contains(&n) {
+                return Err(failed(
+                    "argument must be between 1048576 and 9223372036854775807 inclusive",
+                ));
+            }
+            Ok(if name == "proto-max-bulk-len" {
+                Change::ProtoMaxBulkLen(n)
+            } else {
+                Change::ClientQueryBufferLimit(n)
+            })
+        }
         "requirepass" => Ok(Change::RequirePass((!text.is_empty()).then_some(text))),
         "save" => crate::parse_save_rules(&text)
             .map(Change::Save)

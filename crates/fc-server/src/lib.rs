@@ -1,12 +1,17 @@
 //! # fc-server — the fast-cache Redis-compatible server
 //!
 //! **Owns:** the runtime (tokio, one single-threaded runtime per worker thread), the listener,
-//! connections, the command table (`command/`: one module per command family, each command's
-//! argument parsing, storage call and reply) and `INFO`/`CONFIG`. Workers own shards
-//! exclusively (a `LocalEmbeddedStore` each: no lock on the hot path); a command for a key of
-//! another worker's shard travels to it by message and its reply comes back the same way;
-//! multi-key commands split by key and merge in order; pipelined commands are all executed
-//! before one write of all replies.
+//! connections, the command table (`command/table.rs`: every command's name, arity, Redis 7
+//! flags, ACL categories, key positions, docs and route, from which `COMMAND` is generated),
+//! the store handlers (`command/`: one module per family, generic over a reply sink, so a
+//! protocol is a sink plus an edge), and `INFO`/`CONFIG`. Workers own shards exclusively (a
+//! `LocalEmbeddedStore` each: no lock on the hot path); a command for a key of another
+//! worker's shard travels to it by message and its typed reply comes back the same way;
+//! multi-key commands split by key and merge typed replies in order; pipelined commands are all
+//! executed before one write of all replies. Modules by job, lowest first: `reply`, `command`,
+//! `shared`, `worker`, `save`, `cross` (fan-out, merges, transactions' held workers), `info`,
+//! `session` (a client's state and the connection-level commands), `conn` (the socket loop);
+//! `cargo xtask check-deps` fails on an import circle among them.
 //!
 //! **Must not depend on:** anything above it; it is the top of the workspace but for the
 //! facade.
@@ -17,8 +22,8 @@
 //! family, MULTI/EXEC/DISCARD/WATCH/UNWATCH (atomic across workers: `EXEC` holds every worker
 //! its commands and watched keys touch), MSETNX across workers, `requirepass`, `maxclients`,
 //! `maxmemory` with an eviction policy, the idle timeout, output limits, persistence (`--data-dir`),
-//! the TOML configuration ([`config::FastCacheConfig`]) and graceful shutdown. Not yet: blocking
-//! commands (BLPOP...), pub/sub, scripting.
+//! the TOML configuration ([`config::FastCacheConfig`]), active expiry (`hz`), logs through
+//! `tracing` and graceful shutdown. Not yet: blocking commands (BLPOP...), pub/sub, scripting.
 //!
 //! ## Example
 //! ```no_run
@@ -62,6 +67,9 @@ use tokio::sync::{mpsc, watch};
 
 use crate::shared::{Job, Shared};
 
+/// The smallest `proto-max-bulk-len` and `client-query-buffer-limit` (Redis's: 1 MiB).
+pub const MIN_PROTOCOL_LIMIT: u64 = 1 << 20;
+
 /// The Redis version the server reports (clients such as redis-py and go-redis gate features on
 /// it; every command this server has behaves as Redis 7.2's).
 pub const REDIS_VERSION: &str = "7.2.0";
@@ -87,6 +95,11 @@ pub struct ServerConfig {
     pub timeout: u64,
     /// Active expiry cycles per second (Redis's `hz`, 1 to 500).
     pub hz: u64,
+    /// Largest bulk string a request may carry (Redis's `proto-max-bulk-len`, 512 MiB).
+    pub proto_max_bulk_len: u64,
+    /// Most unparsed request bytes a client may hold (Redis's `client-query-buffer-limit`,
+    /// 1 GiB).
+    pub client_query_buffer_limit: u64,
     /// Limits on replies a client leaves unread.
     pub output_limit: OutputLimit,
     /// Write-ahead log and snapshots (off without a data directory).
@@ -106,6 +119,8 @@ impl Default for ServerConfig {
             maxmemory_policy: EvictionPolicy::NoEviction,
             timeout: 0,
             hz: 10,
+            proto_max_bulk_len: fc_resp::Limits::DEFAULT_MAX_BULK_LEN,
+            client_query_buffer_limit: fc_resp::Limits::DEFAULT_MAX_QUERY_BUFFER as u64,
             output_limit: OutputLimit::default(),
             persistence: PersistenceConfig::default(),
         }

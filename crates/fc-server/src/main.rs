@@ -37,6 +37,14 @@ struct Cli {
     /// Active expiry cycles per second, as Redis's `hz` (1 to 500) [default: 10].
     #[arg(long, env = "FAST_CACHE_HZ")]
     hz: Option<u64>,
+    /// Largest bulk string a request may carry: bytes or "512mb" (at least 1mb)
+    /// [default: 512mb].
+    #[arg(long, env = "FAST_CACHE_PROTO_MAX_BULK_LEN")]
+    proto_max_bulk_len: Option<String>,
+    /// Most unparsed request bytes a client may hold: bytes or "1gb" (at least 1mb)
+    /// [default: 1gb].
+    #[arg(long, env = "FAST_CACHE_CLIENT_QUERY_BUFFER_LIMIT")]
+    client_query_buffer_limit: Option<String>,
     /// `normal <hard> <soft> <seconds>` [default: "normal 0 0 60"].
     #[arg(long, env = "FAST_CACHE_CLIENT_OUTPUT_BUFFER_LIMIT")]
     client_output_buffer_limit: Option<String>,
@@ -119,6 +127,12 @@ impl Cli {
         }
         if let Some(v) = self.hz {
             server.hz = v;
+        }
+        if let Some(v) = self.proto_max_bulk_len {
+            server.proto_max_bulk_len = Size::Text(v);
+        }
+        if let Some(v) = self.client_query_buffer_limit {
+            server.client_query_buffer_limit = Size::Text(v);
         }
         if let Some(v) = self.client_output_buffer_limit {
             server.client_output_buffer_limit = v;

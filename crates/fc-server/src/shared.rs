@@ -88,6 +88,13 @@ pub(crate) struct Live {
     pub(crate) timeout: AtomicU64,
     /// Active expiry cycles per second.
     pub(crate) hz: AtomicU64,
+    /// `proto-max-bulk-len`.
+    pub(crate) proto_max_bulk_len: AtomicU64,
+    /// `client-query-buffer-limit`.
+    pub(crate) client_query_buffer_limit: AtomicU64,
+    /// Bumped by every change of the two protocol limits: a connection compares it once per
+    /// read and re-reads the limits when it moved.
+    pub(crate) limits_epoch: AtomicU64,
     /// 0: unlimited.
     pub(crate) maxmemory: AtomicU64,
     output_hard: AtomicU64,
@@ -102,6 +109,9 @@ impl Live {
             maxclients: AtomicUsize::new(config.maxclients),
             timeout: AtomicU64::new(config.timeout),
             hz: AtomicU64::new(config.hz.clamp(1, 500)),
+            proto_max_bulk_len: AtomicU64::new(config.proto_max_bulk_len),
+            client_query_buffer_limit: AtomicU64::new(config.client_query_buffer_limit),
+            limits_epoch: AtomicU64::new(0),
             maxmemory: AtomicU64::new(config.maxmemory.unwrap_or(0)),
             output_hard: AtomicU64::new(0),
             output_soft: AtomicU64::new(0),
@@ -116,6 +126,18 @@ impl Live {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// The request limits authenticated clients are parsed under.
+    pub(crate) fn request_limits(&self) -> fc_resp::Limits {
+        fc_resp::Limits {
+            max_bulk_len: self.proto_max_bulk_len.load(Ordering::Relaxed),
+            max_query_buffer: usize::try_from(
+                self.client_query_buffer_limit.load(Ordering::Relaxed),
+            )
+            .unwrap_or(usize::MAX),
+            ..fc_resp::Limits::default()
+        }
     }
 
     pub(crate) fn output_limit(&self) -> OutputLimit {

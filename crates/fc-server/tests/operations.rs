@@ -837,3 +837,47 @@ fn adversarial_globs_answer_at_once_and_stall_nobody() {
     let pong: String = redis::cmd("PING").query(&mut other).unwrap();
     assert_eq!(pong, "PONG");
 }
+
+#[test]
+fn protocol_limits_are_settable_and_apply_from_the_next_read() {
+    let server = two_workers();
+    let mut c = client(&server);
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("proto-max-bulk-len")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(got, ["proto-max-bulk-len", "536870912"]);
+    let err = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("proto-max-bulk-len")
+        .arg("1000")
+        .query::<()>(&mut c)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("argument must be between 1048576 and 9223372036854775807 inclusive"),
+        "{err}"
+    );
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("proto-max-bulk-len")
+        .arg("1mb")
+        .arg("client-query-buffer-limit")
+        .arg("2mb")
+        .query(&mut c)
+        .unwrap();
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("client-query-buffer-limit")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(got, ["client-query-buffer-limit", "2097152"]);
+    // A bulk of 1 MiB + 1 is now refused with Redis's error, and only that client closes.
+    let reply = raw(&server, b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1048577\r\n");
+    assert_eq!(reply, b"-ERR Protocol error: invalid bulk length\r\n");
+    let at_limit = vec![b'v'; 1 << 20];
+    let _: () = c.set("k", &at_limit).unwrap();
+    let back: Vec<u8> = c.get("k").unwrap();
+    assert_eq!(back.len(), 1 << 20);
+}

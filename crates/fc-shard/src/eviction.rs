@@ -2,12 +2,14 @@
 //!
 //! A store built with [`crate::EmbeddedStoreBuilder::max_memory`] splits the budget evenly over
 //! its shards. Each shard charges every entry its arena footprint (the whole size-class chunk:
-//! 16-byte header, key, value and slack; or the exact allocation of a large entry) plus
+//! 8- or 16-byte header, key, value and slack; or the exact allocation of a large entry) plus
 //! [`INDEX_BYTES_PER_ENTRY`] for its index slot, and keeps the sum (`used_memory` in the stats)
 //! within its share.
 
-/// Index bytes charged per entry: a 64-byte bucket holds 7 entries (9.1 bytes each) and the
-/// index doubles at 6 of 7 slots used on average, so 10 is the honest round figure.
+/// Index bytes charged per entry: a 64-byte bucket holds 7 entries (9.1 bytes each when full),
+/// and the index grows by half when its buckets average 6 of 7 entries, so it runs 57% to 86%
+/// full: 10.7 to 16 bytes per entry. 10 is the charge at the fullest load; just after a growth
+/// `used_memory` undercounts the index by up to 6 bytes per entry.
 pub const INDEX_BYTES_PER_ENTRY: u64 = 10;
 
 /// What a store with a memory budget does when a write would exceed it.

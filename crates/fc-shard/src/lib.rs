@@ -18,14 +18,16 @@
 //! never reach into a shard.
 //!
 //! ## Limits
-//! Keys up to 64 MiB − 1, values up to 4 GiB − 1 (minus the key and a 16-byte header), at most
+//! Keys up to 64 MiB − 1, values up to 4 GiB − 1 (minus the key and the header), at most
 //! 2^25 entries of one size class per shard (use more shards for more), 1 to 65536 shards (a
 //! power of two). Expiry instants are absolute Unix milliseconds; a key is expired once the clock
 //! is past its instant (as Redis).
 //!
 //! ## Memory layout (see `arena.rs` and `shard.rs`)
-//! Each entry is one chunk of a size-class page: a 16-byte header, the key, the value. The index
-//! stores 8 bytes per entry (32 hash bits and the chunk location). An overwrite that needs the
+//! Each entry is one chunk of a size-class page: an 8-byte header (16 bytes when the entry has an
+//! expiry), the key, the value. The index stores 8 bytes per entry (32 hash bits and the chunk
+//! location) in 64-byte buckets of 7, grown by half (not doubled) when they average 6 entries,
+//! so it runs 57% to 86% full. An overwrite that needs the
 //! same size class writes in place; nothing is allocated per entry below 16 KiB.
 //!
 //! ## Redis data types

@@ -114,7 +114,11 @@ fn info<R: Reply>(spec: &Spec, out: &mut R) {
     spec.tips.iter().for_each(|t| out.simple(t.as_bytes()));
     out.set_len(spec.key_specs.len());
     for ks in spec.key_specs {
-        out.map_len(3);
+        out.map_len(3 + usize::from(!ks.notes.is_empty()));
+        if !ks.notes.is_empty() {
+            out.bulk(b"notes");
+            out.bulk(ks.notes.as_bytes());
+        }
         out.bulk(b"flags");
         out.set_len(ks.flags.len());
         ks.flags.iter().for_each(|f| out.simple(f.as_bytes()));

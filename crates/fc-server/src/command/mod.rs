@@ -278,6 +278,8 @@ pub(crate) enum Find {
 /// One Redis 7 key spec.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct KeySpec {
+    /// Redis's note on the flags ("" for none).
+    pub(crate) notes: &'static str,
     /// `RO`, `RW`, `OW`, `RM`, `access`, `update`, `insert`, `delete`...
     pub(crate) flags: &'static [&'static str],
     pub(crate) begin: Begin,

@@ -21,6 +21,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::STRING | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "insert"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -163,6 +164,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::STRING | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "access", "update"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -187,6 +189,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::STRING | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "access", "update"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -211,6 +214,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::KEYSPACE | A::WRITE | A::SLOW,
         keys: (1, -1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RM", "delete"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -287,6 +291,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::KEYSPACE | A::READ | A::FAST,
         keys: (1, -1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -315,6 +320,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::KEYSPACE | A::WRITE | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "update"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -339,6 +345,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::KEYSPACE | A::WRITE | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "update"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -363,6 +370,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::KEYSPACE | A::READ | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -425,6 +433,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::STRING | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -449,6 +458,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::STRING | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "access", "delete"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -473,6 +483,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::STRING | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "RW and UPDATE because it changes the TTL",
             flags: &["RW", "access", "update"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -497,6 +508,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::STRING | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -521,6 +533,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::STRING | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "access", "update"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -545,6 +558,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::HASH | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "delete"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -585,6 +599,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::HASH | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -609,6 +624,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::HASH | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -633,6 +649,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::HASH | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -657,6 +674,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::HASH | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "access", "update"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -681,6 +699,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::HASH | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "access", "update"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -705,6 +724,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::HASH | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -729,6 +749,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::HASH | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -753,6 +774,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::HASH | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -777,6 +799,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::HASH | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "update"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -801,6 +824,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::HASH | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -825,6 +849,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::HASH | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -849,6 +874,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::HASH | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "update"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -873,6 +899,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::HASH | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "insert"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -897,6 +924,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::HASH | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -921,6 +949,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::HASH | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -945,6 +974,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::STRING | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "access", "update"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -969,6 +999,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::STRING | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "access", "update"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -993,6 +1024,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::STRING | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "access", "update"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -1072,6 +1104,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::LIST | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -1096,6 +1129,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::LIST | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "insert"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -1120,6 +1154,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::LIST | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -1145,6 +1180,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         keys: (1, 2, 1),
         key_specs: &[
             KeySpec {
+                notes: "",
                 flags: &["RW", "access", "delete"],
                 begin: Begin::Index(1),
                 find: Find::Range {
@@ -1154,6 +1190,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
                 },
             },
             KeySpec {
+                notes: "",
                 flags: &["RW", "insert"],
                 begin: Begin::Index(2),
                 find: Find::Range {
@@ -1179,6 +1216,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::LIST | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "access", "delete"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -1203,6 +1241,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::LIST | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -1227,6 +1266,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::LIST | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "insert"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -1251,6 +1291,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::LIST | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "insert"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -1275,6 +1316,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::LIST | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -1299,6 +1341,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::LIST | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "delete"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -1323,6 +1366,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::LIST | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "update"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -1347,6 +1391,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::LIST | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "delete"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -1371,6 +1416,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::STRING | A::FAST,
         keys: (1, -1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -1399,6 +1445,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::STRING | A::SLOW,
         keys: (1, -1, 2),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["OW", "update"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -1430,6 +1477,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::STRING | A::SLOW,
         keys: (1, -1, 2),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["OW", "insert"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -1473,6 +1521,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::KEYSPACE | A::WRITE | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "update"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -1497,6 +1546,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::KEYSPACE | A::WRITE | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "update"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -1521,6 +1571,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::KEYSPACE | A::WRITE | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "update"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -1545,6 +1596,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::KEYSPACE | A::READ | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -1585,6 +1637,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::STRING | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["OW", "update"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -1609,6 +1662,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::KEYSPACE | A::READ | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -1669,6 +1723,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         keys: (1, 2, 1),
         key_specs: &[
             KeySpec {
+                notes: "",
                 flags: &["RW", "access", "delete"],
                 begin: Begin::Index(1),
                 find: Find::Range {
@@ -1678,6 +1733,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
                 },
             },
             KeySpec {
+                notes: "",
                 flags: &["OW", "update"],
                 begin: Begin::Index(2),
                 find: Find::Range {
@@ -1704,6 +1760,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         keys: (1, 2, 1),
         key_specs: &[
             KeySpec {
+                notes: "",
                 flags: &["RW", "access", "delete"],
                 begin: Begin::Index(1),
                 find: Find::Range {
@@ -1713,6 +1770,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
                 },
             },
             KeySpec {
+                notes: "",
                 flags: &["OW", "insert"],
                 begin: Begin::Index(2),
                 find: Find::Range {
@@ -1754,6 +1812,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::LIST | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "access", "delete"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -1779,6 +1838,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         keys: (1, 2, 1),
         key_specs: &[
             KeySpec {
+                notes: "",
                 flags: &["RW", "access", "delete"],
                 begin: Begin::Index(1),
                 find: Find::Range {
@@ -1788,6 +1848,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
                 },
             },
             KeySpec {
+                notes: "",
                 flags: &["RW", "insert"],
                 begin: Begin::Index(2),
                 find: Find::Range {
@@ -1813,6 +1874,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::LIST | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "insert"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -1837,6 +1899,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::LIST | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "insert"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -1861,6 +1924,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::SET | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "insert"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -1917,6 +1981,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::SET | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -1941,6 +2006,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::SET | A::SLOW,
         keys: (1, -1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -1966,6 +2032,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         keys: (1, -1, 1),
         key_specs: &[
             KeySpec {
+                notes: "",
                 flags: &["OW", "update"],
                 begin: Begin::Index(1),
                 find: Find::Range {
@@ -1975,6 +2042,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
                 },
             },
             KeySpec {
+                notes: "",
                 flags: &["RO", "access"],
                 begin: Begin::Index(2),
                 find: Find::Range {
@@ -2016,6 +2084,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::STRING | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "RW and ACCESS due to the optional `GET` argument",
             flags: &["RW", "access", "update", "variable_flags"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2040,6 +2109,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::STRING | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["OW", "update"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2064,6 +2134,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::STRING | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["OW", "insert"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2088,6 +2159,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::STRING | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "update"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2128,6 +2200,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::SET | A::SLOW,
         keys: (1, -1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2153,6 +2226,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         keys: (1, -1, 1),
         key_specs: &[
             KeySpec {
+                notes: "",
                 flags: &["RW", "update"],
                 begin: Begin::Index(1),
                 find: Find::Range {
@@ -2162,6 +2236,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
                 },
             },
             KeySpec {
+                notes: "",
                 flags: &["RO", "access"],
                 begin: Begin::Index(2),
                 find: Find::Range {
@@ -2187,6 +2262,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::SET | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2211,6 +2287,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::SET | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2235,6 +2312,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::SET | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2260,6 +2338,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         keys: (1, 2, 1),
         key_specs: &[
             KeySpec {
+                notes: "",
                 flags: &["RW", "access", "delete"],
                 begin: Begin::Index(1),
                 find: Find::Range {
@@ -2269,6 +2348,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
                 },
             },
             KeySpec {
+                notes: "",
                 flags: &["RW", "insert"],
                 begin: Begin::Index(2),
                 find: Find::Range {
@@ -2294,6 +2374,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::SET | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "access", "delete"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2318,6 +2399,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::SET | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2342,6 +2424,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::SET | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "delete"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2366,6 +2449,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::SET | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2390,6 +2474,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::STRING | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2414,6 +2499,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::STRING | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2438,6 +2524,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::SET | A::SLOW,
         keys: (1, -1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2463,6 +2550,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         keys: (1, -1, 1),
         key_specs: &[
             KeySpec {
+                notes: "",
                 flags: &["OW", "update"],
                 begin: Begin::Index(1),
                 find: Find::Range {
@@ -2472,6 +2560,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
                 },
             },
             KeySpec {
+                notes: "",
                 flags: &["RO", "access"],
                 begin: Begin::Index(2),
                 find: Find::Range {
@@ -2513,6 +2602,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::KEYSPACE | A::READ | A::FAST,
         keys: (1, -1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2541,6 +2631,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::KEYSPACE | A::READ | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2565,6 +2656,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::KEYSPACE | A::READ | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2589,6 +2681,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::KEYSPACE | A::WRITE | A::FAST,
         keys: (1, -1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RM", "delete"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2633,6 +2726,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::FAST | A::TRANSACTION,
         keys: (1, -1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2657,6 +2751,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::SORTEDSET | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "update"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2681,6 +2776,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::SORTEDSET | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2705,6 +2801,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::SORTEDSET | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2729,6 +2826,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::SORTEDSET | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "access", "update"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2753,6 +2851,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::SORTEDSET | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2777,6 +2876,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::SORTEDSET | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2801,6 +2901,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::SORTEDSET | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "access", "delete"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2825,6 +2926,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::SORTEDSET | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "access", "delete"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2849,6 +2951,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::SORTEDSET | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2873,6 +2976,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::SORTEDSET | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2897,6 +3001,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::SORTEDSET | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2921,6 +3026,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::SORTEDSET | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2945,6 +3051,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::SORTEDSET | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "delete"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2969,6 +3076,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::SORTEDSET | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "delete"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -2993,6 +3101,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::SORTEDSET | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "delete"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -3017,6 +3126,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::WRITE | A::SORTEDSET | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RW", "delete"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -3041,6 +3151,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::SORTEDSET | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -3065,6 +3176,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::SORTEDSET | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -3089,6 +3201,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::SORTEDSET | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -3113,6 +3226,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::SORTEDSET | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -3137,6 +3251,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::SORTEDSET | A::SLOW,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
@@ -3161,6 +3276,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         acl: A::READ | A::SORTEDSET | A::FAST,
         keys: (1, 1, 1),
         key_specs: &[KeySpec {
+            notes: "",
             flags: &["RO", "access"],
             begin: Begin::Index(1),
             find: Find::Range {
