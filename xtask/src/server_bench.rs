@@ -81,6 +81,10 @@ pub(crate) struct ServerBenchArgs {
     /// Key sequence seed.
     #[arg(long, default_value_t = 0x5eed_cafe)]
     seed: u64,
+    /// Every key on a TTL of this many seconds: preloaded and written with `SET ... EX`
+    /// (what active expiry costs when every key has a TTL: compare with a run without).
+    #[arg(long)]
+    ttl_seconds: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,7 +188,7 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
             for &server in &servers {
                 let data = tempfile_dir(&out, server, fsync)?;
                 let process = start_server(server, fsync, &fc_binary, &data, &args)?;
-                preload(&process.addr, args.keys, value)?;
+                preload(&process.addr, args.keys, value, args.ttl_seconds)?;
                 running.push((server, fsync, process, data));
             }
         }
@@ -402,9 +406,14 @@ impl std::fmt::Write for VecWriter<'_> {
     }
 }
 
-/// Sets every key once (pipelines of 256), so GETs hit.
-fn preload(addr: &str, keys: u64, value: usize) -> anyhow::Result<()> {
-    set_keys(addr, 0..keys, &mut vec![b'x'; value], 256, |_| {})
+/// Sets every key once (pipelines of 256), so GETs hit; with `ttl_seconds`, each on that TTL.
+fn preload(addr: &str, keys: u64, value: usize, ttl_seconds: Option<u64>) -> anyhow::Result<()> {
+    let ttl = ttl_seconds.map(|t| t.to_string());
+    let extra: Vec<&[u8]> = match &ttl {
+        Some(t) => vec![b"EX", t.as_bytes()],
+        None => Vec::new(),
+    };
+    set_keys_with(addr, 0..keys, &mut vec![b'x'; value], 256, &extra, |_| {})
 }
 
 /// `SET`s keys `keys` on one connection in pipelines of `batch`, each value `value` after
@@ -414,6 +423,18 @@ pub(crate) fn set_keys(
     keys: std::ops::Range<u64>,
     value: &mut [u8],
     batch: u64,
+    refill: impl FnMut(&mut [u8]),
+) -> anyhow::Result<()> {
+    set_keys_with(addr, keys, value, batch, &[], refill)
+}
+
+/// [`set_keys`] with `extra` arguments after each value (`EX <seconds>`).
+fn set_keys_with(
+    addr: &str,
+    keys: std::ops::Range<u64>,
+    value: &mut [u8],
+    batch: u64,
+    extra: &[&[u8]],
     mut refill: impl FnMut(&mut [u8]),
 ) -> anyhow::Result<()> {
     let mut s = TcpStream::connect(addr)?;
@@ -426,7 +447,10 @@ pub(crate) fn set_keys(
         let end = (next + batch.max(1)).min(keys.end);
         for n in next..end {
             refill(value);
-            push_command(&mut buf, &[b"SET", key(n).as_bytes(), value]);
+            let key = key(n);
+            let mut command: Vec<&[u8]> = vec![b"SET", key.as_bytes(), value];
+            command.extend_from_slice(extra);
+            push_command(&mut buf, &command);
         }
         s.write_all(&buf)?;
         let mut replies = 0;
@@ -576,6 +600,7 @@ fn run_load(
     let addr = server.addr.clone();
     let start = Instant::now();
     let (connections, keys, seed) = (args.connections, args.keys, args.seed);
+    let ttl = args.ttl_seconds;
     let warmup = Duration::from_secs_f64(args.warmup);
     let duration = Duration::from_secs_f64(args.duration);
     let load_cores = args.load_cores.clone();
@@ -599,6 +624,7 @@ fn run_load(
                         &value,
                         pipeline,
                         keys,
+                        ttl,
                         seed ^ (c as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
                         measure_from,
                         end,
@@ -651,12 +677,14 @@ struct Template {
 }
 
 impl Template {
-    fn new(mix: Mix, value: &[u8], pipeline: usize, state: &mut u64) -> Self {
+    fn new(mix: Mix, value: &[u8], pipeline: usize, ttl: Option<u64>, state: &mut u64) -> Self {
         let mut bytes = Vec::with_capacity(pipeline * (value.len() + 64));
         let mut key_digits = Vec::with_capacity(pipeline);
         for _ in 0..pipeline {
             let set = mix.is_set(xorshift(state));
-            let head: &[u8] = if set {
+            let head: &[u8] = if set && ttl.is_some() {
+                b"*5\r\n$3\r\nSET\r\n$16\r\nkey:"
+            } else if set {
                 b"*3\r\n$3\r\nSET\r\n$16\r\nkey:"
             } else {
                 b"*2\r\n$3\r\nGET\r\n$16\r\nkey:"
@@ -666,6 +694,10 @@ impl Template {
             bytes.extend_from_slice(b"000000000000\r\n");
             if set {
                 push_bulk(&mut bytes, value);
+                if let Some(ttl) = ttl {
+                    push_bulk(&mut bytes, b"EX");
+                    push_bulk(&mut bytes, ttl.to_string().as_bytes());
+                }
             }
         }
         Self { bytes, key_digits }
@@ -698,6 +730,7 @@ async fn connection_load(
     value: &[u8],
     pipeline: usize,
     keys: u64,
+    ttl: Option<u64>,
     seed: u64,
     measure_from: Instant,
     end: Instant,
@@ -706,7 +739,7 @@ async fn connection_load(
     stream.set_nodelay(true)?;
     let mut state = seed | 1;
     let mut templates: Vec<Template> = (0..8)
-        .map(|_| Template::new(mix, value, pipeline, &mut state))
+        .map(|_| Template::new(mix, value, pipeline, ttl, &mut state))
         .collect();
     let mut rbuf = Vec::with_capacity(64 << 10);
     let mut chunk = vec![0u8; 64 << 10];

@@ -18,9 +18,11 @@ use bytes::Bytes;
 ///
 /// fc-server stops reading a client whose replies are not being read, so its output never
 /// grows past one pipeline batch (64 KiB) plus one reply: `hard` bounds that one reply set,
-/// and `soft` + `seconds` end a client that has left at least `soft` bytes unread for
-/// `seconds` straight (a client that never reads). 0 turns `hard` or `seconds` off.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// also while a reply is being built (a `KEYS *` or `LRANGE 0 -1` past it closes the client
+/// before its reply is complete), and `soft` + `seconds` end a client that has left at least
+/// `soft` bytes unread for `seconds` straight (a client that never reads). 0 turns `hard` or
+/// `seconds` off; the default is Redis's for normal clients, `0 0 0`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct OutputLimit {
     /// A batch of replies larger than this closes the client instead of being sent.
     pub hard: u64,
@@ -28,16 +30,6 @@ pub struct OutputLimit {
     pub soft: u64,
     /// Seconds a write of at least `soft` bytes may wait for the client to read.
     pub seconds: u64,
-}
-
-impl Default for OutputLimit {
-    fn default() -> Self {
-        Self {
-            hard: 0,
-            soft: 0,
-            seconds: 60,
-        }
-    }
 }
 
 impl OutputLimit {

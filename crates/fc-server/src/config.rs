@@ -83,7 +83,7 @@ pub struct ServerSection {
     pub maxclients: usize,
     /// Seconds a client may stay idle (0: forever).
     pub timeout: u64,
-    /// `normal <hard> <soft> <seconds>` (`"normal 0 0 60"`).
+    /// `normal <hard> <soft> <seconds>` (`"normal 0 0 0"`, Redis's default).
     pub client_output_buffer_limit: String,
     /// Background task frequency, as Redis's `hz` (10): active expiry runs this many times a
     /// second. 1 to 500.

@@ -78,6 +78,8 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
             shared
                 .commands
                 .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            // The hard output limit bounds the buffer while replies are built (see `Resp`).
+            out.set_limit(live.output_hard());
             for parsed in batch.drain(..) {
                 if let Some(handler) = direct(&worker, &mut state, &parsed) {
                     // The common case, run in place: a keyed command of this worker's shards
@@ -97,6 +99,15 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
                         let _ = send(&worker, &mut state, &mut stream, &mut out.buf).await;
                         return;
                     }
+                }
+                if out.overflowed() {
+                    // Redis closes a client past its hard limit, unsent.
+                    tracing::debug!(
+                        "client id={} closed: output buffer over its hard limit",
+                        state.id
+                    );
+                    state.client.end(Ended::Output);
+                    return;
                 }
                 if out.buf.len() >= FLUSH_AT
                     && !send(&worker, &mut state, &mut stream, &mut out.buf).await
@@ -212,6 +223,13 @@ async fn send(
     let client = &state.client;
     let limit = shared.live.output_limit();
     let pending = wbuf.len() as u64;
+    // INFO clients' client_recent_max_output_buffer (the largest since start): a shared
+    // line that is written only when a new maximum appears.
+    if pending > shared.max_output_buffer.load(Ordering::Relaxed) {
+        shared
+            .max_output_buffer
+            .fetch_max(pending, Ordering::Relaxed);
+    }
     if limit.hard > 0 && pending > limit.hard {
         client.end(Ended::Output);
         return false;

@@ -184,6 +184,7 @@ impl Server {
             expiry: (0..threads)
                 .map(|_| shared::ExpiryStats::default())
                 .collect(),
+            max_output_buffer: AtomicU64::new(0),
             shutdown_request,
             config,
             started: Instant::now(),

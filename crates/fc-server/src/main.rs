@@ -45,7 +45,7 @@ struct Cli {
     /// [default: 1gb].
     #[arg(long, env = "FAST_CACHE_CLIENT_QUERY_BUFFER_LIMIT")]
     client_query_buffer_limit: Option<String>,
-    /// `normal <hard> <soft> <seconds>` [default: "normal 0 0 60"].
+    /// `normal <hard> <soft> <seconds>` [default: "normal 0 0 0", as Redis].
     #[arg(long, env = "FAST_CACHE_CLIENT_OUTPUT_BUFFER_LIMIT")]
     client_output_buffer_limit: Option<String>,
     /// Memory budget: bytes or "256mb", "1gb" (0: unlimited).

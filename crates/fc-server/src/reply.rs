@@ -59,11 +59,25 @@ pub(crate) trait Reply {
 }
 
 /// The RESP sink: a connection's write buffer and the version it speaks.
-#[derive(Debug, Default)]
+///
+/// With an output limit ([`Resp::set_limit`]) the buffer never grows past it while a reply is
+/// being built: once it does, what is pending is dropped (the client is to be closed, as
+/// Redis closes a client over its hard limit) and [`Resp::overflowed`] says so, so one
+/// `LRANGE 0 -1` or `KEYS *` cannot grow a connection's memory without bound.
+#[derive(Debug)]
 pub(crate) struct Resp {
     /// The encoded replies not yet written to the socket.
     pub(crate) buf: BytesMut,
     version: RespVersion,
+    /// Most bytes `buf` may hold (`usize::MAX`: no limit).
+    limit: usize,
+    overflowed: bool,
+}
+
+impl Default for Resp {
+    fn default() -> Self {
+        Self::new(0)
+    }
 }
 
 impl Resp {
@@ -71,6 +85,31 @@ impl Resp {
         Self {
             buf: BytesMut::with_capacity(capacity),
             version: RespVersion::Resp2,
+            limit: usize::MAX,
+            overflowed: false,
+        }
+    }
+
+    /// Bounds the buffer at `bytes` (0: no limit).
+    pub(crate) fn set_limit(&mut self, bytes: u64) {
+        self.limit = match bytes {
+            0 => usize::MAX,
+            n => usize::try_from(n).unwrap_or(usize::MAX),
+        };
+    }
+
+    /// Whether the buffer went past its limit (its contents were dropped).
+    pub(crate) fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+
+    /// Drops what is pending once past the limit (checked after each value and aggregate
+    /// header, so the buffer stays within the limit plus one value).
+    #[inline]
+    fn check_limit(&mut self) {
+        if self.buf.len() > self.limit {
+            self.overflowed = true;
+            self.buf.clear();
         }
     }
 
@@ -108,6 +147,7 @@ impl Reply for Resp {
     #[inline]
     fn bulk(&mut self, data: &[u8]) {
         self.enc().bulk(data);
+        self.check_limit();
     }
     #[inline]
     fn null(&mut self) {
@@ -119,12 +159,15 @@ impl Reply for Resp {
     #[inline]
     fn array_len(&mut self, n: usize) {
         self.enc().array_len(n);
+        self.check_limit();
     }
     fn map_len(&mut self, pairs: usize) {
         self.enc().map_len(pairs);
+        self.check_limit();
     }
     fn set_len(&mut self, n: usize) {
         self.enc().set_len(n);
+        self.check_limit();
     }
     fn pairs_len(&mut self, n: usize) {
         match self.version {
@@ -145,6 +188,7 @@ impl Reply for Resp {
     }
     fn verbatim(&mut self, format: [u8; 3], text: &[u8]) {
         self.enc().verbatim(format, text);
+        self.check_limit();
     }
 }
 
@@ -392,6 +436,25 @@ pub(crate) mod tests {
             typed.replay(&mut replayed);
             assert_eq!(direct.buf, replayed.buf, "{version:?}");
         }
+    }
+
+    #[test]
+    fn the_output_limit_bounds_the_buffer_while_a_reply_is_built() {
+        let mut out = Resp::new(0);
+        out.set_limit(1000);
+        out.array_len(100_000);
+        let mut most = 0;
+        for _ in 0..100_000 {
+            out.bulk(b"0123456789");
+            most = most.max(out.buf.len());
+        }
+        assert!(out.overflowed());
+        assert!(most <= 1000 + 17, "{most}");
+        let mut free = Resp::new(0);
+        free.set_limit(0);
+        (0..1000).for_each(|_| free.bulk(b"0123456789"));
+        assert!(!free.overflowed());
+        assert_eq!(free.buf.len(), 17_000);
     }
 
     #[test]

@@ -66,6 +66,8 @@ pub(crate) struct Shared {
     pub(crate) live: Live,
     /// Every connected client.
     pub(crate) registry: crate::clients::Clients,
+    /// The largest output buffer a client has sent at once since the start.
+    pub(crate) max_output_buffer: AtomicU64,
     /// Active expiry's statistics, one per worker.
     pub(crate) expiry: Vec<ExpiryStats>,
     /// Watched keys (`WATCH`).
@@ -138,6 +140,11 @@ impl Live {
             .unwrap_or(usize::MAX),
             ..fc_resp::Limits::default()
         }
+    }
+
+    /// The hard output limit in bytes (0: none).
+    pub(crate) fn output_hard(&self) -> u64 {
+        self.output_hard.load(Ordering::Relaxed)
     }
 
     pub(crate) fn output_limit(&self) -> OutputLimit {

@@ -881,3 +881,45 @@ fn protocol_limits_are_settable_and_apply_from_the_next_read() {
     let back: Vec<u8> = c.get("k").unwrap();
     assert_eq!(back.len(), 1 << 20);
 }
+
+#[test]
+fn the_hard_output_limit_holds_while_a_large_reply_is_built() {
+    let server = two_workers();
+    let mut c = client(&server);
+    let item = "x".repeat(100);
+    for chunk in 0..20 {
+        let items: Vec<String> = (0..5_000).map(|i| format!("{item}{chunk}-{i}")).collect();
+        let _: () = redis::cmd("RPUSH")
+            .arg("big")
+            .arg(&items)
+            .query(&mut c)
+            .unwrap();
+    }
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "client-output-buffer-limit", "normal 1mb 0 0"])
+        .query(&mut c)
+        .unwrap();
+    // About 11 MB of reply: the client is closed once its buffer passes 1 MiB, before the
+    // reply is complete, so the buffer never holds it all.
+    let mut victim = client(&server);
+    let result: redis::RedisResult<Vec<String>> = redis::cmd("LRANGE")
+        .arg("big")
+        .arg(0)
+        .arg(-1)
+        .query(&mut victim);
+    assert!(result.is_err(), "the reply was sent whole");
+    let info: String = redis::cmd("INFO").arg("clients").query(&mut c).unwrap();
+    let most: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("client_recent_max_output_buffer:"))
+        .expect("the field")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        most <= (1 << 20) + (64 << 10),
+        "a buffer of {most} bytes was built"
+    );
+    let len: i64 = redis::cmd("LLEN").arg("big").query(&mut c).unwrap();
+    assert_eq!(len, 100_000, "the data is untouched");
+}
