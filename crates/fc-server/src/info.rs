@@ -262,10 +262,7 @@ pub(crate) async fn config<R: Reply>(
                 b"SET <directive> <value> [<directive> <value> ...]: maxmemory, maxclients, timeout, hz, requirepass, save, client-output-buffer-limit, proto-max-bulk-len, client-query-buffer-limit",
                 b"RESETSTAT",
             ];
-            out.array_len(lines.len());
-            for line in lines {
-                out.simple(line);
-            }
+            crate::command::help(out, lines);
         }
         _ => {
             let text = format!(

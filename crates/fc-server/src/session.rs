@@ -542,29 +542,14 @@ fn client(worker: &Worker, state: &mut ClientState, args: &[Bytes], out: &mut Re
                 b"KILL <ip:port> | KILL [ID <id>] [ADDR <ip:port>] [LADDR <ip:port>] [SKIPME yes|no]",
                 b"NO-EVICT <on|off>, NO-TOUCH <on|off>, HELP",
             ];
-            out.array_len(lines.len());
-            for line in lines {
-                out.simple(line);
-            }
+            command::help(out, lines);
         }
         (
             b"setname" | b"getname" | b"id" | b"setinfo" | b"info" | b"kill" | b"no-evict"
             | b"no-touch",
             _,
-        ) => {
-            let text = format!(
-                "ERR wrong number of arguments for 'client|{}' command",
-                String::from_utf8_lossy(&sub)
-            );
-            out.error(text.as_bytes());
-        }
-        _ => {
-            let text = format!(
-                "ERR unknown subcommand '{}'. Try CLIENT HELP.",
-                String::from_utf8_lossy(&args[1])
-            );
-            out.error(text.as_bytes());
-        }
+        ) => command::wrong_subcommand_arity(out, "client", &sub),
+        _ => command::unknown_subcommand(out, "CLIENT", &args[1]),
     }
 }
 

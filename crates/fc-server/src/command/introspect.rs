@@ -69,23 +69,10 @@ pub(crate) fn command<R: Reply>(args: &[Bytes], out: &mut R) {
                 b"HELP",
                 b"    Print this help.",
             ];
-            out.array_len(lines.len());
-            lines.iter().for_each(|l| out.simple(l));
+            super::help(out, lines);
         }
-        b"count" | b"getkeys" | b"help" => {
-            let text = format!(
-                "ERR wrong number of arguments for 'command|{}' command",
-                String::from_utf8_lossy(&sub)
-            );
-            out.error(text.as_bytes());
-        }
-        _ => {
-            let text = format!(
-                "ERR unknown subcommand '{}'. Try COMMAND HELP.",
-                String::from_utf8_lossy(&args[1])
-            );
-            out.error(text.as_bytes());
-        }
+        b"count" | b"getkeys" | b"help" => super::wrong_subcommand_arity(out, "command", &sub),
+        _ => super::unknown_subcommand(out, "COMMAND", &args[1]),
     }
 }
 

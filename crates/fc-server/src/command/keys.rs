@@ -281,11 +281,7 @@ pub(super) fn debug_part<R: Reply>(ctx: &mut Ctx<'_, R>) {
         let d = ctx.store.digest();
         ctx.out.integer(d as i64);
     } else {
-        let text = format!(
-            "ERR unknown subcommand '{}'. Try DEBUG HELP.",
-            String::from_utf8_lossy(&ctx.args[1])
-        );
-        ctx.out.error(text.as_bytes());
+        super::unknown_subcommand(ctx.out, "DEBUG", &ctx.args[1]);
     }
 }
 

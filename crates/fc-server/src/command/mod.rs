@@ -537,6 +537,30 @@ pub(crate) fn unknown_command<R: Reply>(args: &[Bytes], out: &mut R) {
     out.error(text.as_bytes());
 }
 
+/// A `HELP` subcommand's reply: one status line per line of text.
+pub(crate) fn help<R: Reply>(out: &mut R, lines: &[&[u8]]) {
+    out.array_len(lines.len());
+    lines.iter().for_each(|line| out.simple(line));
+}
+
+/// Redis's reply for an unknown subcommand of `command` (named in capitals, as in the text).
+pub(crate) fn unknown_subcommand<R: Reply>(out: &mut R, command: &str, sub: &[u8]) {
+    let text = format!(
+        "ERR unknown subcommand '{}'. Try {command} HELP.",
+        String::from_utf8_lossy(sub)
+    );
+    out.error(text.as_bytes());
+}
+
+/// Redis's reply for a wrong argument count of `command|sub` (`command` in lowercase).
+pub(crate) fn wrong_subcommand_arity<R: Reply>(out: &mut R, command: &str, sub: &[u8]) {
+    let text = format!(
+        "ERR wrong number of arguments for '{command}|{}' command",
+        String::from_utf8_lossy(sub).to_ascii_lowercase()
+    );
+    out.error(text.as_bytes());
+}
+
 /// Redis's reply for a wrong argument count.
 pub(crate) fn wrong_arity<R: Reply>(name: &[u8], out: &mut R) {
     let text = format!(

@@ -184,6 +184,18 @@ fn handler(name: &str) -> super::Handler {
     }
 }
 
+/// `DEBUG DIGEST` of `store`, as the text sink writes it.
+fn digest(store: &mut LocalEmbeddedStore) -> Vec<String> {
+    let mut out = TextSink::default();
+    (handler("debug").text)(&mut Ctx {
+        store,
+        args: &args("debug digest"),
+        route: None,
+        out: &mut out,
+    });
+    out.lines
+}
+
 #[test]
 fn commands_not_flagged_write_change_nothing() {
     let store_commands: Vec<&str> = COMMANDS
@@ -199,20 +211,13 @@ fn commands_not_flagged_write_change_nothing() {
         store_commands, sampled,
         "every store command needs one sample"
     );
-    let digest = handler("debug");
     let mut wrote = 0;
     for line in SAMPLES {
         let counter = Arc::new(Counter::default());
         let mut store = populate(&counter);
         let args = args(line);
         let spec = super::lookup(&args[0]).unwrap();
-        let mut before = TextSink::default();
-        (digest.text)(&mut Ctx {
-            store: &mut store,
-            args: &self::args("debug digest"),
-            route: None,
-            out: &mut before,
-        });
+        let before = digest(&mut store);
         let emitted = counter.0.load(Ordering::Relaxed);
         let mut out = TextSink::default();
         (handler(spec.name).text)(&mut Ctx {
@@ -229,21 +234,12 @@ fn commands_not_flagged_write_change_nothing() {
             out.lines
         );
         let mutations = counter.0.load(Ordering::Relaxed) - emitted;
-        let mut after = TextSink::default();
-        (digest.text)(&mut Ctx {
-            store: &mut store,
-            args: &self::args("debug digest"),
-            route: None,
-            out: &mut after,
-        });
+        let after = digest(&mut store);
         if spec.has(F::WRITE) {
             wrote += usize::from(mutations > 0);
         } else {
             assert_eq!(mutations, 0, "{line}: read-only, but emitted mutations");
-            assert_eq!(
-                before.lines, after.lines,
-                "{line}: read-only, but the digest moved"
-            );
+            assert_eq!(before, after, "{line}: read-only, but the digest moved");
         }
     }
     // The samples exercise the write commands too (most of them change something).
