@@ -179,13 +179,13 @@ pub(crate) async fn config<R: Reply>(
     match sub.as_slice() {
         b"get" if args.len() >= 3 => {
             let params = parameters(worker);
+            let patterns: Vec<fc_shard::GlobPattern> = args[2..]
+                .iter()
+                .map(|p| fc_shard::GlobPattern::new(p, true))
+                .collect();
             let found: Vec<&(&str, String)> = params
                 .iter()
-                .filter(|(name, _)| {
-                    args[2..]
-                        .iter()
-                        .any(|p| fc_shard::glob_match(p, name.as_bytes(), true))
-                })
+                .filter(|(name, _)| patterns.iter().any(|p| p.matches(name.as_bytes())))
                 .collect();
             out.map_len(found.len());
             for (name, value) in found {

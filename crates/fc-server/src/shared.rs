@@ -176,6 +176,4 @@ pub(crate) struct ExpiryStats {
     pub(crate) stale_ppm: AtomicU64,
     /// Cycles that stopped at their time limit with expired keys still being found.
     pub(crate) time_cap_reached: AtomicU64,
-    /// Cycles run.
-    pub(crate) cycles: AtomicU64,
 }

@@ -345,7 +345,6 @@ impl Worker {
             }
         }
         let stats = &self.shared.expiry[self.index];
-        stats.cycles.fetch_add(1, Ordering::Relaxed);
         if capped {
             stats.time_cap_reached.fetch_add(1, Ordering::Relaxed);
         }

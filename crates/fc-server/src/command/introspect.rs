@@ -200,11 +200,14 @@ fn list<R: Reply>(args: &[Bytes], out: &mut R) {
                         None => Vec::new(),
                     }
                 }
-                b"pattern" => COMMANDS
-                    .iter()
-                    .filter(|s| fc_shard::glob_match(value, s.name.as_bytes(), true))
-                    .map(|s| s.name)
-                    .collect(),
+                b"pattern" => {
+                    let pattern = fc_shard::GlobPattern::new(value, true);
+                    COMMANDS
+                        .iter()
+                        .filter(|s| pattern.matches(s.name.as_bytes()))
+                        .map(|s| s.name)
+                        .collect()
+                }
                 _ => return out.error(b"ERR syntax error"),
             }
         }
