@@ -1,6 +1,7 @@
 """Diffs fc-server's command table against a live redis-server: COMMAND INFO (arity, flags,
 key positions, ACL categories, tips, key specs) and COMMAND DOCS (summary, since, group,
-complexity) of every command fc-server has, plus COMMAND GETKEYS on sample commands.
+complexity) of every command fc-server has, plus COMMAND GETKEYS on sample commands (errors
+included) and COMMAND INFO of an unknown name.
 
 Usage: compare_redis.py <fc-server port> <redis-server port>
 
@@ -15,7 +16,7 @@ import redis
 EXPECTED = {
     ("zrank", "arity"): "Redis 7.2's WITHSCORE option (fc-server reports 7.2.0)",
     ("zrevrank", "arity"): "Redis 7.2's WITHSCORE option (fc-server reports 7.2.0)",
-    ("bgsave", "flags"): "refused inside MULTI, as Redis 7.2 does (no_multi)",
+    ("bgsave", "flags"): "fc-server refuses BGSAVE inside MULTI (no_multi; Redis 7.0 queues it)",
 }
 
 
@@ -35,6 +36,14 @@ def plain(value):
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
     return value
+
+
+def getkeys(conn, sample):
+    """COMMAND GETKEYS's keys, or its error text."""
+    try:
+        return plain(raw(conn, "COMMAND", "GETKEYS", *sample))
+    except redis.exceptions.ResponseError as err:
+        return f"error: {err}"
 
 
 def info_fields(entry):
@@ -57,6 +66,9 @@ def main():
     assert raw(fc, "COMMAND", "COUNT") == len(names)
     problems = []
     seen_expected = set()
+    missing = [plain(raw(c, "COMMAND", "INFO", "no-such-command")) for c in (fc, real)]
+    if missing[0] != missing[1]:
+        problems.append(f"COMMAND INFO of an unknown name: fc-server {missing[0]}, redis {missing[1]}")
     for name in names:
         ours = raw(fc, "COMMAND", "INFO", name)[0]
         theirs = raw(real, "COMMAND", "INFO", name)[0]
@@ -85,9 +97,13 @@ def main():
         ["smove", "s", "d", "m"],
         ["lmove", "a", "b", "left", "right"],
         ["sinterstore", "d", "a", "b"],
+        ["get"],
+        ["get", "a", "b"],
+        ["ping", "x"],
+        ["nosuch", "a"],
     ):
-        ours = plain(raw(fc, "COMMAND", "GETKEYS", *sample))
-        theirs = plain(raw(real, "COMMAND", "GETKEYS", *sample))
+        ours = getkeys(fc, sample)
+        theirs = getkeys(real, sample)
         if ours != theirs:
             problems.append(f"COMMAND GETKEYS {' '.join(sample)}: fc-server {ours}, redis {theirs}")
     for stale in sorted(set(EXPECTED) - seen_expected):

@@ -25,7 +25,7 @@ pub(crate) fn command<R: Reply>(args: &[Bytes], out: &mut R) {
             for name in &args[2..] {
                 match lookup(name) {
                     Some(spec) => info(spec, out),
-                    None => out.null_array(),
+                    None => out.null(),
                 }
             }
         }
@@ -50,7 +50,8 @@ pub(crate) fn command<R: Reply>(args: &[Bytes], out: &mut R) {
             }
         }
         b"list" => list(args, out),
-        b"getkeys" if args.len() >= 3 => getkeys(&args[2..], out),
+        // Redis's `command|getkeys` arity is -4: a command and at least one argument.
+        b"getkeys" if args.len() >= 4 => getkeys(&args[2..], out),
         b"help" if args.len() == 2 => {
             let lines: &[&[u8]] = &[
                 b"COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -261,12 +262,16 @@ mod tests {
             ["!ERR Invalid command specified"]
         );
         assert_eq!(
-            run("command getkeys ping"),
+            run("command getkeys ping x"),
             ["!ERR The command has no key arguments"]
         );
         assert_eq!(
-            run("command getkeys get"),
+            run("command getkeys get a b"),
             ["!ERR Invalid number of arguments specified for command"]
+        );
+        assert_eq!(
+            run("command getkeys get"),
+            ["!ERR wrong number of arguments for 'command|getkeys' command"]
         );
     }
 
