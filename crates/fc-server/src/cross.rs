@@ -94,13 +94,34 @@ pub(crate) async fn run_store<R: Reply>(
             if !(args.len() - 1).is_multiple_of(step) {
                 return command::wrong_arity(&args[0], out);
             }
+            // A write over keys of several workers (MSET, DEL) holds them all, as one
+            // transaction, unless one already does: atomic as on one shard, to other clients
+            // and in the log.
+            let held = match txn {
+                None if spec.write() => {
+                    let owners: BTreeSet<usize> = args[1..]
+                        .chunks(step)
+                        .map(|keys| shared.owner_of(&keys[0]))
+                        .collect();
+                    if owners.len() > 1 {
+                        Some(Held::take(worker, &owners).await)
+                    } else {
+                        None
+                    }
+                }
+                _ => None,
+            };
+            let links = txn.or(held.as_ref().map(|h| &h.links));
             let mut parts = Vec::with_capacity((args.len() - 1) / step);
             for chunk in args[1..].chunks(step) {
                 let mut sub = Vec::with_capacity(step + 1);
                 sub.push(args[0].clone());
                 sub.extend(chunk.iter().cloned());
                 let owner = shared.owner_of(&chunk[0]);
-                parts.push(exec_at(worker, owner, part, sub, txn).await);
+                parts.push(exec_at(worker, owner, part, sub, links).await);
+            }
+            if let Some(held) = held {
+                held.release(worker);
             }
             merge_parts(&parts, merge, out);
         }
@@ -130,20 +151,25 @@ pub(crate) fn workers_of(worker: &Worker, spec: &Spec, args: &[Bytes], into: &mu
 }
 
 /// Workers held for a transaction (or another atomic multi-worker command): nothing else
-/// runs on their shards until [`Held::release`].
+/// runs on their shards until [`Held::release`], and what it changes on them is one
+/// transaction of the mutation stream ([`crate::txn`]).
 pub(crate) struct Held {
     pub(crate) links: TxnLinks,
     self_locked: bool,
+    involved: BTreeSet<usize>,
+    txn: u64,
 }
 
 impl Held {
     /// Holds every worker in `involved`, in ascending order (so two holders never wait on
-    /// each other in a cycle).
+    /// each other in a cycle), and opens their transaction.
     pub(crate) async fn take(worker: &Worker, involved: &BTreeSet<usize>) -> Self {
         let shared = &worker.shared;
         let mut held = Self {
             links: (0..shared.workers).map(|_| None).collect(),
             self_locked: false,
+            involved: involved.clone(),
+            txn: 0,
         };
         for &w in involved {
             if w == worker.index {
@@ -158,10 +184,13 @@ impl Held {
                 held.links[w] = Some(tx);
             }
         }
+        held.txn = shared.sink.begin(&held.involved);
         held
     }
 
+    /// Ends the transaction's groups in the mutation stream, then releases the workers.
     pub(crate) fn release(self, worker: &Worker) {
+        worker.shared.sink.finish(self.txn, &self.involved);
         drop(self.links);
         if self.self_locked {
             worker.unlock();

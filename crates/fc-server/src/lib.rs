@@ -49,6 +49,7 @@ mod reply;
 mod save;
 mod session;
 mod shared;
+mod txn;
 mod watched;
 mod worker;
 
@@ -159,13 +160,13 @@ impl Server {
     pub fn start(config: ServerConfig) -> anyhow::Result<ServerHandle> {
         let threads = config.threads.clamp(1, config.shards.max(1));
         let board = Arc::new(watched::WatchBoard::new(config.shards));
-        let mut builder = EmbeddedStore::builder(config.shards)
-            .eviction_policy(config.maxmemory_policy)
-            .mutation_sink(Arc::clone(&board) as Arc<dyn fc_shard::MutationSink>);
+        let mut builder =
+            EmbeddedStore::builder(config.shards).eviction_policy(config.maxmemory_policy);
         if let Some(bytes) = config.maxmemory {
             builder = builder.max_memory(bytes);
         }
-        let (store, persist) = open_store(builder, &config)?;
+        let sink = txn::ServerSink::new(Arc::clone(&board), threads);
+        let (store, persist, sink) = open_store(builder, sink, &config, threads)?;
         let router = *store.router();
         let stores = store.try_into_local_stores(threads)?;
         let listener = std::net::TcpListener::bind(config.bind)?;
@@ -181,6 +182,7 @@ impl Server {
             live: shared::Live::new(&config),
             registry: clients::Clients::new(),
             board,
+            sink,
             expiry: (0..threads)
                 .map(|_| shared::ExpiryStats::default())
                 .collect(),
@@ -288,15 +290,26 @@ impl Server {
     }
 }
 
-/// Builds the store; with a data directory, logs it and loads what was persisted (newest
-/// snapshot images, then the log after them), reporting what it loaded on stderr.
+/// Builds the store with `sink` as its mutation sink; with a data directory, logs it and
+/// loads what was persisted (newest snapshot images, then the log after them), reporting what
+/// it loaded on stderr.
 fn open_store(
     builder: fc_shard::EmbeddedStoreBuilder,
+    sink: txn::ServerSink,
     config: &ServerConfig,
-) -> anyhow::Result<(EmbeddedStore, Option<Arc<persist::Persist>>)> {
+    threads: usize,
+) -> anyhow::Result<(
+    EmbeddedStore,
+    Option<Arc<persist::Persist>>,
+    Arc<txn::ServerSink>,
+)> {
     let settings = &config.persistence;
     let Some(dir) = &settings.data_dir else {
-        return Ok((builder.try_build()?, None));
+        let sink = Arc::new(sink);
+        let store = builder
+            .mutation_sink(Arc::clone(&sink) as Arc<dyn fc_shard::MutationSink>)
+            .try_build()?;
+        return Ok((store, None, sink));
     };
     let wal_config = WalConfig {
         fsync: settings.appendfsync,
@@ -306,7 +319,7 @@ fn open_store(
         group_commit: true,
         // One log per worker (worker `w` owns shards `s % threads == w`): a group commit
         // fsyncs each worker's log once, however many of its shards a batch touched.
-        logs: config.threads,
+        logs: threads,
         // The fc-fsync thread syncs every 250 ms (`persist::syncer`): a worker never
         // waits for the disk under everysec.
         background_sync: true,
@@ -314,7 +327,11 @@ fn open_store(
         ..WalConfig::new(dir)
     }
     .with_layout_on_disk()?;
-    let (mut store, wal) = fc_wal::build_logged(&wal_config, config.shards, |_| builder)?;
+    let wal = Arc::new(fc_wal::WalSink::open(&wal_config, config.shards)?);
+    let sink = Arc::new(sink.with_wal(Arc::clone(&wal), settings.appendfsync));
+    let mut store = builder
+        .mutation_sink(Arc::clone(&sink) as Arc<dyn fc_shard::MutationSink>)
+        .try_build()?;
     let loaded = fc_snapshot::load_into(&wal_config, &mut store, &wal, settings.recovery)
         .map_err(|e| anyhow::anyhow!("cannot load {}: {e}", dir.display()))?;
     for (path, reason) in &loaded.skipped_images {
@@ -350,8 +367,15 @@ fn open_store(
         loaded.wal.bytes,
         loaded.elapsed.as_secs_f64()
     );
+    if loaded.wal.torn_transactions > 0 {
+        tracing::warn!(
+            "left out {} transactions a crash tore (none of their changes applied)",
+            loaded.wal.torn_transactions
+        );
+    }
+    sink.ids_above(loaded.wal.last_txn_id);
     let persist = persist::Persist::new(wal, settings, dir.clone(), loaded);
-    Ok((store, Some(Arc::new(persist))))
+    Ok((store, Some(Arc::new(persist)), sink))
 }
 
 /// Hands a new connection to the next worker, or refuses it past `maxclients`.

@@ -230,7 +230,7 @@ impl Persist {
         let status = |ok: bool| if ok { "ok" } else { "err" };
         let _ = write!(
             text,
-            "# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\naof_enabled:1\r\naof_rewrite_in_progress:0\r\naof_last_write_status:{}\r\nappendfsync:{}\r\nwal_frames:{}\r\nwal_mutations:{}\r\nwal_bytes:{}\r\nwal_fsyncs:{}\r\nwal_fsync_micros:{}\r\nwal_fsync_max_micros:{}\r\nwal_commit_fallbacks:{}\r\nwal_segments_opened:{}\r\nloaded_keys_from_snapshot:{}\r\nloaded_wal_frames:{}\r\nloaded_wal_mutations:{}\r\nload_time_ms:{}\r\n\r\n",
+            "# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\naof_enabled:1\r\naof_rewrite_in_progress:0\r\naof_last_write_status:{}\r\nappendfsync:{}\r\nwal_frames:{}\r\nwal_mutations:{}\r\nwal_bytes:{}\r\nwal_fsyncs:{}\r\nwal_fsync_micros:{}\r\nwal_fsync_max_micros:{}\r\nwal_commit_fallbacks:{}\r\nwal_segments_opened:{}\r\nloaded_keys_from_snapshot:{}\r\nloaded_wal_frames:{}\r\nloaded_wal_mutations:{}\r\nloaded_wal_torn_transactions:{}\r\nload_time_ms:{}\r\n\r\n",
             self.changes_since_save(),
             u8::from(self.saving.load(Ordering::Relaxed)),
             self.last_save.load(Ordering::Relaxed),
@@ -249,6 +249,7 @@ impl Persist {
             self.loaded.image_keys,
             self.loaded.wal.frames(),
             self.loaded.wal.mutations(),
+            self.loaded.wal.torn_transactions,
             self.loaded.elapsed.as_millis(),
         );
     }

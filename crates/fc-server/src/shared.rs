@@ -72,6 +72,8 @@ pub(crate) struct Shared {
     pub(crate) expiry: Vec<ExpiryStats>,
     /// Watched keys (`WATCH`).
     pub(crate) board: Arc<crate::watched::WatchBoard>,
+    /// The store's mutation sink (transaction markers, the board, the log).
+    pub(crate) sink: Arc<crate::txn::ServerSink>,
     /// Set by `SHUTDOWN`; the server's owner stops it.
     pub(crate) shutdown_request: tokio::sync::watch::Sender<bool>,
 }

@@ -8,9 +8,13 @@
 //! critical section, in the order the changes happen, each with the shard's next sequence number
 //! (per shard, starting at 1, no gaps). A store without a sink pays one branch per write.
 
-/// One change to a shard's contents. Borrowed: a sink that keeps it must copy what it needs.
+/// One change to a shard's contents, or a transaction's boundary. Borrowed: a sink that keeps
+/// it must copy what it needs.
+///
+/// Deliberately exhaustive (not `#[non_exhaustive]`): a new variant must fail to compile in
+/// every encoder and applier (the WAL's, a replica's) instead of reaching a wildcard arm at
+/// run time.
 #[derive(Debug, Clone, Copy, PartialEq)]
-#[non_exhaustive]
 pub enum Mutation<'a> {
     /// `key` now holds `value`, expiring at `expire_at_ms` (absolute Unix ms) or never.
     Set {
@@ -157,6 +161,22 @@ pub enum Mutation<'a> {
         /// Members that were there.
         members: &'a [&'a [u8]],
     },
+    /// The mutations that follow on this stream, up to [`Mutation::TxEnd`] with the same `id`,
+    /// belong to transaction `id` (`EXEC`, a multi-key write across workers): a consumer applies
+    /// them all or none. A transaction spanning several streams (a server's per-worker logs)
+    /// has a group on each stream that changed, all with the same `id`; it is whole only when
+    /// every stream's group is whole. Groups never nest or interleave on one stream. The
+    /// shard a sink is told with a marker is one of the stream's shards, not a changed one.
+    TxBegin {
+        /// The transaction's id: unique over the life of the data (a server takes them from
+        /// a clock-seeded counter), the same on every stream it spans.
+        id: u64,
+    },
+    /// Transaction `id`'s group on this stream is complete (see [`Mutation::TxBegin`]).
+    TxEnd {
+        /// The transaction's id.
+        id: u64,
+    },
 }
 
 impl Mutation<'_> {
@@ -183,7 +203,7 @@ impl Mutation<'_> {
             | Self::ZAdd { key, .. }
             | Self::ZRem { key, .. } => Some(key),
             Self::Rename { from, .. } => Some(from),
-            Self::Flush => None,
+            Self::Flush | Self::TxBegin { .. } | Self::TxEnd { .. } => None,
         }
     }
 }

@@ -52,6 +52,11 @@ pub struct LogRecovery {
     pub segments: usize,
     /// The tail truncated (tolerate-tail) or not read (point-in-time), if any.
     pub damage: Option<Damage>,
+    /// Transaction groups of this log not applied because the transaction was torn (see
+    /// [`RecoveryReport::torn_transactions`]).
+    pub torn_groups: u64,
+    /// The largest transaction id read in this log (0: none).
+    pub last_txn_id: u64,
 }
 
 /// What recovery did, per log.
@@ -63,6 +68,13 @@ pub struct RecoveryReport {
     pub bytes: u64,
     /// Time taken.
     pub elapsed: Duration,
+    /// Transactions ([`fc_shard::Mutation::TxBegin`] .. `TxEnd` groups) left out because a
+    /// crash tore them: some log's group of the transaction never ended. None of their
+    /// mutations was applied, on any log.
+    pub torn_transactions: u64,
+    /// The largest transaction id read in any log (0: none); a writer's next ids must be
+    /// larger.
+    pub last_txn_id: u64,
 }
 
 impl RecoveryReport {
@@ -195,6 +207,7 @@ pub fn recover_from(
     let starts: Vec<u64> = (0..shard_count)
         .map(|s| starts.get(s).copied().unwrap_or(1).max(1))
         .collect();
+    let mut tails = Vec::new();
     for log in 0..count {
         let layout = Layout {
             log,
@@ -203,12 +216,56 @@ pub fn recover_from(
             shard_count,
             starts: &starts,
         };
-        let (found, bytes) = recover_log(&config.log_dir(log), &layout, store, mode)?;
+        let (found, bytes, tail) = recover_log(&config.log_dir(log), &layout, store, mode)?;
         report.bytes += bytes;
+        report.last_txn_id = report.last_txn_id.max(found.last_txn_id);
         report.logs.push(found);
+        tails.extend(tail.map(|t| (log, t)));
+    }
+    // A transaction is torn when one of its groups never ended; that can only be a log's last
+    // group (a server holds every worker of a transaction until each group's end is written
+    // to the OS, after every group's mutations were), so the logs' tails decide it.
+    let torn: std::collections::BTreeSet<u64> = tails
+        .iter()
+        .filter(|(_, t)| !t.ended)
+        .map(|(_, t)| t.id)
+        .collect();
+    report.torn_transactions = torn.len() as u64;
+    for (log, tail) in tails {
+        let found = &mut report.logs[log];
+        if torn.contains(&tail.id) {
+            found.torn_groups += 1;
+        } else {
+            tail.apply(store, found)?;
+        }
     }
     report.elapsed = started.elapsed();
     Ok(report)
+}
+
+/// A transaction's group of one log, held back until it is known whole: its id, whether its
+/// end was read, and its mutations (with their shards) not covered by a snapshot.
+struct Group {
+    id: u64,
+    ended: bool,
+    records: Vec<(usize, Record)>,
+    /// Where the group starts (for an error applying it).
+    path: PathBuf,
+    offset: u64,
+}
+
+impl Group {
+    fn apply(self, store: &EmbeddedStore, found: &mut LogRecovery) -> Result<(), WalError> {
+        for (shard, record) in &self.records {
+            record.apply(store, *shard).map_err(|e| WalError::Apply {
+                path: self.path.clone(),
+                offset: self.offset,
+                message: e.to_string(),
+            })?;
+        }
+        found.mutations += self.records.len() as u64;
+        Ok(())
+    }
 }
 
 /// Which log is being read, and what its frames' shards may be.
@@ -269,14 +326,18 @@ impl Layout<'_> {
     }
 }
 
+/// Replays one log; returns what it found, the bytes read, and its last transaction group
+/// when nothing follows it (applied, or not, once every log's tail is known).
 fn recover_log(
     dir: &Path,
     layout: &Layout<'_>,
     store: &EmbeddedStore,
     mode: RecoveryMode,
-) -> Result<(LogRecovery, u64), WalError> {
+) -> Result<(LogRecovery, u64, Option<Group>), WalError> {
     let paths = segments(dir)?;
     let mut found = LogRecovery::default();
+    // The transaction group being read, or the last one read, ended, with nothing after it yet.
+    let mut group: Option<Group> = None;
     let mut read_bytes = 0;
     // With snapshots, the log must continue them: its first segment may not begin after the
     // first frame one of its shards' images lacks.
@@ -379,24 +440,24 @@ fn recover_log(
                         match layout.entries(shard, batch, payload) {
                             Err(reason) => Some(reason),
                             Ok(entries) => {
-                                let mut applied = 0;
-                                for (i, (shard, record)) in entries.iter().enumerate() {
-                                    // Mutations an image already loaded covers are skipped.
-                                    if seq + i as u64 >= layout.starts[*shard] {
-                                        record.apply(store, *shard).map_err(|e| {
-                                            WalError::Apply {
-                                                path: path.clone(),
-                                                offset: at as u64,
-                                                message: e.to_string(),
-                                            }
-                                        })?;
-                                        applied += 1;
-                                    }
+                                let (mut replayed, count) = (0, entries.len() as u64);
+                                for (i, (shard, record)) in entries.into_iter().enumerate() {
+                                    // Mutations an image already loaded covers are skipped
+                                    // (never a group's boundary: a snapshot may cover some
+                                    // of a log's shards past a transaction and not others).
+                                    let covered = seq + (i as u64) < layout.starts[shard];
+                                    let at = Position {
+                                        path,
+                                        offset: at as u64,
+                                    };
+                                    replayed += u64::from(!covered);
+                                    replay(
+                                        store, &mut found, &mut group, shard, record, covered, &at,
+                                    )?;
                                 }
-                                found.frames += u64::from(applied > 0);
-                                found.mutations += applied;
-                                found.last_seq = seq + entries.len() as u64 - 1;
-                                next_seq += entries.len() as u64;
+                                found.frames += u64::from(replayed > 0);
+                                found.last_seq = seq + count - 1;
+                                next_seq += count;
                                 at += len;
                                 None
                             }
@@ -476,5 +537,63 @@ fn recover_log(
     }
     let newest_start = layout.shards().map(|s| layout.starts[s]).max().unwrap_or(1);
     found.last_seq = found.last_seq.max(newest_start - 1);
-    Ok((found, read_bytes))
+    Ok((found, read_bytes, group))
+}
+
+/// Where a frame starts (for errors).
+struct Position<'a> {
+    path: &'a Path,
+    offset: u64,
+}
+
+/// Replays one entry of a log: applies a mutation outside any transaction at once, holds a
+/// transaction's back in its [`Group`] until the group is known whole. A group that ended is
+/// applied when anything follows it in the log (whatever follows was written after every
+/// group of its transaction had ended); one that another group's start interrupts is torn.
+fn replay(
+    store: &EmbeddedStore,
+    found: &mut LogRecovery,
+    group: &mut Option<Group>,
+    shard: usize,
+    record: Record,
+    covered: bool,
+    at: &Position<'_>,
+) -> Result<(), WalError> {
+    if group.as_ref().is_some_and(|g| g.ended) {
+        group.take().expect("checked").apply(store, found)?;
+    }
+    match record {
+        Record::TxBegin { id } => {
+            found.last_txn_id = found.last_txn_id.max(id);
+            if group.take().is_some() {
+                // Never written by a server (groups do not nest); refuse to half-apply.
+                found.torn_groups += 1;
+            }
+            *group = Some(Group {
+                id,
+                ended: false,
+                records: Vec::new(),
+                path: at.path.to_path_buf(),
+                offset: at.offset,
+            });
+        }
+        Record::TxEnd { id } => match group {
+            Some(g) if g.id == id => g.ended = true,
+            // An end whose start a snapshot's trim removed: its mutations are covered.
+            _ => {}
+        },
+        _ if covered => {}
+        record => match group {
+            Some(g) => g.records.push((shard, record)),
+            None => {
+                record.apply(store, shard).map_err(|e| WalError::Apply {
+                    path: at.path.to_path_buf(),
+                    offset: at.offset,
+                    message: e.to_string(),
+                })?;
+                found.mutations += 1;
+            }
+        },
+    }
+    Ok(())
 }

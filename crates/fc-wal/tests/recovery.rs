@@ -1151,3 +1151,182 @@ fn zeros_ending_a_closed_segment() {
     let store = open_one(&config, RecoveryMode::Strict).unwrap();
     assert_eq!(store.recovery().frames(), kept + 1);
 }
+
+/// Writes what `script` sends to a sink over two shared logs (shard `s` to log `s % 2`), as a
+/// server's workers would, then recovers it into a fresh store.
+fn transactions_case(
+    script: impl FnOnce(&fc_wal::WalSink),
+) -> (EmbeddedStore, fc_wal::RecoveryReport) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = WalConfig {
+        logs: 2,
+        ..WalConfig::new(dir.path())
+    };
+    {
+        let sink = fc_wal::WalSink::open(&config, 2).unwrap();
+        script(&sink);
+        // Nothing ends a group on drop: what was written is what a kill leaves.
+        sink.flush_all().unwrap();
+    }
+    let store = EmbeddedStore::new(2);
+    let report = fc_wal::recover(&config, &store, RecoveryMode::Strict).unwrap();
+    (store, report)
+}
+
+fn set<'a>(key: &'a [u8], value: &'a [u8]) -> Mutation<'a> {
+    Mutation::Set {
+        key,
+        value,
+        expire_at_ms: None,
+    }
+}
+
+#[test]
+fn a_transaction_is_recovered_whole_or_not_at_all() {
+    use fc_shard::MutationSink;
+    let get = |store: &EmbeddedStore, key: &[u8]| store.get(key).map(|v| v.to_vec());
+    // Both logs' groups ended: applied, on both.
+    let (store, report) = transactions_case(|sink| {
+        sink.on_mutation(0, 0, &set(b"before", b"1"));
+        sink.on_mutation(0, 0, &Mutation::TxBegin { id: 7 });
+        sink.on_mutation(1, 0, &Mutation::TxBegin { id: 7 });
+        sink.on_mutation(0, 0, &set(b"a", b"t7"));
+        sink.on_mutation(1, 0, &set(b"b", b"t7"));
+        sink.on_mutation(0, 0, &Mutation::TxEnd { id: 7 });
+        sink.on_mutation(1, 0, &Mutation::TxEnd { id: 7 });
+    });
+    assert_eq!(get(&store, b"a"), Some(b"t7".to_vec()));
+    assert_eq!(get(&store, b"b"), Some(b"t7".to_vec()));
+    assert_eq!(get(&store, b"before"), Some(b"1".to_vec()));
+    assert_eq!((report.torn_transactions, report.last_txn_id), (0, 7));
+    assert_eq!(report.mutations(), 3);
+
+    // Log 1's group never ended (the kill came before its end was written): log 0's ended
+    // group is left out too, and so is log 1's; what came before stays.
+    let (store, report) = transactions_case(|sink| {
+        sink.on_mutation(1, 0, &set(b"kept", b"1"));
+        sink.on_mutation(0, 0, &Mutation::TxBegin { id: 9 });
+        sink.on_mutation(0, 0, &set(b"a", b"t9"));
+        sink.on_mutation(0, 0, &set(b"a2", b"t9"));
+        sink.on_mutation(0, 0, &Mutation::TxEnd { id: 9 });
+        sink.on_mutation(1, 0, &Mutation::TxBegin { id: 9 });
+        sink.on_mutation(1, 0, &set(b"b", b"t9"));
+    });
+    assert_eq!(get(&store, b"a"), None);
+    assert_eq!(get(&store, b"a2"), None);
+    assert_eq!(get(&store, b"b"), None);
+    assert_eq!(get(&store, b"kept"), Some(b"1".to_vec()));
+    assert_eq!(report.torn_transactions, 1);
+    assert_eq!(report.logs[0].torn_groups + report.logs[1].torn_groups, 2);
+
+    // A group followed by anything on its log was whole everywhere (the server wrote every
+    // group's end before the next change): applied at once. The log without a group of the
+    // transaction (its group trimmed with a snapshot) does not make it torn.
+    let (store, report) = transactions_case(|sink| {
+        sink.on_mutation(0, 0, &Mutation::TxBegin { id: 11 });
+        sink.on_mutation(0, 0, &set(b"a", b"t11"));
+        sink.on_mutation(0, 0, &Mutation::TxEnd { id: 11 });
+        sink.on_mutation(0, 0, &Mutation::TxBegin { id: 12 });
+        sink.on_mutation(0, 0, &set(b"c", b"t12"));
+        sink.on_mutation(0, 0, &Mutation::TxEnd { id: 12 });
+    });
+    assert_eq!(get(&store, b"a"), Some(b"t11".to_vec()));
+    assert_eq!(get(&store, b"c"), Some(b"t12".to_vec()));
+    assert_eq!(report.torn_transactions, 0);
+
+    // One log, its last group open: left out; the ended one before it applied.
+    let (store, report) = transactions_case(|sink| {
+        sink.on_mutation(1, 0, &Mutation::TxBegin { id: 20 });
+        sink.on_mutation(1, 0, &set(b"x", b"t20"));
+        sink.on_mutation(1, 0, &Mutation::TxEnd { id: 20 });
+        sink.on_mutation(1, 0, &Mutation::TxBegin { id: 21 });
+        sink.on_mutation(1, 0, &set(b"x", b"t21"));
+        sink.on_mutation(1, 0, &set(b"y", b"t21"));
+    });
+    assert_eq!(get(&store, b"x"), Some(b"t20".to_vec()));
+    assert_eq!(get(&store, b"y"), None);
+    assert_eq!((report.torn_transactions, report.last_txn_id), (1, 21));
+}
+
+/// A kill at any moment of a server's writes of a two-log transaction (see
+/// `fc-server/src/txn.rs`): the logs are written in turn (log 0, then log 1) by each write to
+/// the OS, every group's mutations before any group's end, and the kill may tear the write in
+/// progress at any byte. Whatever state that leaves, recovery applies the transaction whole
+/// or not at all.
+#[test]
+fn a_transaction_torn_at_every_byte_of_its_writes_applies_whole_or_not_at_all() {
+    use fc_shard::MutationSink;
+    let dir = tempfile::tempdir().unwrap();
+    let config = WalConfig {
+        logs: 2,
+        ..WalConfig::new(dir.path())
+    };
+    // Each log's length after each write to the OS.
+    let mut written: Vec<[usize; 2]> = Vec::new();
+    {
+        let sink = fc_wal::WalSink::open(&config, 2).unwrap();
+        let mut flush = |sink: &fc_wal::WalSink| {
+            sink.flush_all().unwrap();
+            let len = |s: usize| sink.with_log(s, |l| l.stats().bytes as usize);
+            written.push([len(0), len(1)]);
+        };
+        sink.on_mutation(0, 0, &set(b"before", b"1"));
+        sink.on_mutation(1, 0, &set(b"before1", b"1"));
+        flush(&sink);
+        sink.on_mutation(0, 0, &Mutation::TxBegin { id: 5 });
+        sink.on_mutation(1, 0, &Mutation::TxBegin { id: 5 });
+        for i in 0..20u8 {
+            sink.on_mutation(usize::from(i % 2), 0, &set(&[b'k', i], b"t5"));
+            // Frames of a few mutations each, as other workers' writes to the OS cut them.
+            if i % 3 == 2 {
+                flush(&sink);
+            }
+        }
+        flush(&sink);
+        sink.on_mutation(0, 0, &Mutation::TxEnd { id: 5 });
+        sink.on_mutation(1, 0, &Mutation::TxEnd { id: 5 });
+        flush(&sink);
+    }
+    let seg = |log: usize| {
+        let d = config.log_dir(log);
+        fs::read_dir(&d).unwrap().next().unwrap().unwrap().path()
+    };
+    let segs = [seg(0), seg(1)];
+    // A clean close trimmed each segment to its frames.
+    let full = [fs::read(&segs[0]).unwrap(), fs::read(&segs[1]).unwrap()];
+    assert_eq!(full[0].len(), written.last().unwrap()[0]);
+    let mut states = Vec::new();
+    for pair in written.windows(2) {
+        let (before, after) = (pair[0], pair[1]);
+        // The kill during this write's log 0, or during its log 1 (log 0 written).
+        for cut in before[0]..=after[0] {
+            states.push([cut, before[1]]);
+        }
+        for cut in before[1]..=after[1] {
+            states.push([after[0], cut]);
+        }
+    }
+    let (mut whole, mut none) = (0, 0);
+    for state in states {
+        for log in 0..2 {
+            fs::write(&segs[log], &full[log][..state[log]]).unwrap();
+        }
+        let store = EmbeddedStore::new(2);
+        fc_wal::recover(&config, &store, RecoveryMode::TolerateTail).unwrap();
+        let present = (0..20u8)
+            .filter(|&i| store.get(&[b'k', i]).is_some())
+            .count();
+        assert!(
+            present == 0 || present == 20,
+            "logs cut at {state:?}: {present} of the transaction's 20 keys"
+        );
+        if present == 20 {
+            whole += 1;
+        } else {
+            none += 1;
+        }
+        assert_eq!(store.get(b"before").as_deref(), Some(&b"1"[..]));
+    }
+    // Only the end's last write (log 1 whole) leaves it whole.
+    assert!(whole >= 1 && none > 100, "{whole} whole, {none} none");
+}
