@@ -13,6 +13,17 @@
 //! | [`SharedEmbeddedStore`] | cheap `Clone` | the same store behind an `Arc` |
 //! | [`LocalEmbeddedStore`] | `&mut self`, one per worker | none: the worker owns its shards |
 //!
+//! The three share one key-value surface (`store/surface.rs`): every point, `try_*`, batch and
+//! session method has the same name and meaning on each — `set`, `try_set`, `set_routed`,
+//! `set_prepared`, `get`, `try_get`, `get_view`, `get_string_view_routed`, `exists_routed`,
+//! `delete`, `try_delete`, `expire`, `persist`, `pttl_millis`, `batch_set`, `batch_get`,
+//! `batch_get_packed`, `batch_delete`, the `batch_*_session_*` methods, `set_max_memory`,
+//! `clear_shard`, `key_snapshot`, `stats_snapshot`, ... The `try_*` forms return what the plain
+//! forms panic on (on a [`LocalEmbeddedStore`], [`StoreError::NotOwner`] for a key of another
+//! worker). A borrowed read holds the shard's read lock on the shared kinds, so there it returns
+//! a [`ValueRef`] guard (`get_view`) or calls a visitor (`batch_get_view`), where a local store
+//! returns plain borrows. `tests/surface.rs` runs one script of every shared method on all three.
+//!
 //! **Must not depend on:** tokio or any runtime, the network, files, or any workspace crate but
 //! `fc-route`. Persistence and replication consume [`Mutation`]s through a [`MutationSink`]; they
 //! never reach into a shard.

@@ -11,7 +11,6 @@ use parking_lot::{MappedRwLockReadGuard, RwLock, RwLockReadGuard, RwLockWriteGua
 
 use super::{
     DEFAULT_MAINTENANCE_BUDGET, EmbeddedStoreBuilder, expiry_for, order_by_shard, shard_runs,
-    ttl_ms_to_seconds,
 };
 use crate::clock::Clock;
 use crate::error::StoreError;
@@ -318,34 +317,6 @@ impl EmbeddedStore {
 
     // ----- writes -------------------------------------------------------------------------------
 
-    /// Stores `value` under `key`, replacing any previous value. `ttl_ms` is relative to now;
-    /// `None` stores a value that never expires.
-    ///
-    /// # Panics
-    /// When [`EmbeddedStore::try_set`] would fail (a key over 64 MiB, a value over 4 GiB, or a
-    /// full size class).
-    pub fn set(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>, ttl_ms: Option<u64>) {
-        self.set_value_bytes(key.as_ref(), value.as_ref(), ttl_ms);
-    }
-
-    /// [`EmbeddedStore::set`] for borrowed slices, without generic arguments.
-    ///
-    /// # Panics
-    /// As [`EmbeddedStore::set`].
-    pub fn set_value_bytes(&self, key: &[u8], value: &[u8], ttl_ms: Option<u64>) {
-        if let Err(err) = self.try_set(key, value, ttl_ms) {
-            panic!("fast-cache set failed: {err}");
-        }
-    }
-
-    /// Stores `value` under `key`, or says why it cannot.
-    ///
-    /// # Errors
-    /// [`StoreError::KeyTooLarge`], [`StoreError::ValueTooLarge`], [`StoreError::ShardFull`].
-    pub fn try_set(&self, key: &[u8], value: &[u8], ttl_ms: Option<u64>) -> Result<(), StoreError> {
-        self.try_set_routed(&self.router.route_key(key), key, value, ttl_ms)
-    }
-
     /// [`EmbeddedStore::try_set`] with a precomputed route of `key`.
     ///
     /// # Errors
@@ -368,51 +339,11 @@ impl EmbeddedStore {
         )
     }
 
-    /// [`EmbeddedStore::set`] with a precomputed route of `key`.
-    ///
-    /// # Panics
-    /// As [`EmbeddedStore::set`].
-    pub fn set_routed(
-        &self,
-        route: &EmbeddedKeyRoute,
-        key: &[u8],
-        value: &[u8],
-        ttl_ms: Option<u64>,
-    ) {
-        if let Err(err) = self.try_set_routed(route, key, value, ttl_ms) {
-            panic!("fast-cache set failed: {err}");
-        }
-    }
-
-    /// [`EmbeddedStore::set`] for a prepared key (no hashing).
-    ///
-    /// # Panics
-    /// As [`EmbeddedStore::set`].
-    pub fn set_prepared(&self, key: &PreparedPointKey, value: &[u8], ttl_ms: Option<u64>) {
-        self.set_routed(&key.route(), key.key(), value, ttl_ms);
-    }
-
-    /// Deletes `key`; true when it existed.
-    pub fn delete(&self, key: &[u8]) -> bool {
-        self.delete_routed(&self.router.route_key(key), key)
-    }
-
     /// [`EmbeddedStore::delete`] with a precomputed route.
     pub fn delete_routed(&self, route: &EmbeddedKeyRoute, key: &[u8]) -> bool {
         self.shard(route)
             .write_shard()
             .delete(tag_of(route.key_hash()), key, &self.clock)
-    }
-
-    /// [`EmbeddedStore::delete`] for a prepared key.
-    pub fn delete_prepared(&self, key: &PreparedPointKey) -> bool {
-        self.delete_routed(&key.route(), key.key())
-    }
-
-    /// Makes `key` expire `ttl_ms` from now; false when the key does not exist.
-    pub fn expire(&self, key: &[u8], ttl_ms: u64) -> bool {
-        let at = self.clock.now_ms().saturating_add(ttl_ms);
-        self.expire_at_ms(key, at)
     }
 
     /// Makes `key` expire at the absolute Unix time `at_ms`; false when the key does not exist.
@@ -437,6 +368,81 @@ impl EmbeddedStore {
         )
     }
 
+    /// `delete` with the same signature as [`LocalEmbeddedStore::try_delete`]; a shared store
+    /// serves every key, so it never fails.
+    ///
+    /// # Errors
+    /// None (`Ok` always).
+    pub fn try_delete(&self, key: &[u8]) -> Result<bool, StoreError> {
+        Ok(self.delete(key))
+    }
+
+    /// Changes the memory budget of a store built with [`crate::EmbeddedStoreBuilder::max_memory`]
+    /// (`total`, split evenly across shards as at build time; `None` lifts the limit and keeps
+    /// the bookkeeping). Evicting policies evict down to it at once.
+    ///
+    /// # Errors
+    /// [`StoreError::NoBudget`] when the store was built without a budget (nothing changes).
+    pub fn set_max_memory(&self, total: Option<u64>) -> Result<(), StoreError> {
+        let per_shard = total.map(|t| t / self.shards.len() as u64);
+        for shard in &*self.shards {
+            if !shard.write_shard().resize_budget(per_shard, &self.clock) {
+                return Err(StoreError::NoBudget);
+            }
+        }
+        Ok(())
+    }
+
+    /// `SET` with options ([`EmbeddedStore::set_with`]) and a precomputed route of `key`.
+    ///
+    /// # Errors
+    /// As [`EmbeddedStore::set_with`].
+    pub fn set_with_routed(
+        &self,
+        route: &EmbeddedKeyRoute,
+        key: &[u8],
+        value: &[u8],
+        options: crate::object::string::SetOptions,
+    ) -> Result<crate::object::string::SetOutcome, StoreError> {
+        debug_assert_eq!(*route, self.router.route_key(key), "route of another key");
+        self.shard(route).write_shard().set_with(
+            tag_of(route.key_hash()),
+            key,
+            value,
+            options,
+            &self.clock,
+        )
+    }
+
+    /// `GET` as a borrow of the stored string (no copy), with a precomputed route of `key`;
+    /// the shard's read lock is held until the [`ValueRef`] is dropped. `Ok(None)` when the key
+    /// is missing or expired.
+    ///
+    /// # Errors
+    /// [`StoreError::WrongType`] when the key holds another type.
+    pub fn get_string_view_routed(
+        &self,
+        route: &EmbeddedKeyRoute,
+        key: &[u8],
+    ) -> Result<Option<ValueRef<'_>>, StoreError> {
+        debug_assert_eq!(*route, self.router.route_key(key), "route of another key");
+        let tag = tag_of(route.key_hash());
+        let mut wrong = None;
+        let mapped = RwLockReadGuard::try_map(self.shard(route).read(), |shard| {
+            shard
+                .read_string(tag, key, &self.clock)
+                .unwrap_or_else(|err| {
+                    wrong = Some(err);
+                    None
+                })
+        });
+        match (mapped, wrong) {
+            (Ok(view), _) => Ok(Some(ValueRef(view))),
+            (Err(_), Some(err)) => Err(err),
+            (Err(_), None) => Ok(None),
+        }
+    }
+
     /// Removes every key.
     pub fn clear(&self) {
         for shard in &*self.shards {
@@ -445,12 +451,6 @@ impl EmbeddedStore {
     }
 
     // ----- reads --------------------------------------------------------------------------------
-
-    /// A copy of the value of `key`.
-    #[must_use]
-    pub fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
-        self.get_routed(&self.router.route_key(key), key)
-    }
 
     /// [`EmbeddedStore::get`] with a precomputed route.
     #[must_use]
@@ -466,20 +466,6 @@ impl EmbeddedStore {
                 None
             }
         }
-    }
-
-    /// [`EmbeddedStore::get`] for a prepared key.
-    #[must_use]
-    pub fn get_prepared(&self, key: &PreparedPointKey) -> Option<Vec<u8>> {
-        self.get_routed(&key.route(), key.key())
-    }
-
-    /// The value of `key`, borrowed from the store (no copy, no allocation). The shard's read
-    /// lock is held until the [`ValueRef`] is dropped.
-    #[must_use]
-    #[inline]
-    pub fn get_view(&self, key: &[u8]) -> Option<ValueRef<'_>> {
-        self.get_view_routed(&self.router.route_key(key), key)
     }
 
     /// [`EmbeddedStore::get_view`] with a precomputed route.
@@ -501,18 +487,6 @@ impl EmbeddedStore {
         }
     }
 
-    /// [`EmbeddedStore::get_view`] for a prepared key.
-    #[must_use]
-    pub fn get_view_prepared(&self, key: &PreparedPointKey) -> Option<ValueRef<'_>> {
-        self.get_view_routed(&key.route(), key.key())
-    }
-
-    /// Whether `key` exists (and has not expired).
-    #[must_use]
-    pub fn exists(&self, key: &[u8]) -> bool {
-        self.exists_routed(&self.router.route_key(key), key)
-    }
-
     /// [`EmbeddedStore::exists`] with a precomputed route.
     #[must_use]
     pub fn exists_routed(&self, route: &EmbeddedKeyRoute, key: &[u8]) -> bool {
@@ -531,12 +505,6 @@ impl EmbeddedStore {
         }
     }
 
-    /// [`EmbeddedStore::exists`] for a prepared key.
-    #[must_use]
-    pub fn exists_prepared(&self, key: &PreparedPointKey) -> bool {
-        self.exists_routed(&key.route(), key.key())
-    }
-
     /// Remaining time to live of `key` in milliseconds (Redis's `PTTL`).
     #[must_use]
     pub fn pttl_millis(&self, key: &[u8]) -> KeyTtl {
@@ -546,28 +514,7 @@ impl EmbeddedStore {
             .ttl_ms(tag_of(route.key_hash()), key, &self.clock)
     }
 
-    /// Remaining time to live of `key` in seconds, rounded as Redis's `TTL` does.
-    #[must_use]
-    pub fn ttl_seconds(&self, key: &[u8]) -> KeyTtl {
-        ttl_ms_to_seconds(self.pttl_millis(key))
-    }
-
     // ----- batches ------------------------------------------------------------------------------
-
-    /// Stores every `(key, value)` pair with the same TTL, taking each shard's lock once.
-    /// Later pairs win over earlier pairs with the same key.
-    ///
-    /// # Panics
-    /// As [`EmbeddedStore::set`]; pairs before the failing one are stored.
-    pub fn batch_set<K, V>(&self, items: impl IntoIterator<Item = (K, V)>, ttl_ms: Option<u64>)
-    where
-        K: AsRef<[u8]>,
-        V: AsRef<[u8]>,
-    {
-        if let Err(err) = self.try_batch_set(items, ttl_ms) {
-            panic!("fast-cache batch_set failed: {err}");
-        }
-    }
 
     /// [`EmbeddedStore::batch_set`] that reports the first failure instead of panicking.
     ///

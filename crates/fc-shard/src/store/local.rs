@@ -4,7 +4,6 @@ use fc_route::{EmbeddedKeyRoute, EmbeddedRouteMode, PreparedPointKey, ShardRoute
 
 use super::{
     DEFAULT_MAINTENANCE_BUDGET, EmbeddedStore, PREFETCH_WINDOW, expiry_for, order_by_shard,
-    ttl_ms_to_seconds,
 };
 use crate::clock::Clock;
 use crate::error::StoreError;
@@ -198,10 +197,33 @@ impl LocalEmbeddedStore {
         self.router.mode()
     }
 
+    /// Replaces the store's clock (as [`EmbeddedStore::set_clock`]).
+    pub fn set_clock(&mut self, clock: impl Into<Clock>) {
+        self.clock = clock.into();
+    }
+
+    /// The number of shards of the whole store (every worker's).
+    #[must_use]
+    pub fn shard_count(&self) -> usize {
+        self.router.shard_count()
+    }
+
     /// The route of `key`.
     #[must_use]
     pub fn route_key(&self, key: &[u8]) -> EmbeddedKeyRoute {
         self.router.route_key(key)
+    }
+
+    /// The route of a session (the shard its keys share in session-prefix mode).
+    #[must_use]
+    pub fn route_session(&self, prefix: &[u8]) -> fc_route::EmbeddedSessionRoute {
+        self.router.route_session(prefix)
+    }
+
+    /// The shard `key` lives in (of the whole store's).
+    #[must_use]
+    pub fn shard_for_key(&self, key: &[u8]) -> usize {
+        self.router.shard_of(&self.router.route_key(key))
     }
 
     /// The worker that owns `route`'s shard.
@@ -329,38 +351,6 @@ impl LocalEmbeddedStore {
 
     // ----- writes -------------------------------------------------------------------------------
 
-    /// Stores `value` under `key`; `ttl_ms` relative to now, `None` for no expiry.
-    ///
-    /// # Panics
-    /// When the key is not owned by this worker, or as [`EmbeddedStore::set`].
-    pub fn set(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>, ttl_ms: Option<u64>) {
-        self.set_value_bytes(key.as_ref(), value.as_ref(), ttl_ms);
-    }
-
-    /// [`LocalEmbeddedStore::set`] for borrowed slices.
-    ///
-    /// # Panics
-    /// As [`LocalEmbeddedStore::set`].
-    pub fn set_value_bytes(&mut self, key: &[u8], value: &[u8], ttl_ms: Option<u64>) {
-        if let Err(err) = self.try_set(key, value, ttl_ms) {
-            panic!("fast-cache set failed: {err}");
-        }
-    }
-
-    /// Stores `value` under `key`, or says why it cannot.
-    ///
-    /// # Errors
-    /// [`StoreError::NotOwner`], or as [`EmbeddedStore::try_set`].
-    pub fn try_set(
-        &mut self,
-        key: &[u8],
-        value: &[u8],
-        ttl_ms: Option<u64>,
-    ) -> Result<(), StoreError> {
-        let route = self.router.route_key(key);
-        self.try_set_routed(&route, key, value, ttl_ms)
-    }
-
     /// [`LocalEmbeddedStore::try_set`] with a precomputed route of `key`.
     ///
     /// # Errors
@@ -376,39 +366,6 @@ impl LocalEmbeddedStore {
         let i = self.local_index(route)?;
         let expire_at = expiry_for(&self.clock, ttl_ms);
         self.shards[i].set(tag_of(route.key_hash()), key, value, expire_at, &self.clock)
-    }
-
-    /// [`LocalEmbeddedStore::set`] with a precomputed route.
-    ///
-    /// # Panics
-    /// As [`LocalEmbeddedStore::set`].
-    pub fn set_routed(
-        &mut self,
-        route: &EmbeddedKeyRoute,
-        key: &[u8],
-        value: &[u8],
-        ttl_ms: Option<u64>,
-    ) {
-        if let Err(err) = self.try_set_routed(route, key, value, ttl_ms) {
-            panic!("fast-cache set failed: {err}");
-        }
-    }
-
-    /// [`LocalEmbeddedStore::set`] for a prepared key (no hashing).
-    ///
-    /// # Panics
-    /// As [`LocalEmbeddedStore::set`].
-    pub fn set_prepared(&mut self, key: &PreparedPointKey, value: &[u8], ttl_ms: Option<u64>) {
-        self.set_routed(&key.route(), key.key(), value, ttl_ms);
-    }
-
-    /// Deletes `key`; true when it existed.
-    ///
-    /// # Panics
-    /// When the key is not owned by this worker.
-    pub fn delete(&mut self, key: &[u8]) -> bool {
-        let route = self.router.route_key(key);
-        self.delete_routed(&route, key)
     }
 
     /// [`LocalEmbeddedStore::delete`] that reports a key owned elsewhere.
@@ -428,23 +385,6 @@ impl LocalEmbeddedStore {
     pub fn delete_routed(&mut self, route: &EmbeddedKeyRoute, key: &[u8]) -> bool {
         let (shard, clock) = self.owned_shard(route);
         shard.delete(tag_of(route.key_hash()), key, clock)
-    }
-
-    /// [`LocalEmbeddedStore::delete`] for a prepared key.
-    ///
-    /// # Panics
-    /// When the key is not owned by this worker.
-    pub fn delete_prepared(&mut self, key: &PreparedPointKey) -> bool {
-        self.delete_routed(&key.route(), key.key())
-    }
-
-    /// Makes `key` expire `ttl_ms` from now; false when it does not exist.
-    ///
-    /// # Panics
-    /// When the key is not owned by this worker.
-    pub fn expire(&mut self, key: &[u8], ttl_ms: u64) -> bool {
-        let at = self.clock.now_ms().saturating_add(ttl_ms);
-        self.expire_at_ms(key, at)
     }
 
     /// Makes `key` expire at the absolute Unix time `at_ms`; false when it does not exist.
@@ -483,6 +423,27 @@ impl LocalEmbeddedStore {
         Ok(())
     }
 
+    /// Removes every key of shard `shard` (one [`crate::Mutation::Flush`] of it), when this
+    /// worker owns it; other shards are ignored (as out-of-range ones are by
+    /// [`EmbeddedStore::clear_shard`]).
+    pub fn clear_shard(&mut self, shard: usize) {
+        if shard < self.local_of.len()
+            && let Ok(i) = self.local_shard_index(shard)
+        {
+            self.shards[i].clear();
+        }
+    }
+
+    /// Whether `key` exists (and has not expired), with a precomputed route.
+    ///
+    /// # Panics
+    /// When the key is owned by another worker.
+    #[must_use]
+    pub fn exists_routed(&mut self, route: &EmbeddedKeyRoute, key: &[u8]) -> bool {
+        let (shard, clock) = self.owned_shard(route);
+        shard.exists(tag_of(route.key_hash()), key, clock)
+    }
+
     /// Removes every key of this worker's shards.
     pub fn clear(&mut self) {
         for shard in &mut self.shards {
@@ -491,34 +452,6 @@ impl LocalEmbeddedStore {
     }
 
     // ----- reads --------------------------------------------------------------------------------
-
-    /// A copy of the value of `key`.
-    ///
-    /// # Panics
-    /// When the key is not owned by this worker.
-    #[must_use]
-    pub fn get(&mut self, key: &[u8]) -> Option<Vec<u8>> {
-        self.get_view(key).map(<[u8]>::to_vec)
-    }
-
-    /// [`LocalEmbeddedStore::get`] that reports a key owned elsewhere, or holding another type.
-    ///
-    /// # Errors
-    /// [`StoreError::NotOwner`], [`StoreError::WrongType`].
-    pub fn try_get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        self.with_owned_shard(key, |shard, tag, clock| shard.get_string(tag, key, clock))
-    }
-
-    /// The value of `key`, borrowed (no copy, no allocation).
-    ///
-    /// # Panics
-    /// When the key is not owned by this worker.
-    #[must_use]
-    #[inline]
-    pub fn get_view(&mut self, key: &[u8]) -> Option<&[u8]> {
-        let route = self.router.route_key(key);
-        self.get_view_routed(&route, key)
-    }
 
     /// [`LocalEmbeddedStore::get_view`] with a precomputed route.
     ///
@@ -569,15 +502,6 @@ impl LocalEmbeddedStore {
         self.shards[i].set_with(tag_of(route.key_hash()), key, value, options, &self.clock)
     }
 
-    /// [`LocalEmbeddedStore::get_view`] for a prepared key (no hashing).
-    ///
-    /// # Panics
-    /// When the key is not owned by this worker.
-    #[must_use]
-    pub fn get_view_prepared(&mut self, key: &PreparedPointKey) -> Option<&[u8]> {
-        self.get_view_routed(&key.route(), key.key())
-    }
-
     /// [`LocalEmbeddedStore::get`] with a precomputed route.
     ///
     /// # Panics
@@ -585,36 +509,6 @@ impl LocalEmbeddedStore {
     #[must_use]
     pub fn get_routed(&mut self, route: &EmbeddedKeyRoute, key: &[u8]) -> Option<Vec<u8>> {
         self.get_view_routed(route, key).map(<[u8]>::to_vec)
-    }
-
-    /// [`LocalEmbeddedStore::get`] for a prepared key.
-    ///
-    /// # Panics
-    /// When the key is not owned by this worker.
-    #[must_use]
-    pub fn get_prepared(&mut self, key: &PreparedPointKey) -> Option<Vec<u8>> {
-        self.get_view_prepared(key).map(<[u8]>::to_vec)
-    }
-
-    /// Whether `key` exists (and has not expired).
-    ///
-    /// # Panics
-    /// When the key is not owned by this worker.
-    #[must_use]
-    pub fn exists(&mut self, key: &[u8]) -> bool {
-        let route = self.router.route_key(key);
-        let (shard, clock) = self.owned_shard(&route);
-        shard.exists(tag_of(route.key_hash()), key, clock)
-    }
-
-    /// [`LocalEmbeddedStore::exists`] for a prepared key.
-    ///
-    /// # Panics
-    /// When the key is not owned by this worker.
-    #[must_use]
-    pub fn exists_prepared(&mut self, key: &PreparedPointKey) -> bool {
-        let (shard, clock) = self.owned_shard(&key.route());
-        shard.exists(tag_of(key.route().key_hash()), key.key(), clock)
     }
 
     /// Remaining time to live in milliseconds (Redis's `PTTL`).
@@ -626,15 +520,6 @@ impl LocalEmbeddedStore {
         let route = self.router.route_key(key);
         let (shard, clock) = self.owned_shard(&route);
         shard.ttl_ms(tag_of(route.key_hash()), key, clock)
-    }
-
-    /// Remaining time to live in seconds, rounded as Redis's `TTL` does.
-    ///
-    /// # Panics
-    /// When the key is not owned by this worker.
-    #[must_use]
-    pub fn ttl_seconds(&mut self, key: &[u8]) -> KeyTtl {
-        ttl_ms_to_seconds(self.pttl_millis(key))
     }
 
     // ----- batches ------------------------------------------------------------------------------
@@ -698,20 +583,6 @@ impl LocalEmbeddedStore {
             |i| (items[i].0.as_ref(), items[i].1.as_ref()),
             ttl_ms,
         )
-    }
-
-    /// Stores every pair with the same TTL.
-    ///
-    /// # Panics
-    /// When a key is not owned here (before anything is stored), or as [`EmbeddedStore::set`].
-    pub fn batch_set<K, V>(&mut self, items: impl IntoIterator<Item = (K, V)>, ttl_ms: Option<u64>)
-    where
-        K: AsRef<[u8]>,
-        V: AsRef<[u8]>,
-    {
-        if let Err(err) = self.try_batch_set(items, ttl_ms) {
-            panic!("fast-cache batch_set failed: {err}");
-        }
     }
 
     /// Prefetches the buckets, then the entries, of one window of a batch in shard order

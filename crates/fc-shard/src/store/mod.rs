@@ -3,6 +3,7 @@
 mod embedded;
 mod local;
 mod objects;
+mod surface;
 
 use std::sync::Arc;
 

@@ -499,14 +499,6 @@ fn join_cursor(shard: usize, next: Option<u64>, next_shard: Option<usize>) -> u6
 const SCAN_WINDOWS_PER_CALL: usize = 64;
 
 impl EmbeddedStore {
-    /// `GET` that reports [`StoreError::WrongType`] for a key of another type.
-    ///
-    /// # Errors
-    /// [`StoreError::WrongType`].
-    pub fn try_get(&self, key: &[u8]) -> RedisObjectResult<Option<Vec<u8>>> {
-        self.get_string(key)
-    }
-
     /// `INCR`.
     ///
     /// # Errors
