@@ -88,26 +88,33 @@ pub(crate) async fn run_store<R: Reply>(
                 return msetnx_across(worker, &owners, args, out, txn).await;
             }
             let owner = owners.first().copied().unwrap_or(worker.index);
-            exec_at(worker, owner, part, args, txn).await.replay(out);
+            // Several keys of one worker: one transaction of the mutation stream (a write of
+            // the log to the OS by another worker must not split it).
+            let held = match txn {
+                None if args.len() - 1 > step => Some(Held::take(worker, &owners).await),
+                _ => None,
+            };
+            let links = txn.or(held.as_ref().map(|h| &h.links));
+            let replies = exec_at(worker, owner, part, args, links).await;
+            if let Some(held) = held {
+                held.release(worker);
+            }
+            replies.replay(out);
         }
         Route::PerKey { step, merge, part } => {
             if !(args.len() - 1).is_multiple_of(step) {
                 return command::wrong_arity(&args[0], out);
             }
-            // A write over keys of several workers (MSET, DEL) holds them all, as one
-            // transaction, unless one already does: atomic as on one shard, to other clients
-            // and in the log.
+            // A write of several keys (MSET, DEL) holds their workers, as one transaction,
+            // unless one already does: atomic as on one shard, to other clients and in the log
+            // (even on one worker, another worker's write of the log must not split it).
             let held = match txn {
-                None if spec.write() => {
+                None if spec.write() && args.len() - 1 > step => {
                     let owners: BTreeSet<usize> = args[1..]
                         .chunks(step)
                         .map(|keys| shared.owner_of(&keys[0]))
                         .collect();
-                    if owners.len() > 1 {
-                        Some(Held::take(worker, &owners).await)
-                    } else {
-                        None
-                    }
+                    Some(Held::take(worker, &owners).await)
                 }
                 _ => None,
             };

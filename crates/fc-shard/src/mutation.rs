@@ -165,8 +165,11 @@ pub enum Mutation<'a> {
     /// belong to transaction `id` (`EXEC`, a multi-key write across workers): a consumer applies
     /// them all or none. A transaction spanning several streams (a server's per-worker logs)
     /// has a group on each stream that changed, all with the same `id`; it is whole only when
-    /// every stream's group is whole. Groups never nest or interleave on one stream. The
-    /// shard a sink is told with a marker is one of the stream's shards, not a changed one.
+    /// every stream's group is whole. Id 0 is one operation's group on one shard's stream (a
+    /// shard emits it around an operation of several mutations: `LMOVE`, `SMOVE`, a `*STORE`);
+    /// inside a transaction's group it adds nothing. Transactions' groups never nest or
+    /// interleave on one stream. The shard a sink is told with a transaction's marker is one
+    /// of the stream's shards, not necessarily a changed one.
     TxBegin {
         /// The transaction's id: unique over the life of the data (a server takes them from
         /// a clock-seeded counter), the same on every stream it spans.

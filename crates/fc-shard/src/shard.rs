@@ -287,6 +287,17 @@ impl Shard {
         }
     }
 
+    /// Runs `op`, an operation whose several mutations (`LMOVE`'s pop and push, `SMOVE`'s
+    /// remove and add, a `*STORE`'s delete and add) a consumer must apply together, between
+    /// [`Mutation::TxBegin`] and [`Mutation::TxEnd`] with id 0: a group of this shard's stream
+    /// only (see [`Mutation::TxBegin`]).
+    pub(crate) fn grouped<R>(&mut self, op: impl FnOnce(&mut Self) -> R) -> R {
+        self.emit(|| Mutation::TxBegin { id: 0 });
+        let result = op(self);
+        self.emit(|| Mutation::TxEnd { id: 0 });
+        result
+    }
+
     #[inline]
     fn emit_borrowed(sink: &Sink, id: usize, seq: &mut u64, mutation: Mutation<'_>) {
         *seq += 1;

@@ -68,9 +68,9 @@ pub struct RecoveryReport {
     pub bytes: u64,
     /// Time taken.
     pub elapsed: Duration,
-    /// Transactions ([`fc_shard::Mutation::TxBegin`] .. `TxEnd` groups) left out because a
-    /// crash tore them: some log's group of the transaction never ended. None of their
-    /// mutations was applied, on any log.
+    /// Transactions ([`fc_shard::Mutation::TxBegin`] .. `TxEnd` groups, an operation's group
+    /// of id 0 included) left out because a crash tore them: some log's group of the
+    /// transaction never ended. None of their mutations was applied, on any log.
     pub torn_transactions: u64,
     /// The largest transaction id read in any log (0: none); a writer's next ids must be
     /// larger.
@@ -225,15 +225,17 @@ pub fn recover_from(
     // A transaction is torn when one of its groups never ended; that can only be a log's last
     // group (a server holds every worker of a transaction until each group's end is written
     // to the OS, after every group's mutations were), so the logs' tails decide it.
+    // (An operation's group, id 0, is one log's alone: whole when it ended.)
     let torn: std::collections::BTreeSet<u64> = tails
         .iter()
-        .filter(|(_, t)| !t.ended)
+        .filter(|(_, t)| !t.ended && t.id != 0)
         .map(|(_, t)| t.id)
         .collect();
-    report.torn_transactions = torn.len() as u64;
+    let torn_operations = tails.iter().filter(|(_, t)| !t.ended && t.id == 0).count();
+    report.torn_transactions = (torn.len() + torn_operations) as u64;
     for (log, tail) in tails {
         let found = &mut report.logs[log];
-        if torn.contains(&tail.id) {
+        if !tail.ended || torn.contains(&tail.id) {
             found.torn_groups += 1;
         } else {
             tail.apply(store, found)?;
@@ -563,6 +565,8 @@ fn replay(
         group.take().expect("checked").apply(store, found)?;
     }
     match record {
+        // An operation's group inside a transaction's adds nothing.
+        Record::TxBegin { id: 0 } if group.is_some() => {}
         Record::TxBegin { id } => {
             found.last_txn_id = found.last_txn_id.max(id);
             if group.take().is_some() {
@@ -578,7 +582,7 @@ fn replay(
             });
         }
         Record::TxEnd { id } => match group {
-            Some(g) if g.id == id => g.ended = true,
+            Some(g) if g.id == id && !g.ended => g.ended = true,
             // An end whose start a snapshot's trim removed: its mutations are covered.
             _ => {}
         },

@@ -1330,3 +1330,81 @@ fn a_transaction_torn_at_every_byte_of_its_writes_applies_whole_or_not_at_all() 
     // Only the end's last write (log 1 whole) leaves it whole.
     assert!(whole >= 1 && none > 100, "{whole} whole, {none} none");
 }
+
+#[test]
+fn operation_groups_nest_in_transactions_and_stand_alone() {
+    let get = |store: &EmbeddedStore, key: &[u8]| store.get(key).map(|v| v.to_vec());
+    // An operation's group (id 0) inside a transaction's: the transaction decides.
+    let (store, report) = transactions_case(|sink| {
+        use fc_shard::MutationSink;
+        sink.on_mutation(0, 0, &Mutation::TxBegin { id: 30 });
+        sink.on_mutation(0, 0, &Mutation::TxBegin { id: 0 });
+        sink.on_mutation(0, 0, &set(b"a", b"t30"));
+        sink.on_mutation(0, 0, &Mutation::TxEnd { id: 0 });
+        sink.on_mutation(0, 0, &set(b"b", b"t30"));
+        sink.on_mutation(0, 0, &Mutation::TxEnd { id: 30 });
+        // Log 1: an operation's group that ended, as its last group; log 0 later gets an
+        // open one. Each is its own log's: the ended one applies, the open one does not.
+        sink.on_mutation(1, 0, &Mutation::TxBegin { id: 0 });
+        sink.on_mutation(1, 0, &set(b"c", b"op"));
+        sink.on_mutation(1, 0, &Mutation::TxEnd { id: 0 });
+        sink.on_mutation(0, 0, &Mutation::TxBegin { id: 0 });
+        sink.on_mutation(0, 0, &set(b"d", b"op"));
+    });
+    assert_eq!(get(&store, b"a"), Some(b"t30".to_vec()));
+    assert_eq!(get(&store, b"b"), Some(b"t30".to_vec()));
+    assert_eq!(get(&store, b"c"), Some(b"op".to_vec()));
+    assert_eq!(get(&store, b"d"), None);
+    assert_eq!((report.torn_transactions, report.last_txn_id), (1, 30));
+}
+
+/// `LMOVE` is a pop and a push, one group of its shard's log: a kill at any byte of its
+/// frames (one frame per mutation here) leaves the element in one of the two lists, never in
+/// neither or both.
+#[test]
+fn an_lmove_torn_at_every_byte_moves_its_element_or_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = WalConfig {
+        fsync: FsyncPolicy::Always,
+        group_commit: false,
+        ..WalConfig::new(dir.path())
+    };
+    let before = {
+        let store = open(&config, RecoveryMode::Strict).unwrap();
+        store.rpush(b"{q}src", &[b"x", b"y"]).unwrap();
+        store.rpush(b"{q}dst", &[b"z"]).unwrap();
+        let shard = store.shard_for_key(b"{q}src");
+        // Bytes of the shard's log so far (written and synced: `always`).
+        let before = store.wal().with_log(shard, |l| l.stats().bytes) as usize;
+        let moved = store
+            .lmove(b"{q}src", b"{q}dst", ListEnd::Left, ListEnd::Right)
+            .unwrap();
+        assert_eq!(moved, Some(b"x".to_vec()));
+        (shard, before)
+    };
+    let (shard, start) = before;
+    let seg = segment_files(dir.path())
+        .into_iter()
+        .find(|p| p.parent().unwrap().ends_with(format!("shard-{shard:04}")))
+        .unwrap();
+    let full = fs::read(&seg).unwrap();
+    assert!(
+        full.len() > start + 2 * fc_wal::FRAME_HEADER_LEN,
+        "one frame per mutation"
+    );
+    let (mut moved, mut not) = (0, 0);
+    for cut in start..=full.len() {
+        fs::write(&seg, &full[..cut]).unwrap();
+        let store = open(&config, RecoveryMode::TolerateTail).unwrap();
+        let src = store.lrange(b"{q}src", 0, -1).unwrap();
+        let dst = store.lrange(b"{q}dst", 0, -1).unwrap();
+        match (src.len(), dst.len()) {
+            (2, 1) => not += 1,
+            (1, 2) => moved += 1,
+            other => panic!("cut at {cut}: src {src:?}, dst {dst:?} ({other:?})"),
+        }
+        drop(store);
+    }
+    assert_eq!(moved, 1, "only the whole log has the move");
+    assert!(not > 50);
+}

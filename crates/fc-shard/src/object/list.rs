@@ -387,7 +387,8 @@ impl Shard {
 
     /// `LMOVE source destination LEFT|RIGHT LEFT|RIGHT` within this shard: the element moved,
     /// `None` when the source is missing. WRONGTYPE (changing nothing) when either key holds
-    /// another type. Logged as a pop from the source and a push to the destination.
+    /// another type. Logged as a pop from the source and a push to the destination, one group
+    /// ([`Shard::grouped`]).
     pub(crate) fn lmove(
         &mut self,
         source: (u32, &[u8]),
@@ -397,14 +398,16 @@ impl Shard {
         clock: &Clock,
     ) -> RedisObjectResult<Option<Vec<u8>>> {
         self.expect_kind(destination.0, destination.1, KIND_LIST, clock)?;
-        let Some(mut popped) = self.pop(source.0, source.1, from, 1, clock)? else {
-            return Ok(None);
-        };
-        let Some(item) = popped.pop() else {
-            return Ok(None);
-        };
-        self.push(destination.0, destination.1, to, &[&item], false, clock)?;
-        Ok(Some(item))
+        self.grouped(|shard| {
+            let Some(mut popped) = shard.pop(source.0, source.1, from, 1, clock)? else {
+                return Ok(None);
+            };
+            let Some(item) = popped.pop() else {
+                return Ok(None);
+            };
+            shard.push(destination.0, destination.1, to, &[&item], false, clock)?;
+            Ok(Some(item))
+        })
     }
 
     fn read_list<R>(

@@ -178,16 +178,18 @@ impl Shard {
     ) -> RedisObjectResult<bool> {
         self.expect_kind(source.0, source.1, KIND_SET, clock)?;
         self.expect_kind(destination.0, destination.1, KIND_SET, clock)?;
-        if self.srem(source.0, source.1, &[member], clock)? == 0 {
-            return Ok(false);
-        }
-        self.sadd(destination.0, destination.1, &[member], clock)?;
-        Ok(true)
+        self.grouped(|shard| {
+            if shard.srem(source.0, source.1, &[member], clock)? == 0 {
+                return Ok(false);
+            }
+            shard.sadd(destination.0, destination.1, &[member], clock)?;
+            Ok(true)
+        })
     }
 
     /// `SINTERSTORE`/`SUNIONSTORE`/`SDIFFSTORE`: stores the result at `destination`
     /// (replacing whatever it held; an empty result deletes it), its size. Logged as a delete
-    /// of the destination and an `SAdd` of the result.
+    /// of the destination and an `SAdd` of the result, one group ([`Shard::grouped`]).
     pub(crate) fn set_store(
         &mut self,
         destination: (u32, &[u8]),
@@ -197,9 +199,11 @@ impl Shard {
     ) -> RedisObjectResult<usize> {
         let result = self.set_combine(keys, algebra, usize::MAX, clock)?;
         let (tag, key) = destination;
-        self.delete(tag, key, clock);
         let refs: Vec<&[u8]> = result.iter().map(Vec::as_slice).collect();
-        self.sadd(tag, key, &refs, clock)
+        self.grouped(|shard| {
+            shard.delete(tag, key, clock);
+            shard.sadd(tag, key, &refs, clock)
+        })
     }
 
     /// The live set of `key` (`None` when missing), WRONGTYPE for another type.
