@@ -90,15 +90,15 @@ pub(crate) async fn run_store<R: Reply>(
             let owner = owners.first().copied().unwrap_or(worker.index);
             // Several keys of one worker: one transaction of the mutation stream (a write of
             // the log to the OS by another worker must not split it).
-            let held = match txn {
-                None if args.len() - 1 > step => Some(Held::take(worker, &owners).await),
-                _ => None,
+            let replies = match txn {
+                None if args.len() - 1 > step => {
+                    held(worker, &owners, async |links| {
+                        exec_at(worker, owner, part, args, Some(links)).await
+                    })
+                    .await
+                }
+                _ => exec_at(worker, owner, part, args, txn).await,
             };
-            let links = txn.or(held.as_ref().map(|h| &h.links));
-            let replies = exec_at(worker, owner, part, args, links).await;
-            if let Some(held) = held {
-                held.release(worker);
-            }
             replies.replay(out);
         }
         Route::PerKey { step, merge, part } => {
@@ -108,28 +108,19 @@ pub(crate) async fn run_store<R: Reply>(
             // A write of several keys (MSET, DEL) holds their workers, as one transaction,
             // unless one already does: atomic as on one shard, to other clients and in the log
             // (even on one worker, another worker's write of the log must not split it).
-            let held = match txn {
+            let parts = match txn {
                 None if spec.write() && args.len() - 1 > step => {
                     let owners: BTreeSet<usize> = args[1..]
                         .chunks(step)
                         .map(|keys| shared.owner_of(&keys[0]))
                         .collect();
-                    Some(Held::take(worker, &owners).await)
+                    held(worker, &owners, async |links| {
+                        per_key(worker, &args, step, part, Some(links)).await
+                    })
+                    .await
                 }
-                _ => None,
+                _ => per_key(worker, &args, step, part, txn).await,
             };
-            let links = txn.or(held.as_ref().map(|h| &h.links));
-            let mut parts = Vec::with_capacity((args.len() - 1) / step);
-            for chunk in args[1..].chunks(step) {
-                let mut sub = Vec::with_capacity(step + 1);
-                sub.push(args[0].clone());
-                sub.extend(chunk.iter().cloned());
-                let owner = shared.owner_of(&chunk[0]);
-                parts.push(exec_at(worker, owner, part, sub, links).await);
-            }
-            if let Some(held) = held {
-                held.release(worker);
-            }
             merge_parts(&parts, merge, out);
         }
         Route::AllWorkers { merge, part } => {
@@ -140,6 +131,38 @@ pub(crate) async fn run_store<R: Reply>(
             merge_parts(&parts, merge, out);
         }
     }
+}
+
+/// Runs a per-key command's parts, one per `step` arguments, each on its key's owner.
+async fn per_key(
+    worker: &Worker,
+    args: &[Bytes],
+    step: usize,
+    part: Handler,
+    txn: Option<&TxnLinks>,
+) -> Vec<Replies> {
+    let mut parts = Vec::with_capacity((args.len() - 1) / step);
+    for chunk in args[1..].chunks(step) {
+        let mut sub = Vec::with_capacity(step + 1);
+        sub.push(args[0].clone());
+        sub.extend(chunk.iter().cloned());
+        let owner = worker.shared.owner_of(&chunk[0]);
+        parts.push(exec_at(worker, owner, part, sub, txn).await);
+    }
+    parts
+}
+
+/// Holds `owners` ([`Held`]) for `run`, which gets the links of the transaction, then
+/// releases them.
+async fn held<T>(
+    worker: &Worker,
+    owners: &BTreeSet<usize>,
+    run: impl AsyncFnOnce(&TxnLinks) -> T,
+) -> T {
+    let held = Held::take(worker, owners).await;
+    let result = run(&held.links).await;
+    held.release(worker);
+    result
 }
 
 /// The workers a queued command touches.
@@ -226,35 +249,35 @@ async fn msetnx_across<R: Reply>(
     out: &mut R,
     txn: Option<&TxnLinks>,
 ) {
-    let shared = &worker.shared;
-    let held = match txn {
-        Some(_) => None,
-        None => Some(Held::take(worker, owners).await),
+    let outcome = async |links: &TxnLinks| msetnx_held(worker, &args, links).await;
+    let outcome = match txn {
+        Some(links) => outcome(links).await,
+        None => held(worker, owners, outcome).await,
     };
-    let links = txn.or(held.as_ref().map(|h| &h.links));
-    let mut found = false;
-    for pair in args[1..].chunks(2) {
-        found |= touch(worker, &pair[0], links).await;
+    match outcome {
+        Err(err) => err.replay(out),
+        Ok(set) => out.integer(i64::from(set)),
     }
-    let mut failed = None;
-    if !found {
-        for pair in args[1..].chunks(2) {
-            let sub = vec![args[0].clone(), pair[0].clone(), pair[1].clone()];
-            let owner = shared.owner_of(&pair[0]);
-            let part = exec_at(worker, owner, command::MSET_ONE, sub, links).await;
-            if part.error_text().is_some() {
-                failed = Some(part);
-                break;
-            }
+}
+
+/// [`msetnx_across`] on held workers: whether it set the pairs, or the error a set gave.
+async fn msetnx_held(worker: &Worker, args: &[Bytes], links: &TxnLinks) -> Result<bool, Replies> {
+    let shared = &worker.shared;
+    let links = Some(links);
+    for pair in args[1..].chunks(2) {
+        if touch(worker, &pair[0], links).await {
+            return Ok(false);
         }
     }
-    if let Some(held) = held {
-        held.release(worker);
+    for pair in args[1..].chunks(2) {
+        let sub = vec![args[0].clone(), pair[0].clone(), pair[1].clone()];
+        let owner = shared.owner_of(&pair[0]);
+        let part = exec_at(worker, owner, command::MSET_ONE, sub, links).await;
+        if part.error_text().is_some() {
+            return Err(part);
+        }
     }
-    match failed {
-        Some(err) => err.replay(out),
-        None => out.integer(i64::from(!found)),
-    }
+    Ok(true)
 }
 
 /// Merges the typed replies of a fanned-out command's parts into one reply.

@@ -207,12 +207,14 @@ impl EmbeddedStore {
 
     /// The router (shard count and route mode).
     #[must_use]
+    #[inline]
     pub fn router(&self) -> &ShardRouter {
         &self.router
     }
 
     /// The store's clock.
     #[must_use]
+    #[inline]
     pub fn clock(&self) -> &Clock {
         &self.clock
     }
@@ -226,6 +228,7 @@ impl EmbeddedStore {
 
     /// The route of `key` (hash it once, reuse with the `*_routed` methods).
     #[must_use]
+    #[inline]
     pub fn route_key(&self, key: &[u8]) -> EmbeddedKeyRoute {
         self.router.route_key(key)
     }

@@ -91,6 +91,7 @@ impl LocalEmbeddedStoreBootstrap {
 
     /// The router shared by every worker store.
     #[must_use]
+    #[inline]
     pub fn router(&self) -> &ShardRouter {
         &self.router
     }
@@ -164,6 +165,7 @@ impl LocalEmbeddedStore {
 
     /// The store's clock.
     #[must_use]
+    #[inline]
     pub fn clock(&self) -> &Clock {
         &self.clock
     }
@@ -187,6 +189,7 @@ impl LocalEmbeddedStore {
 
     /// The router shared by every worker.
     #[must_use]
+    #[inline]
     pub fn router(&self) -> &ShardRouter {
         &self.router
     }
@@ -210,6 +213,7 @@ impl LocalEmbeddedStore {
 
     /// The route of `key`.
     #[must_use]
+    #[inline]
     pub fn route_key(&self, key: &[u8]) -> EmbeddedKeyRoute {
         self.router.route_key(key)
     }
