@@ -282,6 +282,10 @@ async fn msetnx_held(worker: &Worker, args: &[Bytes], links: &TxnLinks) -> Resul
 
 /// Merges the typed replies of a fanned-out command's parts into one reply.
 pub(crate) fn merge_parts<R: Reply>(parts: &[Replies], merge: Merge, out: &mut R) {
+    if parts.iter().any(Replies::overflowed) {
+        // A part went past the client's output limit: so does the whole.
+        return out.overflow();
+    }
     if merge != Merge::Array
         && let Some(err) = parts.iter().find(|p| p.error_text().is_some())
     {

@@ -56,6 +56,22 @@ pub(crate) trait Reply {
     fn ok(&mut self) {
         self.simple(b"OK");
     }
+
+    /// Whether the sink went past its output limit: a handler streaming a large reply stops
+    /// producing (the client is closed, unsent, as Redis closes one past its hard limit).
+    fn full(&self) -> bool {
+        false
+    }
+
+    /// Marks the sink past its limit (a part built elsewhere went past it).
+    fn overflow(&mut self) {}
+
+    /// An array whose length is known only once its elements are written (`KEYS`): returns a
+    /// mark for [`Reply::array_fill`], which sets the length.
+    fn array_deferred(&mut self) -> usize;
+
+    /// Sets the length of the array begun at `mark` by [`Reply::array_deferred`] to `n`.
+    fn array_fill(&mut self, mark: usize, n: usize);
 }
 
 /// The RESP sink: a connection's write buffer and the version it speaks.
@@ -190,6 +206,27 @@ impl Reply for Resp {
         self.enc().verbatim(format, text);
         self.check_limit();
     }
+    #[inline]
+    fn full(&self) -> bool {
+        self.overflowed
+    }
+    fn overflow(&mut self) {
+        self.overflowed = true;
+        self.buf.clear();
+    }
+    fn array_deferred(&mut self) -> usize {
+        self.buf.len()
+    }
+    fn array_fill(&mut self, mark: usize, n: usize) {
+        if self.overflowed || mark > self.buf.len() {
+            return;
+        }
+        // The header goes in front of the elements: they move once (within the limit).
+        let elements = self.buf.split_off(mark);
+        Encoder::new(&mut self.buf, self.version).array_len(n);
+        self.buf.extend_from_slice(&elements);
+        self.check_limit();
+    }
 }
 
 /// One value (or aggregate header) of a [`Replies`] buffer; byte strings are ranges of its
@@ -213,10 +250,28 @@ pub(crate) enum Token {
 }
 
 /// A typed reply buffer: what a handler wrote, as tokens, without any protocol's bytes.
-#[derive(Debug, Default, Clone)]
+///
+/// With a limit ([`Replies::with_limit`], the client output limit) it stops growing as
+/// [`Resp`] does: past it, what it holds is dropped and [`Replies::replay`] marks the
+/// connection's sink overflowed.
+#[derive(Debug, Clone)]
 pub(crate) struct Replies {
     tokens: Vec<Token>,
     bytes: Vec<u8>,
+    /// Most bytes (tokens and arena) it may hold.
+    limit: usize,
+    overflowed: bool,
+}
+
+impl Default for Replies {
+    fn default() -> Self {
+        Self {
+            tokens: Vec::new(),
+            bytes: Vec::new(),
+            limit: usize::MAX,
+            overflowed: false,
+        }
+    }
 }
 
 impl Replies {
@@ -224,10 +279,35 @@ impl Replies {
         Self::default()
     }
 
+    /// A buffer bounded at `bytes` (0: no limit).
+    pub(crate) fn with_limit(bytes: u64) -> Self {
+        Self {
+            limit: match bytes {
+                0 => usize::MAX,
+                n => usize::try_from(n).unwrap_or(usize::MAX),
+            },
+            ..Self::default()
+        }
+    }
+
     fn text(&mut self, data: &[u8]) -> Range<usize> {
         let start = self.bytes.len();
         self.bytes.extend_from_slice(data);
         start..self.bytes.len()
+    }
+
+    /// Pushes a token, dropping everything once past the limit.
+    #[inline]
+    fn push(&mut self, token: Token) {
+        if self.overflowed {
+            return;
+        }
+        self.tokens.push(token);
+        if self.bytes.len() + self.tokens.len() * std::mem::size_of::<Token>() > self.limit {
+            self.overflowed = true;
+            self.tokens = Vec::new();
+            self.bytes = Vec::new();
+        }
     }
 
     /// The tokens written.
@@ -264,8 +344,16 @@ impl Replies {
         })
     }
 
-    /// Writes every token into `out`.
+    /// Whether it went past its limit (and holds nothing).
+    pub(crate) fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+
+    /// Writes every token into `out` (or, past its limit, marks `out` overflowed).
     pub(crate) fn replay<R: Reply>(&self, out: &mut R) {
+        if self.overflowed {
+            return out.overflow();
+        }
         self.replay_tokens(&self.tokens, out);
     }
 
@@ -295,49 +383,66 @@ impl Replies {
 impl Reply for Replies {
     fn simple(&mut self, text: &[u8]) {
         let r = self.text(text);
-        self.tokens.push(Token::Simple(r));
+        self.push(Token::Simple(r));
     }
     fn error(&mut self, text: &[u8]) {
         let r = self.text(text);
-        self.tokens.push(Token::Error(r));
+        self.push(Token::Error(r));
     }
     fn integer(&mut self, n: i64) {
-        self.tokens.push(Token::Integer(n));
+        self.push(Token::Integer(n));
     }
     fn bulk(&mut self, data: &[u8]) {
         let r = self.text(data);
-        self.tokens.push(Token::Bulk(r));
+        self.push(Token::Bulk(r));
     }
     fn null(&mut self) {
-        self.tokens.push(Token::Null);
+        self.push(Token::Null);
     }
     fn null_array(&mut self) {
-        self.tokens.push(Token::NullArray);
+        self.push(Token::NullArray);
     }
     fn array_len(&mut self, n: usize) {
-        self.tokens.push(Token::Array(n));
+        self.push(Token::Array(n));
     }
     fn map_len(&mut self, pairs: usize) {
-        self.tokens.push(Token::Map(pairs));
+        self.push(Token::Map(pairs));
     }
     fn set_len(&mut self, n: usize) {
-        self.tokens.push(Token::Set(n));
+        self.push(Token::Set(n));
     }
     fn pairs_len(&mut self, n: usize) {
-        self.tokens.push(Token::Pairs(n));
+        self.push(Token::Pairs(n));
     }
     fn pair(&mut self) {
-        self.tokens.push(Token::Pair);
+        self.push(Token::Pair);
     }
     fn double(&mut self, value: f64) {
-        self.tokens.push(Token::Double(value));
+        self.push(Token::Double(value));
     }
     fn boolean(&mut self, value: bool) {
-        self.tokens.push(Token::Boolean(value));
+        self.push(Token::Boolean(value));
     }
     fn verbatim(&mut self, format: [u8; 3], text: &[u8]) {
         let r = self.text(text);
-        self.tokens.push(Token::Verbatim(format, r));
+        self.push(Token::Verbatim(format, r));
+    }
+    fn full(&self) -> bool {
+        self.overflowed
+    }
+    fn overflow(&mut self) {
+        self.overflowed = true;
+        self.tokens = Vec::new();
+        self.bytes = Vec::new();
+    }
+    fn array_deferred(&mut self) -> usize {
+        self.push(Token::Array(0));
+        self.tokens.len().wrapping_sub(1)
+    }
+    fn array_fill(&mut self, mark: usize, n: usize) {
+        if let Some(Token::Array(len)) = self.tokens.get_mut(mark) {
+            *len = n;
+        }
     }
 }
 
@@ -355,6 +460,8 @@ pub(crate) mod tests {
     #[derive(Debug, Default)]
     pub(crate) struct TextSink {
         pub(crate) lines: Vec<String>,
+        /// Lines it holds before it is full (0: never), to see a streamed reply stop.
+        pub(crate) cap: usize,
     }
 
     impl Reply for TextSink {
@@ -399,6 +506,16 @@ pub(crate) mod tests {
         }
         fn verbatim(&mut self, _format: [u8; 3], text: &[u8]) {
             self.lines.push(format!("\"{}", text.escape_ascii()));
+        }
+        fn full(&self) -> bool {
+            self.cap > 0 && self.lines.len() >= self.cap
+        }
+        fn array_deferred(&mut self) -> usize {
+            self.lines.push(String::new());
+            self.lines.len() - 1
+        }
+        fn array_fill(&mut self, mark: usize, n: usize) {
+            self.lines[mark] = format!("[{n}]");
         }
     }
 
@@ -489,5 +606,47 @@ pub(crate) mod tests {
         sample(&mut text);
         assert_eq!(text.lines[0], "[9]");
         assert_eq!(text.lines[3], "\"a\\r\\nb");
+    }
+
+    #[test]
+    fn a_deferred_array_gets_its_length_in_front_of_its_elements() {
+        let mut out = Resp::new(0);
+        out.simple(b"before");
+        let mark = out.array_deferred();
+        out.bulk(b"a");
+        out.bulk(b"bc");
+        out.array_fill(mark, 2);
+        assert_eq!(&out.buf[..], b"+before\r\n*2\r\n$1\r\na\r\n$2\r\nbc\r\n");
+        let mut typed = Replies::new();
+        let mark = typed.array_deferred();
+        typed.bulk(b"a");
+        typed.array_fill(mark, 1);
+        let mut out = Resp::new(0);
+        typed.replay(&mut out);
+        assert_eq!(&out.buf[..], b"*1\r\n$1\r\na\r\n");
+    }
+
+    #[test]
+    fn typed_replies_past_their_limit_overflow_the_connections_sink() {
+        let mut typed = Replies::with_limit(4096);
+        typed.array_len(1000);
+        for _ in 0..1000 {
+            typed.bulk(&[b'x'; 100]);
+            if typed.full() {
+                break;
+            }
+        }
+        assert!(typed.overflowed() && typed.tokens().is_empty());
+        let mut out = Resp::new(0);
+        out.simple(b"earlier");
+        typed.replay(&mut out);
+        assert!(out.overflowed() && out.buf.is_empty());
+        // Within the limit, nothing changes.
+        let mut small = Replies::with_limit(4096);
+        small.bulk(b"ok");
+        let mut out = Resp::new(0);
+        small.replay(&mut out);
+        assert!(!out.overflowed());
+        assert_eq!(&out.buf[..], b"$2\r\nok\r\n");
     }
 }

@@ -139,7 +139,7 @@ impl Worker {
 
     /// Runs `handler` on this worker's store, returning its typed reply.
     pub(crate) fn execute_typed(&self, handler: Handler, args: &[Bytes]) -> Replies {
-        let mut out = Replies::new();
+        let mut out = Replies::with_limit(self.shared.live.output_hard());
         let mut store = self.store.borrow_mut();
         (handler.typed)(&mut Ctx {
             store: &mut store,

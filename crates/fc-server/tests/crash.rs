@@ -29,6 +29,14 @@ struct Server {
     addr: String,
 }
 
+/// A failed check must not leave the server running.
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 fn spawn(dir: &std::path::Path, fsync: &str) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_fc-server"))
         .args(["--bind", "127.0.0.1:0", "--threads", "2", "--shards", "8"])
@@ -200,9 +208,7 @@ fn acknowledged_writes_survive_sigkill() {
     }
     let server = spawn(dir.path(), "always");
     acked_total += check(&server.addr, &ledger, cycles);
-    let mut child = server.child;
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(server);
     assert!(acked_total > 0);
     eprintln!("{cycles} kill -9 cycles; {acked_total} key checks");
 }
@@ -328,9 +334,7 @@ fn cross_worker_transactions_are_all_or_nothing_after_sigkill() {
     }
     let server = spawn(dir.path(), "always");
     check_groups(&server.addr, &mut rounds.lock().unwrap(), cycles);
-    let mut child = server.child;
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(server);
     let acked = rounds
         .lock()
         .unwrap()

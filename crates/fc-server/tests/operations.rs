@@ -923,3 +923,56 @@ fn the_hard_output_limit_holds_while_a_large_reply_is_built() {
     let len: i64 = redis::cmd("LLEN").arg("big").query(&mut c).unwrap();
     assert_eq!(len, 100_000, "the data is untouched");
 }
+
+/// The same limit for every large reply: a hash, a set and `KEYS` over both workers (whose
+/// parts are built on each worker and merged) each close the client past 1 MiB, and the data
+/// stays. The collections are written into the reply as the store visits them, never copied
+/// whole first (`command/table_tests.rs` checks the visit stops).
+#[test]
+fn every_large_reply_stops_at_the_hard_output_limit() {
+    let server = two_workers();
+    let mut c = client(&server);
+    let item = "y".repeat(100);
+    for chunk in 0..4 {
+        let members: Vec<String> = (0..5_000).map(|i| format!("{item}{chunk}-{i}")).collect();
+        let _: () = redis::cmd("SADD")
+            .arg("bigset")
+            .arg(&members)
+            .query(&mut c)
+            .unwrap();
+        let mut hset = redis::cmd("HSET");
+        hset.arg("bighash");
+        for m in &members {
+            hset.arg(m).arg(m);
+        }
+        let _: () = hset.query(&mut c).unwrap();
+        let mut mset = redis::cmd("MSET");
+        for m in &members {
+            mset.arg(m).arg("v");
+        }
+        let _: () = mset.query(&mut c).unwrap();
+    }
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "client-output-buffer-limit", "normal 1mb 0 0"])
+        .query(&mut c)
+        .unwrap();
+    for command in [
+        vec!["HGETALL", "bighash"],
+        vec!["HVALS", "bighash"],
+        vec!["SMEMBERS", "bigset"],
+        vec!["KEYS", "y*"],
+    ] {
+        let mut victim = client(&server);
+        let result: redis::RedisResult<redis::Value> =
+            redis::cmd(command[0]).arg(&command[1..]).query(&mut victim);
+        assert!(result.is_err(), "{command:?}: the reply was sent whole");
+    }
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "client-output-buffer-limit", "normal 0 0 0"])
+        .query(&mut c)
+        .unwrap();
+    let n: i64 = redis::cmd("HLEN").arg("bighash").query(&mut c).unwrap();
+    assert_eq!(n, 20_000, "the data is untouched");
+    let keys: Vec<String> = redis::cmd("KEYS").arg("y*").query(&mut c).unwrap();
+    assert_eq!(keys.len(), 20_000, "without a limit, every key");
+}

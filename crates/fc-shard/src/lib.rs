@@ -89,7 +89,6 @@ pub use fc_route::{
 pub use glob::{GlobPattern, glob_match};
 pub use listener::{RemovalCause, RemovalListener};
 pub use mutation::{Mutation, MutationSink};
-pub use object::KeyType;
 pub use object::hash::{FieldValue, RandomField};
 pub use object::list::{InsertPosition, ListEnd, LposOptions};
 pub use object::set::{Members, SetAlgebra};
@@ -97,6 +96,7 @@ pub use object::string::{
     GetExExpiry, MAX_STRING_LEN, SetCondition, SetExpiry, SetOptions, SetOutcome,
 };
 pub use object::zset::{LexBound, ScoreBound, ScoredMember, ZAddOptions, ZAddOutcome, ZRange};
+pub use object::{HashPart, KeyType, Visitor};
 pub use packed::{PackedBatch, PackedSessionWrite};
 pub use stats::{KeyTtl, MaintenanceReport, ShardStatsSnapshot, TierStatsSnapshot};
 pub use store::{

@@ -1,6 +1,8 @@
 //! Hashes.
 
-use super::{Ctx, bulk_array, bulk_or_null, count};
+use fc_shard::HashPart;
+
+use super::{Ctx, Shape, bulk_or_null, count};
 use crate::reply::Reply;
 
 fn pairs(args: &[bytes::Bytes]) -> Option<Vec<(&[u8], &[u8])>> {
@@ -65,13 +67,8 @@ pub(super) fn hdel<R: Reply>(ctx: &mut Ctx<'_, R>) {
 }
 
 pub(super) fn hgetall<R: Reply>(ctx: &mut Ctx<'_, R>) {
-    let r = ctx.store.hgetall(&ctx.args[1]);
-    ctx.reply(r, |out, all| {
-        out.map_len(all.len());
-        for (f, v) in all {
-            out.bulk(&f);
-            out.bulk(&v);
-        }
+    ctx.stream(Shape::Map, |store, args, v| {
+        store.hash_visit(&args[1], HashPart::Pairs, v)
     });
 }
 
@@ -86,13 +83,15 @@ pub(super) fn hexists<R: Reply>(ctx: &mut Ctx<'_, R>) {
 }
 
 pub(super) fn hkeys<R: Reply>(ctx: &mut Ctx<'_, R>) {
-    let r = ctx.store.hkeys(&ctx.args[1]);
-    ctx.reply(r, |out, v| bulk_array(out, &v));
+    ctx.stream(Shape::Array, |store, args, v| {
+        store.hash_visit(&args[1], HashPart::Fields, v)
+    });
 }
 
 pub(super) fn hvals<R: Reply>(ctx: &mut Ctx<'_, R>) {
-    let r = ctx.store.hvals(&ctx.args[1]);
-    ctx.reply(r, |out, v| bulk_array(out, &v));
+    ctx.stream(Shape::Array, |store, args, v| {
+        store.hash_visit(&args[1], HashPart::Values, v)
+    });
 }
 
 pub(super) fn hincrby<R: Reply>(ctx: &mut Ctx<'_, R>) {

@@ -31,17 +31,25 @@ pub(super) fn keys<R: Reply>(ctx: &mut Ctx<'_, R>) {
         count: 4096,
         ..ScanOptions::default()
     };
-    let mut found = Vec::new();
-    let mut cursor = 0;
-    loop {
+    // Written as found (one scan window's keys at a time), the array's length set at the
+    // end: memory stays within the client's output limit, whatever the key count.
+    let mark = ctx.out.array_deferred();
+    let (mut cursor, mut n) = (0, 0);
+    'scan: loop {
         let (next, keys) = ctx.store.scan(cursor, options);
-        found.extend(keys);
+        for key in &keys {
+            ctx.out.bulk(key);
+            n += 1;
+            if ctx.out.full() {
+                break 'scan;
+            }
+        }
         if next == 0 {
             break;
         }
         cursor = next;
     }
-    super::bulk_array(ctx.out, &found);
+    ctx.out.array_fill(mark, n);
 }
 
 fn now_ms<R: Reply>(ctx: &Ctx<'_, R>) -> u64 {

@@ -2,7 +2,7 @@
 
 use fc_shard::{InsertPosition, ListEnd, LposOptions};
 
-use super::{Ctx, bulk_array, bulk_or_null, count};
+use super::{Ctx, Shape, bulk_array, bulk_or_null, count};
 use crate::reply::Reply;
 
 fn push<R: Reply>(ctx: &mut Ctx<'_, R>, end: ListEnd, only_if_exists: bool) {
@@ -63,8 +63,9 @@ pub(super) fn rpop<R: Reply>(ctx: &mut Ctx<'_, R>) {
 pub(super) fn lrange<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let Some(a) = ctx.int(2) else { return };
     let Some(b) = ctx.int(3) else { return };
-    let r = ctx.store.lrange(&ctx.args[1], a, b);
-    ctx.reply(r, |out, v| bulk_array(out, &v));
+    ctx.stream(Shape::Array, |store, args, v| {
+        store.lrange_visit(&args[1], a, b, v)
+    });
 }
 
 pub(super) fn llen<R: Reply>(ctx: &mut Ctx<'_, R>) {

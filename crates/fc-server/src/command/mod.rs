@@ -481,6 +481,60 @@ pub(crate) fn bulk_or_null<R: Reply>(out: &mut R, v: Option<Vec<u8>>) {
     }
 }
 
+/// The aggregate a streamed collection is written as.
+#[derive(Clone, Copy)]
+pub(crate) enum Shape {
+    Array,
+    Map,
+    Set,
+}
+
+/// Writes a collection the store visits in place ([`fc_shard::Visitor`]) straight into a
+/// reply, stopping once the sink is past the client's output limit: a large `LRANGE`,
+/// `HGETALL` or `SMEMBERS` is never copied out of the store first.
+pub(crate) struct Stream<'a, R> {
+    pub(crate) out: &'a mut R,
+    pub(crate) shape: Shape,
+}
+
+impl<R: Reply> fc_shard::Visitor for Stream<'_, R> {
+    fn len(&mut self, n: usize) {
+        match self.shape {
+            Shape::Array => self.out.array_len(n),
+            Shape::Map => self.out.map_len(n),
+            Shape::Set => self.out.set_len(n),
+        }
+    }
+
+    #[inline]
+    fn item(&mut self, item: &[u8]) -> bool {
+        self.out.bulk(item);
+        !self.out.full()
+    }
+}
+
+impl<R: Reply> Ctx<'_, R> {
+    /// Streams what `visit` reads from the store into the reply as `shape`, or the store's
+    /// error.
+    pub(crate) fn stream(
+        &mut self,
+        shape: Shape,
+        visit: impl FnOnce(
+            &mut LocalEmbeddedStore,
+            &[Bytes],
+            &mut dyn fc_shard::Visitor,
+        ) -> Result<(), StoreError>,
+    ) {
+        let mut stream = Stream {
+            out: &mut *self.out,
+            shape,
+        };
+        if let Err(e) = visit(self.store, self.args, &mut stream) {
+            self.store_error(&e);
+        }
+    }
+}
+
 pub(crate) fn bulk_array<R: Reply>(out: &mut R, items: &[Vec<u8>]) {
     out.array_len(items.len());
     for item in items {

@@ -2,7 +2,7 @@
 
 use fc_shard::SetAlgebra;
 
-use super::{Ctx, bulk_array, count};
+use super::{Ctx, Shape, bulk_array, count};
 use crate::reply::Reply;
 
 fn members(args: &[bytes::Bytes]) -> Vec<&[u8]> {
@@ -22,12 +22,8 @@ pub(super) fn srem<R: Reply>(ctx: &mut Ctx<'_, R>) {
 }
 
 pub(super) fn smembers<R: Reply>(ctx: &mut Ctx<'_, R>) {
-    let r = ctx.store.smembers(&ctx.args[1]);
-    ctx.reply(r, |out, v| {
-        out.set_len(v.len());
-        for m in v {
-            out.bulk(&m);
-        }
+    ctx.stream(Shape::Set, |store, args, v| {
+        store.smembers_visit(&args[1], v)
     });
 }
 

@@ -245,3 +245,83 @@ fn commands_not_flagged_write_change_nothing() {
     // The samples exercise the write commands too (most of them change something).
     assert!(wrote > 50, "only {wrote} write samples changed anything");
 }
+
+/// `LRANGE`, `HGETALL`, `HKEYS`, `HVALS`, `SMEMBERS` and `KEYS` of large collections write
+/// their elements straight from the store into the sink and stop once it is full: nothing
+/// copies the whole collection first, so the client's output limit bounds the command's memory.
+#[test]
+fn large_replies_stream_and_stop_at_a_full_sink() {
+    let counter = Arc::new(Counter::default());
+    let mut store = populate(&counter);
+    let many: Vec<Vec<u8>> = (0..10_000).map(|i| format!("m{i}").into_bytes()).collect();
+    let refs: Vec<&[u8]> = many.iter().map(Vec::as_slice).collect();
+    store.rpush(b"biglist", &refs).unwrap();
+    store.sadd(b"bigset", &refs).unwrap();
+    let pairs: Vec<(&[u8], &[u8])> = refs.iter().map(|m| (*m, *m)).collect();
+    store.hset(b"bighash", &pairs).unwrap();
+    for key in &refs[..5_000] {
+        store.try_set(key, b"v", None).unwrap();
+    }
+    for (line, header) in [
+        ("lrange biglist 0 -1", "[10000]"),
+        ("hgetall bighash", "{10000}"),
+        ("hkeys bighash", "[10000]"),
+        ("hvals bighash", "[10000]"),
+        ("smembers bigset", "<10000>"),
+    ] {
+        let name = line.split_whitespace().next().unwrap();
+        let mut out = TextSink {
+            cap: 100,
+            ..TextSink::default()
+        };
+        (handler(name).text)(&mut Ctx {
+            store: &mut store,
+            args: &args(line),
+            route: None,
+            out: &mut out,
+        });
+        assert_eq!(out.lines[0], header, "{line}");
+        assert_eq!(out.lines.len(), 100, "{line}: stopped when full");
+        // Unbounded, the whole collection.
+        let mut out = TextSink::default();
+        (handler(name).text)(&mut Ctx {
+            store: &mut store,
+            args: &args(line),
+            route: None,
+            out: &mut out,
+        });
+        let items = if name == "hgetall" { 20_000 } else { 10_000 };
+        assert_eq!(out.lines.len(), 1 + items, "{line}");
+    }
+    // KEYS: the length is set once the keys are written.
+    let mut out = TextSink {
+        cap: 50,
+        ..TextSink::default()
+    };
+    (handler("keys").text)(&mut Ctx {
+        store: &mut store,
+        args: &args("keys m*"),
+        route: None,
+        out: &mut out,
+    });
+    assert_eq!(out.lines.len(), 50);
+    assert_eq!(out.lines[0], "[49]");
+    let mut out = TextSink::default();
+    (handler("keys").text)(&mut Ctx {
+        store: &mut store,
+        args: &args("keys m*"),
+        route: None,
+        out: &mut out,
+    });
+    assert_eq!(out.lines[0], "[5000]");
+    assert_eq!(out.lines.len(), 5_001);
+    // A missing key: an empty aggregate.
+    let mut out = TextSink::default();
+    (handler("lrange").text)(&mut Ctx {
+        store: &mut store,
+        args: &args("lrange nothing 0 -1"),
+        route: None,
+        out: &mut out,
+    });
+    assert_eq!(out.lines, ["[0]"]);
+}

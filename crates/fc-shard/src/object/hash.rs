@@ -297,6 +297,34 @@ impl Shard {
             .unwrap_or_default())
     }
 
+    /// `HGETALL`, `HKEYS` or `HVALS` read in place into `visitor` (see [`crate::Visitor`]).
+    pub(crate) fn hash_visit(
+        &self,
+        tag: u32,
+        key: &[u8],
+        part: crate::HashPart,
+        visitor: &mut dyn crate::Visitor,
+        clock: &Clock,
+    ) -> RedisObjectResult<()> {
+        let visited = self.read_hash(tag, key, clock, |h| {
+            visitor.len(h.len());
+            for (field, value) in h.iter() {
+                let more = match part {
+                    crate::HashPart::Pairs => visitor.item(field) && visitor.item(value),
+                    crate::HashPart::Fields => visitor.item(field),
+                    crate::HashPart::Values => visitor.item(value),
+                };
+                if !more {
+                    break;
+                }
+            }
+        })?;
+        if visited.is_none() {
+            visitor.len(0);
+        }
+        Ok(())
+    }
+
     /// `HKEYS`.
     pub(crate) fn hkeys(
         &self,

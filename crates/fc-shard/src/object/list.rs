@@ -439,6 +439,31 @@ impl Shard {
             .unwrap_or_default())
     }
 
+    /// `LRANGE` read in place into `visitor` (see [`crate::Visitor`]).
+    pub(crate) fn lrange_visit(
+        &self,
+        tag: u32,
+        key: &[u8],
+        start: i64,
+        stop: i64,
+        visitor: &mut dyn crate::Visitor,
+        clock: &Clock,
+    ) -> RedisObjectResult<()> {
+        let visited = self.read_list(tag, key, clock, |l| {
+            let range = clamp_range(start, stop, l.len());
+            visitor.len(range.len());
+            for item in l.items.range(range) {
+                if !visitor.item(item) {
+                    break;
+                }
+            }
+        })?;
+        if visited.is_none() {
+            visitor.len(0);
+        }
+        Ok(())
+    }
+
     /// `LLEN`.
     pub(crate) fn llen(&self, tag: u32, key: &[u8], clock: &Clock) -> RedisObjectResult<usize> {
         Ok(self.read_list(tag, key, clock, List::len)?.unwrap_or(0))

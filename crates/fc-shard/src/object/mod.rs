@@ -190,6 +190,30 @@ pub(crate) fn slot_of(value: &[u8]) -> u32 {
     u32::from_le_bytes(word)
 }
 
+/// Receives a collection read in place, without copying it (`LRANGE`, `HGETALL`,
+/// `SMEMBERS`... of millions): [`Visitor::len`] once with the number of elements (pairs for
+/// `hgetall_visit`) that follow, then [`Visitor::item`] for each element (a pair as its field,
+/// then its value) until one returns `false`. A server writes each straight into a reply and
+/// stops when the client's output limit is reached, so one command never copies a whole
+/// collection first.
+pub trait Visitor {
+    /// How many elements (or pairs) follow; called exactly once (0 for a missing key).
+    fn len(&mut self, n: usize);
+    /// One element; `false` stops the visit.
+    fn item(&mut self, item: &[u8]) -> bool;
+}
+
+/// Which parts of a hash's pairs a visit reads (`HGETALL`, `HKEYS`, `HVALS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HashPart {
+    /// Field, then value, of each pair ([`Visitor::len`] counts pairs).
+    Pairs,
+    /// The fields.
+    Fields,
+    /// The values.
+    Values,
+}
+
 /// Emits the mutations of one object write, in order, with the shard's sequence numbers.
 pub(crate) struct Emitter<'a> {
     pub(crate) sink: Option<&'a dyn MutationSink>,

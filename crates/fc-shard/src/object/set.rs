@@ -294,6 +294,28 @@ impl Shard {
             .unwrap_or_default())
     }
 
+    /// `SMEMBERS` read in place into `visitor` (see [`crate::Visitor`]).
+    pub(crate) fn smembers_visit(
+        &self,
+        tag: u32,
+        key: &[u8],
+        visitor: &mut dyn crate::Visitor,
+        clock: &Clock,
+    ) -> RedisObjectResult<()> {
+        let visited = self.read_set(tag, key, clock, |s| {
+            visitor.len(s.len());
+            for member in s.iter() {
+                if !visitor.item(member) {
+                    break;
+                }
+            }
+        })?;
+        if visited.is_none() {
+            visitor.len(0);
+        }
+        Ok(())
+    }
+
     /// `SISMEMBER`.
     pub(crate) fn sismember(
         &self,

@@ -154,6 +154,9 @@ object_ops! {
     read fn hmget(fields: &[&[u8]]) -> Vec<Option<Vec<u8>>>;
     /// `HGETALL`: field/value pairs.
     read fn hgetall() -> Vec<FieldValue>;
+    /// `HGETALL`/`HKEYS`/`HVALS` read in place into `visitor`, without copying the hash (see
+    /// [`crate::Visitor`]).
+    read fn hash_visit(part: crate::HashPart, visitor: &mut dyn crate::Visitor) -> ();
     /// `HKEYS`.
     read fn hkeys() -> Vec<Vec<u8>>;
     /// `HVALS`.
@@ -208,6 +211,9 @@ object_ops! {
     write fn linsert(position: InsertPosition, pivot: &[u8], value: &[u8]) -> i64;
     /// `LRANGE` (negative indexes from the tail, clamped as Redis).
     read fn lrange(start: i64, stop: i64) -> Members;
+    /// `LRANGE` read in place into `visitor`, without copying the list (see
+    /// [`crate::Visitor`]).
+    read fn lrange_visit(start: i64, stop: i64, visitor: &mut dyn crate::Visitor) -> ();
     /// `LLEN`.
     read fn llen() -> usize;
     /// `LINDEX`.
@@ -236,6 +242,9 @@ object_ops! {
     write fn spop(count: usize) -> Members;
     /// `SMEMBERS`.
     read fn smembers() -> Members;
+    /// `SMEMBERS` read in place into `visitor`, without copying the set (see
+    /// [`crate::Visitor`]).
+    read fn smembers_visit(visitor: &mut dyn crate::Visitor) -> ();
     /// `SISMEMBER`.
     read fn sismember(member: &[u8]) -> bool;
     /// `SMISMEMBER`.
