@@ -96,7 +96,7 @@ pub use object::string::{
     GetExExpiry, MAX_STRING_LEN, SetCondition, SetExpiry, SetOptions, SetOutcome,
 };
 pub use object::zset::{LexBound, ScoreBound, ScoredMember, ZAddOptions, ZAddOutcome, ZRange};
-pub use object::{HashPart, KeyType, Visitor};
+pub use object::{HashPart, KeyType, ScoredVisitor, Visitor};
 pub use packed::{PackedBatch, PackedSessionWrite};
 pub use stats::{KeyTtl, MaintenanceReport, ShardStatsSnapshot, TierStatsSnapshot};
 pub use store::{

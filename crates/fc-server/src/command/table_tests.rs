@@ -246,7 +246,8 @@ fn commands_not_flagged_write_change_nothing() {
     assert!(wrote > 50, "only {wrote} write samples changed anything");
 }
 
-/// `LRANGE`, `HGETALL`, `HKEYS`, `HVALS`, `SMEMBERS` and `KEYS` of large collections write
+/// `LRANGE`, `HGETALL`, `HKEYS`, `HVALS`, `SMEMBERS`, the sorted-set ranges and `KEYS` of large
+/// collections write
 /// their elements straight from the store into the sink and stop once it is full: nothing
 /// copies the whole collection first, so the client's output limit bounds the command's memory.
 #[test]
@@ -259,6 +260,12 @@ fn large_replies_stream_and_stop_at_a_full_sink() {
     store.sadd(b"bigset", &refs).unwrap();
     let pairs: Vec<(&[u8], &[u8])> = refs.iter().map(|m| (*m, *m)).collect();
     store.hset(b"bighash", &pairs).unwrap();
+    let scored: Vec<(f64, &[u8])> = refs
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (i as f64, *m))
+        .collect();
+    store.zadd(b"bigz", &scored, Default::default()).unwrap();
     for key in &refs[..5_000] {
         store.try_set(key, b"v", None).unwrap();
     }
@@ -268,6 +275,10 @@ fn large_replies_stream_and_stop_at_a_full_sink() {
         ("hkeys bighash", "[10000]"),
         ("hvals bighash", "[10000]"),
         ("smembers bigset", "<10000>"),
+        ("zrange bigz 0 -1", "[10000]"),
+        ("zrange bigz 0 -1 withscores", "(10000)"),
+        ("zrevrangebyscore bigz +inf -inf withscores", "(10000)"),
+        ("zrangebylex bigz - +", "[10000]"),
     ] {
         let name = line.split_whitespace().next().unwrap();
         let mut out = TextSink {
@@ -281,7 +292,12 @@ fn large_replies_stream_and_stop_at_a_full_sink() {
             out: &mut out,
         });
         assert_eq!(out.lines[0], header, "{line}");
-        assert_eq!(out.lines.len(), 100, "{line}: stopped when full");
+        // (An entry with its score is two lines: the stop comes after both.)
+        assert!(
+            (100..=101).contains(&out.lines.len()),
+            "{line}: {} lines, not stopped when full",
+            out.lines.len()
+        );
         // Unbounded, the whole collection.
         let mut out = TextSink::default();
         (handler(name).text)(&mut Ctx {
@@ -290,7 +306,11 @@ fn large_replies_stream_and_stop_at_a_full_sink() {
             route: None,
             out: &mut out,
         });
-        let items = if name == "hgetall" { 20_000 } else { 10_000 };
+        let items = if name == "hgetall" || line.ends_with("withscores") {
+            20_000
+        } else {
+            10_000
+        };
         assert_eq!(out.lines.len(), 1 + items, "{line}");
     }
     // KEYS: the length is set once the keys are written.

@@ -136,6 +136,54 @@ fn write_entries<R: Reply>(ctx: &mut Ctx<'_, R>, entries: Vec<ScoredMember>, wit
     }
 }
 
+/// Writes a range the store visits in place straight into the reply (members, or pairs with
+/// their scores), stopping once the sink is past the client's output limit.
+struct RangeStream<'a, R> {
+    out: &'a mut R,
+    with_scores: bool,
+}
+
+impl<R: Reply> fc_shard::ScoredVisitor for RangeStream<'_, R> {
+    fn len(&mut self, n: usize) {
+        if self.with_scores {
+            self.out.pairs_len(n);
+        } else {
+            self.out.array_len(n);
+        }
+    }
+
+    fn entry(&mut self, member: &[u8], score: f64) -> bool {
+        if self.with_scores {
+            self.out.pair();
+            self.out.bulk(member);
+            self.out.double(score);
+        } else {
+            self.out.bulk(member);
+        }
+        !self.out.full()
+    }
+}
+
+/// Replies the range of the sorted set at `args[1]`, streamed (see [`RangeStream`]).
+fn reply_range<R: Reply>(
+    ctx: &mut Ctx<'_, R>,
+    range: ZRange<'_>,
+    rev: bool,
+    limit: Option<(usize, i64)>,
+    with_scores: bool,
+) {
+    let mut stream = RangeStream {
+        out: &mut *ctx.out,
+        with_scores,
+    };
+    if let Err(e) = ctx
+        .store
+        .zrange_visit(&ctx.args[1], range, rev, limit, &mut stream)
+    {
+        ctx.store_error(&e);
+    }
+}
+
 /// `ZRANGE key start stop [BYSCORE] [REV] [LIMIT offset count] [WITHSCORES]`.
 pub(super) fn zrange<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let (mut by_score, mut rev, mut with_scores, mut limit) = (false, false, false, None);
@@ -173,11 +221,7 @@ pub(super) fn zrange<R: Reply>(ctx: &mut Ctx<'_, R>) {
         let Some(b) = ctx.int(3) else { return };
         ZRange::Rank(a, b)
     };
-    let r = ctx.store.zrange(&ctx.args[1], range, rev, limit);
-    match r {
-        Ok(entries) => write_entries(ctx, entries, with_scores),
-        Err(e) => ctx.store_error(&e),
-    }
+    reply_range(ctx, range, rev, limit, with_scores);
 }
 
 /// `ZRANGEBYSCORE key min max [WITHSCORES] [LIMIT offset count]`.
@@ -200,13 +244,7 @@ pub(super) fn zrangebyscore<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let (Some(min), Some(max)) = (score_bound(&ctx.args[2]), score_bound(&ctx.args[3])) else {
         return ctx.out.error(b"ERR min or max is not a float");
     };
-    let r = ctx
-        .store
-        .zrange(&ctx.args[1], ZRange::Score(min, max), false, limit);
-    match r {
-        Ok(entries) => write_entries(ctx, entries, with_scores),
-        Err(e) => ctx.store_error(&e),
-    }
+    reply_range(ctx, ZRange::Score(min, max), false, limit, with_scores);
 }
 
 pub(super) fn zcount<R: Reply>(ctx: &mut Ctx<'_, R>) {
@@ -261,13 +299,7 @@ pub(super) fn zrevrange<R: Reply>(ctx: &mut Ctx<'_, R>) {
     };
     let Some(a) = ctx.int(2) else { return };
     let Some(b) = ctx.int(3) else { return };
-    let r = ctx
-        .store
-        .zrange(&ctx.args[1], ZRange::Rank(a, b), true, None);
-    match r {
-        Ok(entries) => write_entries(ctx, entries, with_scores),
-        Err(e) => ctx.store_error(&e),
-    }
+    reply_range(ctx, ZRange::Rank(a, b), true, None, with_scores);
 }
 
 pub(super) fn zrevrangebyscore<R: Reply>(ctx: &mut Ctx<'_, R>) {
@@ -277,13 +309,7 @@ pub(super) fn zrevrangebyscore<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let (Some(max), Some(min)) = (score_bound(&ctx.args[2]), score_bound(&ctx.args[3])) else {
         return ctx.out.error(b"ERR min or max is not a float");
     };
-    let r = ctx
-        .store
-        .zrange(&ctx.args[1], ZRange::Score(min, max), true, limit);
-    match r {
-        Ok(entries) => write_entries(ctx, entries, with_scores),
-        Err(e) => ctx.store_error(&e),
-    }
+    reply_range(ctx, ZRange::Score(min, max), true, limit, with_scores);
 }
 
 fn lex_range<R: Reply>(ctx: &mut Ctx<'_, R>, rev: bool) {
@@ -295,13 +321,7 @@ fn lex_range<R: Reply>(ctx: &mut Ctx<'_, R>, rev: bool) {
     let (Some(min), Some(max)) = (lex_bound(&args[lo]), lex_bound(&args[hi])) else {
         return ctx.out.error(b"ERR min or max not valid string range item");
     };
-    let r = ctx
-        .store
-        .zrange(&args[1], ZRange::Lex(min, max), rev, limit);
-    match r {
-        Ok(entries) => write_entries(ctx, entries, false),
-        Err(e) => ctx.store_error(&e),
-    }
+    reply_range(ctx, ZRange::Lex(min, max), rev, limit, false);
 }
 
 pub(super) fn zrangebylex<R: Reply>(ctx: &mut Ctx<'_, R>) {

@@ -203,6 +203,16 @@ pub trait Visitor {
     fn item(&mut self, item: &[u8]) -> bool;
 }
 
+/// [`Visitor`] for a sorted set's range (`ZRANGE` and friends): [`ScoredVisitor::len`] once,
+/// then [`ScoredVisitor::entry`] for each member with its score, in the range's order, until
+/// one returns `false`.
+pub trait ScoredVisitor {
+    /// How many entries follow; called exactly once (0 for a missing key).
+    fn len(&mut self, n: usize);
+    /// One member and its score; `false` stops the visit.
+    fn entry(&mut self, member: &[u8], score: f64) -> bool;
+}
+
 /// Which parts of a hash's pairs a visit reads (`HGETALL`, `HKEYS`, `HVALS`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HashPart {

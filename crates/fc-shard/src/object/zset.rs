@@ -571,6 +571,44 @@ impl Shard {
             .unwrap_or_default())
     }
 
+    /// [`Shard::zrange`] read in place into `visitor` (see [`crate::ScoredVisitor`]).
+    #[expect(clippy::too_many_arguments, reason = "zrange's, plus the visitor")]
+    pub(crate) fn zrange_visit(
+        &self,
+        tag: u32,
+        key: &[u8],
+        range: ZRange<'_>,
+        rev: bool,
+        limit: Option<(usize, i64)>,
+        visitor: &mut dyn crate::ScoredVisitor,
+        clock: &Clock,
+    ) -> RedisObjectResult<()> {
+        let visited = self.read_zset(tag, key, clock, |z| {
+            let ranks = match range {
+                // With REV, ranks count from the high end.
+                ZRange::Rank(start, stop) if rev => {
+                    let r = super::list::clamp_range(start, stop, z.len());
+                    z.len() - r.end..z.len() - r.start
+                }
+                other => z.ranks(other),
+            };
+            let (offset, count) = limit.unwrap_or((0, -1));
+            let take = usize::try_from(count).unwrap_or(usize::MAX);
+            visitor.len(ranks.len().saturating_sub(offset).min(take));
+            let entries = z.entries(ranks);
+            let mut each = |(score, member): (f64, &[u8])| visitor.entry(member, score);
+            if rev {
+                entries.rev().skip(offset).take(take).all(&mut each);
+            } else {
+                entries.skip(offset).take(take).all(&mut each);
+            }
+        })?;
+        if visited.is_none() {
+            visitor.len(0);
+        }
+        Ok(())
+    }
+
     /// `ZCOUNT` / `ZLEXCOUNT` (and the size of any [`ZRange`]).
     pub(crate) fn zcount(
         &self,

@@ -288,6 +288,14 @@ object_ops! {
     /// (bounds lower first; `rev` walks from the top; `limit` = `(offset, count)`, a negative
     /// count meaning all). Covers `ZRANGEBYSCORE`, `ZREVRANGEBYSCORE`, `ZRANGEBYLEX`, ...
     read fn zrange(range: ZRange<'_>, rev: bool, limit: Option<(usize, i64)>) -> Vec<ScoredMember>;
+    /// `zrange` read in place into `visitor`, without copying the range (see
+    /// [`crate::ScoredVisitor`]).
+    read fn zrange_visit(
+        range: ZRange<'_>,
+        rev: bool,
+        limit: Option<(usize, i64)>,
+        visitor: &mut dyn crate::ScoredVisitor
+    ) -> ();
     /// `ZCOUNT` / `ZLEXCOUNT`: how many entries a range selects.
     read fn zcount(range: ZRange<'_>) -> usize;
     /// `ZSCORE`.
