@@ -258,12 +258,12 @@ struct Group {
 
 impl Group {
     fn apply(self, store: &EmbeddedStore, found: &mut LogRecovery) -> Result<(), WalError> {
+        let at = Position {
+            path: &self.path,
+            offset: self.offset,
+        };
         for (shard, record) in &self.records {
-            record.apply(store, *shard).map_err(|e| WalError::Apply {
-                path: self.path.clone(),
-                offset: self.offset,
-                message: e.to_string(),
-            })?;
+            at.apply(record, store, *shard)?;
         }
         found.mutations += self.records.len() as u64;
         Ok(())
@@ -548,6 +548,17 @@ struct Position<'a> {
     offset: u64,
 }
 
+impl Position<'_> {
+    /// Applies `record` (of shard `shard`), naming this position when the store refuses it.
+    fn apply(&self, record: &Record, store: &EmbeddedStore, shard: usize) -> Result<(), WalError> {
+        record.apply(store, shard).map_err(|e| WalError::Apply {
+            path: self.path.to_path_buf(),
+            offset: self.offset,
+            message: e.to_string(),
+        })
+    }
+}
+
 /// Replays one entry of a log: applies a mutation outside any transaction at once, holds a
 /// transaction's back in its [`Group`] until the group is known whole. A group that ended is
 /// applied when anything follows it in the log (whatever follows was written after every
@@ -561,8 +572,8 @@ fn replay(
     covered: bool,
     at: &Position<'_>,
 ) -> Result<(), WalError> {
-    if group.as_ref().is_some_and(|g| g.ended) {
-        group.take().expect("checked").apply(store, found)?;
+    if let Some(ended) = group.take_if(|g| g.ended) {
+        ended.apply(store, found)?;
     }
     match record {
         // An operation's group inside a transaction's adds nothing.
@@ -590,11 +601,7 @@ fn replay(
         record => match group {
             Some(g) => g.records.push((shard, record)),
             None => {
-                record.apply(store, shard).map_err(|e| WalError::Apply {
-                    path: at.path.to_path_buf(),
-                    offset: at.offset,
-                    message: e.to_string(),
-                })?;
+                at.apply(&record, store, shard)?;
                 found.mutations += 1;
             }
         },
