@@ -165,7 +165,7 @@ impl Server {
         if let Some(bytes) = config.maxmemory {
             builder = builder.max_memory(bytes);
         }
-        let sink = txn::ServerSink::new(Arc::clone(&board), threads);
+        let sink = txn::ServerSink::new(Arc::clone(&board), config.shards, threads);
         let (store, persist, sink) = open_store(builder, sink, &config, threads)?;
         let router = *store.router();
         let stores = store.try_into_local_stores(threads)?;
