@@ -46,6 +46,7 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
     let mut batch = Vec::with_capacity(BATCH);
     // Argument vectors of commands run in place, reused by the next ones parsed.
     let mut spare: Vec<Vec<Bytes>> = Vec::with_capacity(BATCH);
+    let mut names = command::RecentNames::default();
     loop {
         match stream.read_buf(&mut rbuf).await {
             Ok(0) | Err(_) => return,
@@ -70,6 +71,7 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
                 state.authed,
                 &mut batch,
                 &mut spare,
+                &mut names,
             );
             worker.prefetch_entries();
             if batch.is_empty() && failure.is_none() {
@@ -174,12 +176,13 @@ fn parse_batch(
     authed: bool,
     batch: &mut Vec<Parsed>,
     spare: &mut Vec<Vec<Bytes>>,
+    names: &mut command::RecentNames,
 ) -> Option<fc_resp::ProtocolError> {
     while batch.len() < BATCH {
         let mut args = spare.pop().unwrap_or_default();
         match parser.parse_into(rbuf, &mut args) {
             Ok(true) => {
-                let spec = command::lookup(&args[0]);
+                let spec = names.lookup(&args[0]);
                 let barrier = !authed || spec.is_some_and(command::Spec::barrier);
                 let route = worker.route_and_prefetch_bucket(spec, &args);
                 batch.push(Parsed { spec, args, route });

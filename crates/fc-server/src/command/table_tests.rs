@@ -345,3 +345,33 @@ fn large_replies_stream_and_stop_at_a_full_sink() {
     });
     assert_eq!(out.lines, ["[0]"]);
 }
+
+#[test]
+fn recent_names_answer_as_the_table_does() {
+    let mut recent = super::RecentNames::default();
+    for name in [
+        "get",
+        "GET",
+        "set",
+        "get",
+        "GeT",
+        "hset",
+        "nosuchcommand",
+        "get",
+        "set",
+        "x",
+        "zrangebyscore",
+        "",
+    ] {
+        let want = super::lookup(name.as_bytes()).map(|s| s.name);
+        let got = recent.lookup(name.as_bytes()).map(|s| s.name);
+        assert_eq!(got, want, "{name}");
+        // Asked again (now cached when known), the same answer.
+        let again = recent.lookup(name.as_bytes()).map(|s| s.name);
+        assert_eq!(again, want, "{name} again");
+    }
+    // A name that is a prefix of a cached one is not it.
+    recent.lookup(b"getrange");
+    assert_eq!(recent.lookup(b"get").map(|s| s.name), Some("get"));
+    assert_eq!(recent.lookup(b"getr").map(|s| s.name), None);
+}
