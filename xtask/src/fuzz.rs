@@ -1,4 +1,5 @@
-//! `cargo xtask fuzz`: the codec crates' cargo-fuzz targets, each for a bounded time.
+//! `cargo xtask fuzz`: the decoders' cargo-fuzz targets (RESP requests and replies, the WAL's
+//! payloads and recovery), each for a bounded time.
 //!
 //! Needs the nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz --locked`). Seeds are
 //! committed under `<crate>/fuzz/seeds/<target>/`; the corpus libFuzzer grows lives in
@@ -15,6 +16,7 @@ use anyhow::{Context, bail};
 const TARGETS: &[(&str, &str)] = &[
     ("crates/fc-resp", "request_parser"),
     ("crates/fc-resp", "reply_decoder"),
+    ("crates/fc-wal", "wal_replay"),
 ];
 
 #[derive(clap::Args)]
