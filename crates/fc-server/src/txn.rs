@@ -39,15 +39,16 @@ pub(crate) struct ServerSink {
     fsync: FsyncPolicy,
     /// Per worker (worker `w` owns the shards `s % workers == w`).
     slots: Vec<Slot>,
-    /// Per shard, its worker's slot (a table: a division per mutation cost 5-10% of a
-    /// restart's replay).
+    /// Per shard, its worker's slot: a table, not a division per mutation (a restart replays
+    /// millions of them through this sink).
     slot_of: Box<[u16]>,
     next_id: AtomicU64,
 }
 
 impl ServerSink {
-    /// A sink for `workers` workers. Transaction ids start above `last_txn_id` (what recovery
-    /// read) and above the clock in microseconds, so they never repeat across restarts.
+    /// A sink for a store of `shards` shards split over `workers` workers. Transaction ids
+    /// start above the clock in microseconds (and, after [`ServerSink::ids_above`], above the
+    /// largest id recovery read), so they never repeat across restarts.
     pub(crate) fn new(board: Arc<WatchBoard>, shards: usize, workers: usize) -> Self {
         Self {
             board,
