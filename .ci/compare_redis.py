@@ -1,7 +1,9 @@
 """Diffs fc-server's command table against a live redis-server: COMMAND INFO (arity, flags,
 key positions, ACL categories, tips, key specs) and COMMAND DOCS (summary, since, group,
 complexity) of every command fc-server has, plus COMMAND GETKEYS on sample commands (errors
-included) and COMMAND INFO of an unknown name.
+included) and COMMAND INFO of an unknown name; and the Redis settings fc-server keeps for
+tools (CONFIG GET defaults, CONFIG SET of good and bad values, error texts included) and
+INFO's cluster section.
 
 Usage: compare_redis.py <fc-server port> <redis-server port>
 
@@ -58,6 +60,47 @@ def info_fields(entry):
     }
 
 
+# The settings fc-server accepts and reports without acting on them (crates/fc-server/src/knobs.rs).
+KNOBS = [
+    "hash-max-listpack-entries", "hash-max-ziplist-entries", "hash-max-listpack-value",
+    "hash-max-ziplist-value", "list-max-listpack-size", "list-max-ziplist-size",
+    "list-compress-depth", "set-max-intset-entries", "zset-max-listpack-entries",
+    "zset-max-ziplist-entries", "zset-max-listpack-value", "zset-max-ziplist-value",
+    "hll-sparse-max-bytes", "stream-node-max-bytes", "stream-node-max-entries", "activerehashing",
+    "lazyfree-lazy-eviction", "lazyfree-lazy-expire", "lazyfree-lazy-server-del",
+    "lazyfree-lazy-user-del", "lazyfree-lazy-user-flush", "dynamic-hz", "maxmemory-samples",
+    "maxmemory-eviction-tenacity", "lfu-log-factor", "lfu-decay-time", "active-expire-effort",
+]
+
+
+def attempt(conn, *args):
+    """A reply, or the error's text."""
+    try:
+        return plain(raw(conn, *args))
+    except redis.ResponseError as e:
+        return f"error: {e}"
+
+
+def compare_knobs(fc, real, problems):
+    for name in KNOBS:
+        ours, theirs = attempt(fc, "CONFIG", "GET", name), attempt(real, "CONFIG", "GET", name)
+        if ours != theirs:
+            problems.append(f"CONFIG GET {name}: fc-server {ours!r}, redis {theirs!r}")
+        for value in ("abc", "-1", "1.5", "99999999999", "-99999999999", "1kb", "0", "7", "yes", "NO", "maybe"):
+            ours = attempt(fc, "CONFIG", "SET", name, value)
+            theirs = attempt(real, "CONFIG", "SET", name, value)
+            after = attempt(fc, "CONFIG", "GET", name), attempt(real, "CONFIG", "GET", name)
+            if ours != theirs or after[0] != after[1]:
+                problems.append(
+                    f"CONFIG SET {name} {value}: fc-server {ours!r} then {after[0]!r}, "
+                    f"redis {theirs!r} then {after[1]!r}"
+                )
+    cluster = [plain(raw(c, "INFO", "cluster")) for c in (fc, real)]
+    fields = [dict(l.split(":", 1) for l in text.splitlines() if ":" in l) for text in cluster]
+    if fields[0] != fields[1]:
+        problems.append(f"INFO cluster: fc-server {fields[0]}, redis {fields[1]}")
+
+
 def main():
     fc_port, redis_port = int(sys.argv[1]), int(sys.argv[2])
     fc = redis.Redis(port=fc_port, protocol=3).connection_pool.get_connection()
@@ -106,6 +149,7 @@ def main():
         theirs = getkeys(real, sample)
         if ours != theirs:
             problems.append(f"COMMAND GETKEYS {' '.join(sample)}: fc-server {ours}, redis {theirs}")
+    compare_knobs(fc, real, problems)
     for stale in sorted(set(EXPECTED) - seen_expected):
         problems.append(f"{stale}: listed as a known difference but now agrees; remove it")
     for p in problems:
@@ -113,7 +157,7 @@ def main():
     if problems:
         sys.exit(1)
     print(f"compare_redis: COMMAND INFO and DOCS of {len(names)} commands agree with redis-server "
-          f"(but for {len(EXPECTED)} known differences)")
+          f"(but for {len(EXPECTED)} known differences), and so do {len(KNOBS)} settings and INFO cluster")
 
 
 if __name__ == "__main__":

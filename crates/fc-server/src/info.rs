@@ -135,6 +135,10 @@ pub(crate) async fn info<R: Reply>(
     if show("replication") {
         text.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n\r\n");
     }
+    if show("cluster") {
+        // Clients and tools read it to choose standalone or cluster mode.
+        text.push_str("# Cluster\r\ncluster_enabled:0\r\n\r\n");
+    }
     if show("keyspace") {
         text.push_str("# Keyspace\r\n");
         if keys > 0 {
@@ -162,6 +166,8 @@ enum Change {
     RequirePass(Option<String>),
     Save(Vec<(u64, u64)>),
     Output(crate::OutputLimit),
+    /// A setting kept for Redis's tools ([`crate::knobs`]): its index and checked value.
+    Knob(usize, String),
     /// Set to what it already is.
     Unchanged,
 }
@@ -250,6 +256,7 @@ pub(crate) async fn config<R: Reply>(
                         }
                     }
                     Change::Output(limit) => live.set_output_limit(limit),
+                    Change::Knob(index, value) => live.knobs.set(index, value),
                 }
             }
             out.ok();
@@ -259,7 +266,7 @@ pub(crate) async fn config<R: Reply>(
             let lines: &[&[u8]] = &[
                 b"CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 b"GET <pattern> [<pattern> ...]",
-                b"SET <directive> <value> [<directive> <value> ...]: maxmemory, maxclients, timeout, hz, requirepass, save, client-output-buffer-limit, proto-max-bulk-len, client-query-buffer-limit",
+                b"SET <directive> <value> [<directive> <value> ...]: maxmemory, maxclients, timeout, hz, requirepass, save, client-output-buffer-limit, proto-max-bulk-len, client-query-buffer-limit; Redis's encoding, lazyfree and eviction-sampler settings are accepted and reported, and change nothing",
                 b"RESETSTAT",
             ];
             crate::command::help(out, lines);
@@ -294,7 +301,7 @@ fn parameters(worker: &Worker) -> Vec<(&'static str, String)> {
         },
         |p| p.dir.display().to_string(),
     );
-    vec![
+    let mut params = vec![
         (
             "maxmemory",
             live.maxmemory.load(Ordering::Relaxed).to_string(),
@@ -339,7 +346,9 @@ fn parameters(worker: &Worker) -> Vec<(&'static str, String)> {
         ("port", shared.port.to_string()),
         ("tcp-keepalive", "0".to_string()),
         ("io-threads", shared.workers.to_string()),
-    ]
+    ];
+    params.extend(live.knobs.all());
+    params
 }
 
 /// Checks one `CONFIG SET` pair.
@@ -395,8 +404,13 @@ fn change(worker: &Worker, name: &[u8], value: &[u8]) -> Result<Change, String> 
         }
         "appendonly" | "appendfsync" | "dir" | "dbfilename" | "databases" | "bind" | "port"
         | "io-threads" | "daemonize" | "tcp-keepalive" => Err(failed("can't set immutable config")),
-        _ => Err(format!(
-            "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
-        )),
+        knob => match crate::knobs::Knobs::find(knob) {
+            Some(index) => crate::knobs::Knobs::check(index, &text)
+                .map(|value| Change::Knob(index, value))
+                .map_err(failed),
+            None => Err(format!(
+                "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+            )),
+        },
     }
 }

@@ -44,6 +44,7 @@ pub mod config;
 mod conn;
 mod cross;
 mod info;
+mod knobs;
 mod persist;
 mod reply;
 mod save;

@@ -104,6 +104,8 @@ pub(crate) struct Live {
     output_hard: AtomicU64,
     output_soft: AtomicU64,
     output_seconds: AtomicU64,
+    /// Redis's settings kept for its tools (see [`crate::knobs`]).
+    pub(crate) knobs: crate::knobs::Knobs,
 }
 
 impl Live {
@@ -120,6 +122,7 @@ impl Live {
             output_hard: AtomicU64::new(0),
             output_soft: AtomicU64::new(0),
             output_seconds: AtomicU64::new(0),
+            knobs: crate::knobs::Knobs::new(),
         };
         live.set_output_limit(config.output_limit);
         live
