@@ -124,10 +124,21 @@ pub(crate) async fn run_store<R: Reply>(
             merge_parts(&parts, merge, out);
         }
         Route::AllWorkers { merge, part } => {
-            let mut parts = Vec::with_capacity(shared.workers);
-            for owner in 0..shared.workers {
-                parts.push(exec_at(worker, owner, part, args.clone(), txn).await);
-            }
+            let all = async |links: Option<&TxnLinks>| {
+                let mut parts = Vec::with_capacity(shared.workers);
+                for owner in 0..shared.workers {
+                    parts.push(exec_at(worker, owner, part, args.clone(), links).await);
+                }
+                parts
+            };
+            // A write of every worker (FLUSHALL, FLUSHDB) is one transaction, as on one shard.
+            let parts = match txn {
+                None if spec.write() && shared.workers > 1 => {
+                    let owners: BTreeSet<usize> = (0..shared.workers).collect();
+                    held(worker, &owners, async |links| all(Some(links)).await).await
+                }
+                _ => all(txn).await,
+            };
             merge_parts(&parts, merge, out);
         }
     }

@@ -796,3 +796,41 @@ fn a_failing_disk_never_acknowledges_and_refuses_writes_with_misconf() {
     drop(con);
     server.shutdown();
 }
+
+/// FLUSHALL, MSET and DEL over both workers are transactions of the log: the log holds one
+/// group per changed worker for each, and a restart finds exactly what they left.
+#[test]
+fn writes_over_both_workers_are_transactions_in_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let server = start(always_two_workers(
+            dir.path(),
+            fc_server::PersistenceConfig::default(),
+        ));
+        let mut con = client(&server);
+        let pairs: Vec<(String, String)> =
+            (0..40).map(|i| (format!("k{i}"), i.to_string())).collect();
+        let _: () = con.mset(&pairs).unwrap();
+        let _: () = redis::cmd("FLUSHALL").query(&mut con).unwrap();
+        let _: () = con.mset(&pairs[..10]).unwrap();
+        let deleted: i64 = redis::cmd("DEL")
+            .arg(&["k0", "k1", "k2", "k3"])
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(deleted, 4);
+        drop(con);
+        server.shutdown();
+    }
+    let config = fc_wal::WalConfig::new(dir.path())
+        .with_layout_on_disk()
+        .unwrap();
+    assert_eq!(config.logs, 2, "one log per worker");
+    let store = fc_shard::EmbeddedStore::new(8);
+    let report = fc_wal::recover(&config, &store, fc_wal::RecoveryMode::Strict).unwrap();
+    assert!(report.last_txn_id > 0, "transaction markers in the log");
+    assert_eq!(report.torn_transactions, 0);
+    let mut keys: Vec<Vec<u8>> = store.key_snapshot();
+    keys.sort();
+    let want: Vec<Vec<u8>> = (4..10).map(|i| format!("k{i}").into_bytes()).collect();
+    assert_eq!(keys, want);
+}
