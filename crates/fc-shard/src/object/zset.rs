@@ -549,26 +549,20 @@ impl Shard {
         limit: Option<(usize, i64)>,
         clock: &Clock,
     ) -> RedisObjectResult<Vec<ScoredMember>> {
-        Ok(self
-            .read_zset(tag, key, clock, |z| {
-                let ranks = match range {
-                    // With REV, ranks count from the high end.
-                    ZRange::Rank(start, stop) if rev => {
-                        let r = super::list::clamp_range(start, stop, z.len());
-                        z.len() - r.end..z.len() - r.start
-                    }
-                    other => z.ranks(other),
-                };
-                let (offset, count) = limit.unwrap_or((0, -1));
-                let take = usize::try_from(count).unwrap_or(usize::MAX);
-                let entries = z.entries(ranks);
-                if rev {
-                    owned(entries.rev().skip(offset).take(take))
-                } else {
-                    owned(entries.skip(offset).take(take))
-                }
-            })?
-            .unwrap_or_default())
+        /// Copies every entry visited.
+        struct Collect(Vec<ScoredMember>);
+        impl crate::ScoredVisitor for Collect {
+            fn len(&mut self, n: usize) {
+                self.0.reserve_exact(n);
+            }
+            fn entry(&mut self, member: &[u8], score: f64) -> bool {
+                self.0.push((member.to_vec(), score));
+                true
+            }
+        }
+        let mut all = Collect(Vec::new());
+        self.zrange_visit(tag, key, range, rev, limit, &mut all, clock)?;
+        Ok(all.0)
     }
 
     /// [`Shard::zrange`] read in place into `visitor` (see [`crate::ScoredVisitor`]).
