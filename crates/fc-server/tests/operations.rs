@@ -976,3 +976,77 @@ fn every_large_reply_stops_at_the_hard_output_limit() {
     let keys: Vec<String> = redis::cmd("KEYS").arg("y*").query(&mut c).unwrap();
     assert_eq!(keys.len(), 20_000, "without a limit, every key");
 }
+
+/// `ZRANGESTORE` and `ZRANGE ... BYLEX`, with the replies Debian's redis-server 7.0 gave for
+/// the same commands (checked side by side when they were written).
+#[test]
+fn zrangestore_and_bylex_answer_as_redis() {
+    let server = two_workers();
+    let mut c = client(&server);
+    let run = |c: &mut redis::Connection, line: &str| -> String {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match redis::cmd(words[0])
+            .arg(&words[1..])
+            .query::<redis::Value>(c)
+        {
+            Ok(v) => format!("{v:?}"),
+            Err(e) => format!("error: {}", e.detail().unwrap_or_default()),
+        }
+    };
+    let _: () = redis::cmd("ZADD")
+        .arg(&["{z}src", "1", "a", "2", "b", "3", "c", "4", "d"])
+        .query(&mut c)
+        .unwrap();
+    let cases = [
+        ("zrangestore {z}dst {z}src 0 -1", "int(4)"),
+        (
+            "zrangestore {z}dst {z}src 0 -1 withscores",
+            "error: syntax error",
+        ),
+        (
+            "zrangestore {z}dst {z}src 0 1 limit 0 1",
+            "error: syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
+        ),
+        (
+            "zrangestore {z}dst {z}src (1 +inf byscore limit 0 2",
+            "int(2)",
+        ),
+        ("zrangestore {z}dst {z}src [c - bylex rev", "int(3)"),
+        ("zrangestore {z}dst {z}nosrc 0 -1", "int(0)"),
+        ("exists {z}dst", "int(0)"),
+        (
+            "zrange {z}src [a [b bylex withscores",
+            "error: syntax error, WITHSCORES not supported in combination with BYLEX",
+        ),
+        ("zrange {z}src 1 3 byscore bylex", "error: syntax error"),
+        (
+            "zrange {z}src a b bylex",
+            "error: min or max not valid string range item",
+        ),
+    ];
+    for (line, want) in cases {
+        let got = run(&mut c, line);
+        assert!(got.contains(want), "{line}: {got}, expected {want}");
+    }
+    let _: () = redis::cmd("SET")
+        .arg(&["{z}str", "x"])
+        .query(&mut c)
+        .unwrap();
+    let got = run(&mut c, "zrangestore {z}dst {z}str 0 -1");
+    assert!(got.contains("wrong kind of value"), "{got}");
+    let stored: i64 = redis::cmd("ZRANGESTORE")
+        .arg(&["{z}str", "{z}src", "0", "0"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(stored, 1);
+    let kind: String = redis::cmd("TYPE").arg("{z}str").query(&mut c).unwrap();
+    assert_eq!(
+        kind, "zset",
+        "the destination is replaced whatever its type"
+    );
+    let lex: Vec<String> = redis::cmd("ZRANGE")
+        .arg(&["{z}src", "(a", "+", "BYLEX", "LIMIT", "1", "1"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(lex, ["c"]);
+}

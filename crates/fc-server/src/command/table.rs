@@ -3020,6 +3020,43 @@ pub(crate) static COMMANDS: &[Spec] = &[
         route: Key(store!(zsets::zrangebyscore)),
     },
     Spec {
+        name: "zrangestore",
+        arity: -5,
+        flags: F::WRITE | F::DENYOOM,
+        acl: A::WRITE | A::SORTEDSET | A::SLOW,
+        keys: (1, 2, 1),
+        key_specs: &[
+            KeySpec {
+                notes: "",
+                flags: &["OW", "update"],
+                begin: Begin::Index(1),
+                find: Find::Range {
+                    last: 0,
+                    step: 1,
+                    limit: 0,
+                },
+            },
+            KeySpec {
+                notes: "",
+                flags: &["RO", "access"],
+                begin: Begin::Index(2),
+                find: Find::Range {
+                    last: 0,
+                    step: 1,
+                    limit: 0,
+                },
+            },
+        ],
+        tips: &[],
+        doc: Doc {
+            group: "sorted-set",
+            since: "6.2.0",
+            complexity: "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements stored into the destination key.",
+            summary: "Store a range of members from sorted set into another key",
+        },
+        route: Key(store!(zsets::zrangestore)),
+    },
+    Spec {
         name: "zrank",
         arity: -3,
         flags: F::READONLY | F::FAST,

@@ -117,6 +117,7 @@ const SAMPLES: &[&str] = &[
     "zrange z 0 -1 withscores",
     "zrangebylex z - +",
     "zrangebyscore z -inf +inf",
+    "zrangestore z2 z 0 -1",
     "zrank z a",
     "zrem z a",
     "zremrangebylex z - +",

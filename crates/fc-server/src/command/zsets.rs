@@ -184,44 +184,111 @@ fn reply_range<R: Reply>(
     }
 }
 
-/// `ZRANGE key start stop [BYSCORE] [REV] [LIMIT offset count] [WITHSCORES]`.
-pub(super) fn zrange<R: Reply>(ctx: &mut Ctx<'_, R>) {
-    let (mut by_score, mut rev, mut with_scores, mut limit) = (false, false, false, None);
-    let mut i = 4;
+/// What `ZRANGE`'s arguments ask for.
+struct RangeArgs<'a> {
+    range: ZRange<'a>,
+    rev: bool,
+    limit: Option<(usize, i64)>,
+    with_scores: bool,
+}
+
+/// The range arguments of `ZRANGE` and `ZRANGESTORE`: the bounds at `at` and `at + 1`, then
+/// `[BYSCORE|BYLEX] [REV] [LIMIT offset count] [WITHSCORES]` (WITHSCORES only where
+/// `scores_allowed`). `None` after replying Redis's error.
+fn range_args<'a, R: Reply>(
+    ctx: &mut Ctx<'a, R>,
+    at: usize,
+    scores_allowed: bool,
+) -> Option<RangeArgs<'a>> {
+    #[derive(PartialEq)]
+    enum By {
+        Rank,
+        Score,
+        Lex,
+    }
+    let (mut by, mut rev, mut with_scores, mut limit) = (By::Rank, false, false, None);
+    let mut i = at + 2;
     while i < ctx.args.len() {
         match ctx.args[i].to_ascii_lowercase().as_slice() {
-            b"byscore" => by_score = true,
+            b"byscore" if by == By::Rank => by = By::Score,
+            b"bylex" if by == By::Rank => by = By::Lex,
             b"rev" => rev = true,
-            b"withscores" => with_scores = true,
+            b"withscores" if scores_allowed => with_scores = true,
             b"limit" if i + 2 < ctx.args.len() => {
-                let Some(offset) = ctx.int(i + 1) else { return };
-                let Some(n) = ctx.int(i + 2) else { return };
+                let offset = ctx.int(i + 1)?;
+                let n = ctx.int(i + 2)?;
                 limit = Some((offset.max(0) as usize, n));
                 i += 2;
             }
-            _ => return ctx.syntax_error(),
+            _ => {
+                ctx.syntax_error();
+                return None;
+            }
         }
         i += 1;
     }
-    let range = if by_score {
-        // With REV the bounds come max first.
-        let (lo, hi) = if rev { (3, 2) } else { (2, 3) };
-        let (Some(min), Some(max)) = (score_bound(&ctx.args[lo]), score_bound(&ctx.args[hi]))
-        else {
-            return ctx.out.error(b"ERR min or max is not a float");
-        };
-        ZRange::Score(min, max)
+    if limit.is_some() && by == By::Rank {
+        ctx.out.error(
+            b"ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
+        );
+        return None;
+    }
+    if with_scores && by == By::Lex {
+        ctx.out
+            .error(b"ERR syntax error, WITHSCORES not supported in combination with BYLEX");
+        return None;
+    }
+    let args = ctx.args;
+    // With REV the bounds of BYSCORE and BYLEX come max first.
+    let (lo, hi) = if rev && by != By::Rank {
+        (at + 1, at)
     } else {
-        if limit.is_some() {
-            return ctx.out.error(
-                b"ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
-            );
-        }
-        let Some(a) = ctx.int(2) else { return };
-        let Some(b) = ctx.int(3) else { return };
-        ZRange::Rank(a, b)
+        (at, at + 1)
     };
-    reply_range(ctx, range, rev, limit, with_scores);
+    let range = match by {
+        By::Score => {
+            let (Some(min), Some(max)) = (score_bound(&args[lo]), score_bound(&args[hi])) else {
+                ctx.out.error(b"ERR min or max is not a float");
+                return None;
+            };
+            ZRange::Score(min, max)
+        }
+        By::Lex => {
+            let (Some(min), Some(max)) = (lex_bound(&args[lo]), lex_bound(&args[hi])) else {
+                ctx.out.error(b"ERR min or max not valid string range item");
+                return None;
+            };
+            ZRange::Lex(min, max)
+        }
+        By::Rank => ZRange::Rank(ctx.int(lo)?, ctx.int(hi)?),
+    };
+    Some(RangeArgs {
+        range,
+        rev,
+        limit,
+        with_scores,
+    })
+}
+
+/// `ZRANGE key start stop [BYSCORE|BYLEX] [REV] [LIMIT offset count] [WITHSCORES]`.
+pub(super) fn zrange<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    let Some(a) = range_args(ctx, 2, true) else {
+        return;
+    };
+    reply_range(ctx, a.range, a.rev, a.limit, a.with_scores);
+}
+
+/// `ZRANGESTORE dst src min max [BYSCORE|BYLEX] [REV] [LIMIT offset count]`: the size of the
+/// range stored at `dst` (both keys on one shard: a hash tag).
+pub(super) fn zrangestore<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    let Some(a) = range_args(ctx, 3, false) else {
+        return;
+    };
+    let args = ctx.args;
+    let r = ctx
+        .store
+        .zrange_store(&args[1], &args[2], a.range, a.rev, a.limit);
+    ctx.reply(r, count);
 }
 
 /// `ZRANGEBYSCORE key min max [WITHSCORES] [LIMIT offset count]`.

@@ -565,6 +565,31 @@ impl Shard {
         Ok(all.0)
     }
 
+    /// `ZRANGESTORE destination source ...`: the range of `source` (as [`Shard::zrange`])
+    /// stored at `destination` (replacing whatever it held; an empty range deletes it), its
+    /// size. WRONGTYPE for a source of another type, changing nothing. Logged as a delete of
+    /// the destination and a `ZAdd` of the range, one group ([`Shard::grouped`]).
+    pub(crate) fn zrange_store(
+        &mut self,
+        destination: (u32, &[u8]),
+        source: (u32, &[u8]),
+        range: ZRange<'_>,
+        rev: bool,
+        limit: Option<(usize, i64)>,
+        clock: &Clock,
+    ) -> RedisObjectResult<usize> {
+        let entries = self.zrange(source.0, source.1, range, rev, limit, clock)?;
+        let scored: Vec<(f64, &[u8])> = entries.iter().map(|(m, s)| (*s, &m[..])).collect();
+        let (tag, key) = destination;
+        self.grouped(|shard| {
+            shard.delete(tag, key, clock);
+            if !scored.is_empty() {
+                shard.zadd(tag, key, &scored, ZAddOptions::default(), clock)?;
+            }
+            Ok(scored.len())
+        })
+    }
+
     /// [`Shard::zrange`] read in place into `visitor` (see [`crate::ScoredVisitor`]).
     #[expect(clippy::too_many_arguments, reason = "zrange's, plus the visitor")]
     pub(crate) fn zrange_visit(

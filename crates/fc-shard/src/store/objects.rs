@@ -415,6 +415,33 @@ macro_rules! multi_key_ops {
                 })
             }
 
+            /// `ZRANGESTORE destination source ...`: the range of `source` (as `zrange`)
+            /// stored at `destination` (replaced whatever its type; deleted when the range is
+            /// empty), its size. Both keys must share a shard.
+            ///
+            /// # Errors
+            /// [`StoreError::WrongType`] for the source (nothing changes),
+            /// [`StoreError::CrossShard`].
+            pub fn zrange_store(
+                self: $self_ty,
+                destination: &[u8],
+                source: &[u8],
+                range: ZRange<'_>,
+                rev: bool,
+                limit: Option<(usize, i64)>,
+            ) -> RedisObjectResult<usize> {
+                self.$with(&[destination, source], |shard, tags, clock| {
+                    shard.zrange_store(
+                        (tags[0], destination),
+                        (tags[1], source),
+                        range,
+                        rev,
+                        limit,
+                        clock,
+                    )
+                })
+            }
+
             /// `SINTERSTORE` / `SUNIONSTORE` / `SDIFFSTORE`: the result's size; `destination`
             /// is replaced (whatever its type) or, for an empty result, deleted.
             ///
