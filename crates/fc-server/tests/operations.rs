@@ -1050,3 +1050,65 @@ fn zrangestore_and_bylex_answer_as_redis() {
         .unwrap();
     assert_eq!(lex, ["c"]);
 }
+
+/// `SRANDMEMBER`/`HRANDFIELD` with a count of billions write their picks as they draw them:
+/// past the output limit the client is closed, the server (which used to allocate for every
+/// pick first, and abort) goes on; `i64::MIN` is refused with Redis's text.
+#[test]
+fn random_picks_of_billions_stop_at_the_output_limit() {
+    let server = two_workers();
+    let mut c = client(&server);
+    let _: () = redis::cmd("SADD")
+        .arg(&["s", "a", "b"])
+        .query(&mut c)
+        .unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg(&["h", "f", "v", "g", "w"])
+        .query(&mut c)
+        .unwrap();
+    let three: Vec<String> = redis::cmd("HRANDFIELD")
+        .arg(&["h", "-3", "WITHVALUES"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(three.len(), 6, "field and value per pick");
+    let picks: Vec<String> = redis::cmd("SRANDMEMBER")
+        .arg(&["s", "-5"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(picks.len(), 5);
+    let distinct: Vec<String> = redis::cmd("SRANDMEMBER")
+        .arg(&["s", "9"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(distinct.len(), 2);
+    let err = redis::cmd("HRANDFIELD")
+        .arg(&["h", "-9223372036854775808"])
+        .query::<redis::Value>(&mut c)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("value is out of range, value must between"),
+        "{err}"
+    );
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "client-output-buffer-limit", "normal 1mb 0 0"])
+        .query(&mut c)
+        .unwrap();
+    for command in [
+        ["SRANDMEMBER", "s", "-9223372036854775807", ""],
+        ["HRANDFIELD", "h", "-9223372036854775807", "WITHVALUES"],
+        ["HRANDFIELD", "h", "-4000000000", ""],
+    ] {
+        let mut victim = client(&server);
+        let args: Vec<&str> = command[1..]
+            .iter()
+            .copied()
+            .filter(|a| !a.is_empty())
+            .collect();
+        let result: redis::RedisResult<redis::Value> =
+            redis::cmd(command[0]).arg(&args).query(&mut victim);
+        assert!(result.is_err(), "{command:?}: answered whole");
+    }
+    let pong: String = redis::cmd("PING").query(&mut c).unwrap();
+    assert_eq!(pong, "PONG", "the server goes on");
+}

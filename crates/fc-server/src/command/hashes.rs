@@ -2,7 +2,7 @@
 
 use fc_shard::HashPart;
 
-use super::{Ctx, Shape, bulk_or_null, count};
+use super::{Ctx, Shape, Stream, bulk_or_null, count};
 use crate::reply::Reply;
 
 fn pairs(args: &[bytes::Bytes]) -> Option<Vec<(&[u8], &[u8])>> {
@@ -140,7 +140,9 @@ pub(super) fn hrandfield<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let (count, with_values) = match ctx.args.len() {
         2 => (None, false),
         3 | 4 => {
-            let Some(n) = ctx.int(2) else { return };
+            let Some(n) = super::random_count(ctx, 2) else {
+                return;
+            };
             if ctx.args.len() == 4 && !ctx.is(3, "withvalues") {
                 return ctx.syntax_error();
             }
@@ -148,20 +150,43 @@ pub(super) fn hrandfield<R: Reply>(ctx: &mut Ctx<'_, R>) {
         }
         _ => return ctx.syntax_error(),
     };
-    let r = ctx.store.hrandfield(&ctx.args[1], count, with_values);
-    ctx.reply(r, |out, picks| match count {
-        None => match picks.into_iter().next() {
+    if count.is_none() {
+        let r = ctx.store.hrandfield(&ctx.args[1], None, false);
+        return ctx.reply(r, |out, picks| match picks.into_iter().next() {
             Some((f, _)) => out.bulk(&f),
             None => out.null(),
+        });
+    }
+    // Picks are written as they are drawn: a count of billions stops at the output limit.
+    // With values each pick is two elements (RESP2's flat field/value list).
+    let mut stream = Doubled {
+        inner: Stream {
+            out: &mut *ctx.out,
+            shape: Shape::Array,
         },
-        Some(_) => {
-            out.array_len(picks.len() * if with_values { 2 } else { 1 });
-            for (f, v) in picks {
-                out.bulk(&f);
-                if let Some(v) = v {
-                    out.bulk(&v);
-                }
-            }
-        }
-    });
+        double: with_values,
+    };
+    if let Err(e) = ctx
+        .store
+        .hrandfield_visit(&ctx.args[1], count, with_values, &mut stream)
+    {
+        ctx.store_error(&e);
+    }
+}
+
+/// A [`Stream`] whose length counts two elements per pick (`HRANDFIELD ... WITHVALUES`).
+struct Doubled<'a, R> {
+    inner: Stream<'a, R>,
+    double: bool,
+}
+
+impl<R: Reply> fc_shard::Visitor for Doubled<'_, R> {
+    fn len(&mut self, n: usize) {
+        let n = if self.double { n.saturating_mul(2) } else { n };
+        self.inner.len(n);
+    }
+
+    fn item(&mut self, item: &[u8]) -> bool {
+        self.inner.item(item)
+    }
 }

@@ -535,6 +535,19 @@ impl<R: Reply> Ctx<'_, R> {
     }
 }
 
+/// The count of `SRANDMEMBER`/`HRANDFIELD`/`ZRANDMEMBER` at argument `i`: Redis refuses
+/// `i64::MIN` (whose magnitude has no `i64`). `None` after replying the error.
+pub(crate) fn random_count<R: Reply>(ctx: &mut Ctx<'_, R>, i: usize) -> Option<i64> {
+    let n = ctx.int(i)?;
+    if n == i64::MIN {
+        ctx.out.error(
+            b"ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
+        );
+        return None;
+    }
+    Some(n)
+}
+
 pub(crate) fn bulk_array<R: Reply>(out: &mut R, items: &[Vec<u8>]) {
     out.array_len(items.len());
     for item in items {

@@ -78,15 +78,20 @@ pub(super) fn srandmember<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let with_count = match ctx.args.len() {
         2 => None,
         3 => {
-            let Some(n) = ctx.int(2) else { return };
+            let Some(n) = super::random_count(ctx, 2) else {
+                return;
+            };
             Some(n)
         }
         _ => return ctx.syntax_error(),
     };
-    let r = ctx.store.srandmember(&ctx.args[1], with_count);
-    ctx.reply(r, |out, mut v| match with_count {
-        None => super::bulk_or_null(out, v.pop()),
-        Some(_) => bulk_array(out, &v),
+    if with_count.is_none() {
+        let r = ctx.store.srandmember(&ctx.args[1], None);
+        return ctx.reply(r, |out, mut v| super::bulk_or_null(out, v.pop()));
+    }
+    // Picks are written as they are drawn: a count of billions stops at the output limit.
+    ctx.stream(Shape::Array, |store, args, v| {
+        store.srandmember_visit(&args[1], with_count, v)
     });
 }
 

@@ -393,28 +393,38 @@ impl Shard {
         with_values: bool,
         clock: &Clock,
     ) -> RedisObjectResult<Vec<RandomField>> {
-        let pick = |h: &Hash, i: usize| {
-            let (f, v) = h.map.get_index(i).expect("index below len");
-            (f.to_vec(), with_values.then(|| v.to_vec()))
-        };
-        Ok(self
-            .read_hash(tag, key, clock, |h| {
-                let len = h.len();
-                match count {
-                    None => vec![pick(h, random_below(len))],
-                    Some(n) if n >= 0 => {
-                        let n = (n as u64).min(len as u64) as usize;
-                        distinct_positions(len, n)
-                            .into_iter()
-                            .map(|i| pick(h, i))
-                            .collect()
-                    }
-                    Some(n) => (0..n.unsigned_abs())
-                        .map(|_| pick(h, random_below(len)))
-                        .collect(),
-                }
-            })?
-            .unwrap_or_default())
+        let mut picks = super::Collect::default();
+        self.hrandfield_visit(tag, key, count, with_values, &mut picks, clock)?;
+        let mut items = picks.0.into_iter();
+        let mut out = Vec::new();
+        while let Some(field) = items.next() {
+            out.push((field, if with_values { items.next() } else { None }));
+        }
+        Ok(out)
+    }
+
+    /// `HRANDFIELD key [count [WITHVALUES]]` read in place into `visitor` (see
+    /// [`crate::Visitor`]): as [`Shard::hrandfield`], each pick a field (and, with values, its
+    /// value after it) written as it is drawn.
+    pub(crate) fn hrandfield_visit(
+        &self,
+        tag: u32,
+        key: &[u8],
+        count: Option<i64>,
+        with_values: bool,
+        visitor: &mut dyn crate::Visitor,
+        clock: &Clock,
+    ) -> RedisObjectResult<()> {
+        let visited = self.read_hash(tag, key, clock, |h| {
+            super::visit_random(h.len(), count, visitor, |i, v| {
+                let (field, value) = h.map.get_index(i).expect("index below len");
+                v.item(field) && (!with_values || v.item(value))
+            });
+        })?;
+        if visited.is_none() {
+            visitor.len(0);
+        }
+        Ok(())
     }
 
     /// `HSCAN key cursor [MATCH pattern] [COUNT count]`: the next cursor (0 when done) and

@@ -213,6 +213,57 @@ pub trait ScoredVisitor {
     fn entry(&mut self, member: &[u8], score: f64) -> bool;
 }
 
+/// A [`Visitor`] that copies what it is given (the `Vec`-returning reads built on a visit).
+#[derive(Default)]
+pub(crate) struct Collect(pub(crate) Vec<Vec<u8>>);
+
+impl Visitor for Collect {
+    fn len(&mut self, n: usize) {
+        // A claimed length is not an allocation: a count of billions is drawn one at a time.
+        self.0.reserve(n.min(1 << 16));
+    }
+
+    fn item(&mut self, item: &[u8]) -> bool {
+        self.0.push(item.to_vec());
+        true
+    }
+}
+
+/// The random picks of `SRANDMEMBER`/`HRANDFIELD` over `len` elements, into `visitor`: one
+/// (`count` `None`), up to `count` distinct positions, or `-count` positions with
+/// repetitions, each visited by `pick` (which returns whether to go on) as it is drawn.
+pub(crate) fn visit_random(
+    len: usize,
+    count: Option<i64>,
+    visitor: &mut dyn Visitor,
+    mut pick: impl FnMut(usize, &mut dyn Visitor) -> bool,
+) {
+    match count {
+        None => {
+            visitor.len(1);
+            pick(random_below(len), visitor);
+        }
+        Some(n) if n >= 0 => {
+            let n = (n as u64).min(len as u64) as usize;
+            visitor.len(n);
+            for i in hash::distinct_positions(len, n) {
+                if !pick(i, visitor) {
+                    break;
+                }
+            }
+        }
+        Some(n) => {
+            let n = n.unsigned_abs();
+            visitor.len(usize::try_from(n).unwrap_or(usize::MAX));
+            for _ in 0..n {
+                if !pick(random_below(len), visitor) {
+                    break;
+                }
+            }
+        }
+    }
+}
+
 /// Which parts of a hash's pairs a visit reads (`HGETALL`, `HKEYS`, `HVALS`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HashPart {

@@ -4,7 +4,6 @@
 //! `SRANDMEMBER`, a scan cursor stable under writes). Operations over several keys need them
 //! on one shard (the store checks).
 
-use super::hash::distinct_positions;
 use super::{FastSet, Hasher, Object, digest_parts, random_below, scan_window};
 use crate::arena::KIND_SET;
 use crate::clock::Clock;
@@ -356,22 +355,31 @@ impl Shard {
         count: Option<i64>,
         clock: &Clock,
     ) -> RedisObjectResult<Members> {
-        Ok(self
-            .read_set(tag, key, clock, |s| {
-                let len = s.len();
-                let pick = |i: usize| s.members[i].to_vec();
-                match count {
-                    None => vec![pick(random_below(len))],
-                    Some(n) if n >= 0 => {
-                        let n = (n as u64).min(len as u64) as usize;
-                        distinct_positions(len, n).into_iter().map(pick).collect()
-                    }
-                    Some(n) => (0..n.unsigned_abs())
-                        .map(|_| pick(random_below(len)))
-                        .collect(),
-                }
-            })?
-            .unwrap_or_default())
+        let mut picks = super::Collect::default();
+        self.srandmember_visit(tag, key, count, &mut picks, clock)?;
+        Ok(picks.0)
+    }
+
+    /// `SRANDMEMBER key [count]` read in place into `visitor` (see [`crate::Visitor`]): one
+    /// member (`count` `None`; [`crate::Visitor::len`] is 1, or 0 for a missing key), up to
+    /// `count` distinct ones, or `-count` with repetitions, each written as it is drawn (a
+    /// count of billions never allocates for them all).
+    pub(crate) fn srandmember_visit(
+        &self,
+        tag: u32,
+        key: &[u8],
+        count: Option<i64>,
+        visitor: &mut dyn crate::Visitor,
+        clock: &Clock,
+    ) -> RedisObjectResult<()> {
+        let visited = self.read_set(tag, key, clock, |s| {
+            let len = s.len();
+            super::visit_random(len, count, visitor, |i, v| v.item(&s.members[i]));
+        })?;
+        if visited.is_none() {
+            visitor.len(0);
+        }
+        Ok(())
     }
 
     /// `SSCAN key cursor [MATCH pattern] [COUNT count]`.

@@ -170,6 +170,13 @@ object_ops! {
     /// `HRANDFIELD key [count [WITHVALUES]]`: no count gives at most one field; a positive
     /// count that many distinct fields; a negative count exactly `-count`, repeats allowed.
     read fn hrandfield(count: Option<i64>, with_values: bool) -> Vec<RandomField>;
+    /// `hrandfield` read in place into `visitor`: each pick's field, then its value with
+    /// `with_values`, written as it is drawn (see [`crate::Visitor`]).
+    read fn hrandfield_visit(
+        count: Option<i64>,
+        with_values: bool,
+        visitor: &mut dyn crate::Visitor
+    ) -> ();
     /// `HSCAN key cursor [MATCH pattern] [COUNT count]`: the next cursor (0 when done) and
     /// field/value pairs. A field present for the whole scan is returned at least once.
     read fn hscan(cursor: u64, pattern: Option<&[u8]>, count: usize) -> (u64, Vec<FieldValue>);
@@ -254,6 +261,9 @@ object_ops! {
     /// `SRANDMEMBER key [count]`: `None` at most one; positive: distinct; negative: exactly
     /// `-count`, repeats allowed.
     read fn srandmember(count: Option<i64>) -> Members;
+    /// `srandmember` read in place into `visitor`, each pick written as it is drawn (see
+    /// [`crate::Visitor`]).
+    read fn srandmember_visit(count: Option<i64>, visitor: &mut dyn crate::Visitor) -> ();
     /// `SSCAN key cursor [MATCH pattern] [COUNT count]`.
     read fn sscan(cursor: u64, pattern: Option<&[u8]>, count: usize) -> (u64, Members);
 
