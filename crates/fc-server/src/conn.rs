@@ -3,6 +3,7 @@
 //! buffer; anything else through [`session::dispatch`]), and write all replies with one
 //! flush, after making the writes they acknowledge safe.
 
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -11,11 +12,14 @@ use bytes::{Bytes, BytesMut};
 use fc_resp::{Limits, RequestParser};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::futures::Notified;
 
+use crate::blocking::Woken;
 use crate::clients::Ended;
 use crate::command::{self, Handler};
 use crate::reply::Resp;
 use crate::session::{self, ClientState};
+use crate::shared::Shared;
 use crate::worker::{Parsed, Worker};
 
 /// Replies are written out once this many bytes are pending, even mid-pipeline.
@@ -25,11 +29,12 @@ const FLUSH_AT: usize = 64 * 1024;
 pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
     let shared = &worker.shared;
     let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed) + 1;
-    let Some(client) = shared.registry.register(id, &stream) else {
-        shared.clients.fetch_sub(1, Ordering::Release);
-        return;
-    };
-    let mut state = ClientState::new(id, client, Arc::clone(shared));
+    let client = shared.registry.register(id, &stream);
+    let mut state = ClientState::new(id, Arc::clone(&client), Arc::clone(shared));
+    // Ending the client from outside (see `clients`): looked at whenever the connection would
+    // otherwise sleep on its socket.
+    let kill = client.kill.notified();
+    tokio::pin!(kill);
     let Ok(mut stream) = TcpStream::from_std(stream) else {
         return;
     };
@@ -48,9 +53,13 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
     let mut spare: Vec<Vec<Bytes>> = Vec::with_capacity(BATCH);
     let mut names = command::RecentNames::default();
     loop {
-        match stream.read_buf(&mut rbuf).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
+        let read = tokio::select! {
+            biased;
+            read = stream.read_buf(&mut rbuf) => read,
+            () = &mut kill => return,
+        };
+        if matches!(read, Ok(0) | Err(_)) {
+            return;
         }
         state
             .client
@@ -87,6 +96,7 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
                     // The common case, run in place: a keyed command of this worker's shards
                     // with nothing to check or wait for (see `direct`).
                     worker.execute_resp(handler, &parsed.args, parsed.route, &mut out);
+                    worker.serve_ready();
                     let mut args = parsed.args;
                     // Only small vectors are kept: a 100k-member SADD's would otherwise stay
                     // allocated for the connection's lifetime.
@@ -97,8 +107,44 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
                 } else {
                     let Parsed { spec, args, .. } = parsed;
                     session::dispatch(&worker, &mut state, &mut parser, spec, args, &mut out).await;
+                    if let Some(wait) = state.blocked.take() {
+                        // The replies before it leave now; its own comes when it is served.
+                        if !out.buf.is_empty()
+                            && !send(
+                                &worker,
+                                &mut state,
+                                &mut stream,
+                                kill.as_mut(),
+                                &mut out.buf,
+                            )
+                            .await
+                        {
+                            wait.abandon(&worker);
+                            return;
+                        }
+                        state.client.blocked.store(true, Ordering::Relaxed);
+                        let closed = closed(shared, &mut stream, kill.as_mut(), &mut rbuf);
+                        let woken = wait.wait(&worker, closed).await;
+                        state.client.blocked.store(false, Ordering::Relaxed);
+                        match woken {
+                            Woken::Reply(replies) => {
+                                replies.replay(&mut out);
+                                // It popped: acknowledged once the pop is safe in the log.
+                                state.wrote = true;
+                            }
+                            Woken::Closed => return,
+                        }
+                    }
+                    worker.serve_ready();
                     if state.quit {
-                        let _ = send(&worker, &mut state, &mut stream, &mut out.buf).await;
+                        let _ = send(
+                            &worker,
+                            &mut state,
+                            &mut stream,
+                            kill.as_mut(),
+                            &mut out.buf,
+                        )
+                        .await;
                         return;
                     }
                 }
@@ -112,7 +158,14 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
                     return;
                 }
                 if out.buf.len() >= FLUSH_AT
-                    && !send(&worker, &mut state, &mut stream, &mut out.buf).await
+                    && !send(
+                        &worker,
+                        &mut state,
+                        &mut stream,
+                        kill.as_mut(),
+                        &mut out.buf,
+                    )
+                    .await
                 {
                     return;
                 }
@@ -120,12 +173,57 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
             if let Some(err) = failure {
                 // Redis answers the protocol error and closes this client only.
                 err.write_reply(&mut out.buf);
-                let _ = send(&worker, &mut state, &mut stream, &mut out.buf).await;
+                let _ = send(
+                    &worker,
+                    &mut state,
+                    &mut stream,
+                    kill.as_mut(),
+                    &mut out.buf,
+                )
+                .await;
                 return;
             }
         }
-        if !out.buf.is_empty() && !send(&worker, &mut state, &mut stream, &mut out.buf).await {
+        if !out.buf.is_empty()
+            && !send(
+                &worker,
+                &mut state,
+                &mut stream,
+                kill.as_mut(),
+                &mut out.buf,
+            )
+            .await
+        {
             return;
+        }
+    }
+}
+
+/// Resolves when the client's socket closes or fails while it is blocked; what it sends
+/// meanwhile is kept for after (Redis reads a blocked client's input but runs none of it),
+/// up to the query buffer limit, past which the client is closed.
+async fn closed(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    mut kill: Pin<&mut Notified<'_>>,
+    rbuf: &mut BytesMut,
+) {
+    loop {
+        let read = tokio::select! {
+            read = stream.read_buf(rbuf) => read,
+            () = kill.as_mut() => return,
+        };
+        match read {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                let limit = shared
+                    .live
+                    .client_query_buffer_limit
+                    .load(Ordering::Relaxed);
+                if rbuf.len() as u64 > limit {
+                    return;
+                }
+            }
         }
     }
 }
@@ -211,6 +309,7 @@ async fn send(
     worker: &Worker,
     state: &mut ClientState,
     stream: &mut TcpStream,
+    kill: Pin<&mut Notified<'_>>,
     wbuf: &mut BytesMut,
 ) -> bool {
     let shared = &worker.shared;
@@ -242,7 +341,12 @@ async fn send(
         let now = shared.registry.now_ms().max(1);
         client.stalled_ms.store(now, Ordering::Relaxed);
     }
-    let sent = stream.write_all(wbuf).await.is_ok();
+    // A client that does not read is ended by the sweeper while this waits.
+    let sent = tokio::select! {
+        biased;
+        sent = stream.write_all(wbuf) => sent.is_ok(),
+        () = kill => false,
+    };
     if watch_stall {
         client.stalled_ms.store(0, Ordering::Relaxed);
     }

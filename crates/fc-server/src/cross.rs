@@ -64,7 +64,9 @@ pub(crate) async fn run_store<R: Reply>(
 ) {
     let shared = &worker.shared;
     match spec.route {
-        Route::Session(_) => unreachable!("session commands run on the connection"),
+        Route::Session(_) | Route::Pop(_) => {
+            unreachable!("session and pop commands run on the connection")
+        }
         Route::Key(handler) => {
             let owner = shared.owner_of(&args[1]);
             exec_at(worker, owner, handler, args, txn).await.replay(out);
@@ -188,6 +190,11 @@ pub(crate) fn workers_of(worker: &Worker, spec: &Spec, args: &[Bytes], into: &mu
             );
         }
         Route::AllWorkers { .. } | Route::Cursor(_) => into.extend(0..shared.workers),
+        Route::Pop(kind) => into.extend(
+            command::pops::keys_of(kind, args)
+                .iter()
+                .map(|k| shared.owner_of(k)),
+        ),
     }
 }
 

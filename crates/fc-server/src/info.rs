@@ -90,10 +90,12 @@ pub(crate) async fn info<R: Reply>(
     if show("clients") {
         let _ = write!(
             text,
-            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nclient_recent_max_output_buffer:{}\r\nblocked_clients:0\r\n\r\n",
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nclient_recent_max_output_buffer:{}\r\nblocked_clients:{}\r\ntotal_blocking_keys:{}\r\n\r\n",
             shared.clients.load(std::sync::atomic::Ordering::Relaxed),
             shared.live.maxclients.load(Ordering::Relaxed),
             shared.max_output_buffer.load(Ordering::Relaxed),
+            shared.blocked.count(),
+            shared.blocked.keys_waited(),
         );
     }
     if show("memory") {

@@ -38,6 +38,8 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
+mod blocked;
+mod blocking;
 mod clients;
 mod command;
 pub mod config;
@@ -166,7 +168,13 @@ impl Server {
         if let Some(bytes) = config.maxmemory {
             builder = builder.max_memory(bytes);
         }
-        let sink = txn::ServerSink::new(Arc::clone(&board), config.shards, threads);
+        let blocked = Arc::new(blocked::Blocked::new(threads));
+        let sink = txn::ServerSink::new(
+            Arc::clone(&board),
+            Arc::clone(&blocked),
+            config.shards,
+            threads,
+        );
         let (store, persist, sink) = open_store(builder, sink, &config, threads)?;
         let router = *store.router();
         let stores = store.try_into_local_stores(threads)?;
@@ -183,6 +191,7 @@ impl Server {
             live: shared::Live::new(&config),
             registry: clients::Clients::new(),
             board,
+            blocked,
             sink,
             expiry: (0..threads)
                 .map(|_| shared::ExpiryStats::default())

@@ -41,6 +41,9 @@ pub(crate) struct ClientState {
     /// Whether the replies pending include a write command's (persistence: those are never
     /// sent once the log has failed).
     pub(crate) wrote: bool,
+    /// Set by a pop that must wait (`BLPOP`...): the connection waits on it before anything
+    /// else.
+    pub(crate) blocked: Option<crate::blocking::Wait>,
 }
 
 impl ClientState {
@@ -55,6 +58,7 @@ impl ClientState {
             watched: Vec::new(),
             shared,
             wrote: false,
+            blocked: None,
         }
     }
 
@@ -148,6 +152,10 @@ async fn run(
     out: &mut Resp,
     txn: Option<&TxnLinks>,
 ) {
+    if let command::Route::Pop(kind) = spec.route {
+        state.blocked = crate::blocking::run(worker, state.id, kind, args, out, txn).await;
+        return;
+    }
     let Some(session) = spec.session() else {
         return cross::run_store(worker, spec, args, out, txn).await;
     };
@@ -534,19 +542,36 @@ fn client(worker: &Worker, state: &mut ClientState, args: &[Bytes], out: &mut Re
             }
         }
         (b"no-evict" | b"no-touch", 3) => out.ok(),
+        (b"unblock", 3 | 4) => {
+            let Some(id) = fc_resp::number::parse_i64(&args[2]) else {
+                return out.error(b"ERR value is not an integer or out of range");
+            };
+            let error = match args.get(3).map(|a| a.to_ascii_lowercase()) {
+                None => false,
+                Some(word) if word == b"timeout" => false,
+                Some(word) if word == b"error" => true,
+                Some(_) => {
+                    return out.error(b"ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR");
+                }
+            };
+            let unblocked =
+                u64::try_from(id).is_ok_and(|id| worker.shared.blocked.unblock(id, error));
+            out.integer(i64::from(unblocked));
+        }
         (b"help", 2) => {
             let lines: &[&[u8]] = &[
                 b"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 b"GETNAME, SETNAME <name>, ID, INFO, SETINFO <LIB-NAME|LIB-VER> <value>",
                 b"LIST [TYPE normal] [ID <id> ...]",
                 b"KILL <ip:port> | KILL [ID <id>] [ADDR <ip:port>] [LADDR <ip:port>] [SKIPME yes|no]",
+                b"UNBLOCK <clientid> [TIMEOUT|ERROR]",
                 b"NO-EVICT <on|off>, NO-TOUCH <on|off>, HELP",
             ];
             command::help(out, lines);
         }
         (
             b"setname" | b"getname" | b"id" | b"setinfo" | b"info" | b"kill" | b"no-evict"
-            | b"no-touch",
+            | b"no-touch" | b"unblock",
             _,
         ) => command::wrong_subcommand_arity(out, "client", &sub),
         _ => command::unknown_subcommand(out, "CLIENT", &args[1]),

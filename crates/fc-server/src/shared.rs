@@ -35,6 +35,8 @@ pub(crate) enum Job {
     Snapshot {
         reply: oneshot::Sender<Result<fc_snapshot::SnapshotReport, fc_wal::WalError>>,
     },
+    /// Serve the clients blocked on keys that became ready ([`crate::blocking`]).
+    Serve,
     /// Stop (connections are dropped).
     Stop,
 }
@@ -72,6 +74,8 @@ pub(crate) struct Shared {
     pub(crate) expiry: Vec<ExpiryStats>,
     /// Watched keys (`WATCH`).
     pub(crate) board: Arc<crate::watched::WatchBoard>,
+    /// Clients blocked on keys (`BLPOP`...).
+    pub(crate) blocked: Arc<crate::blocked::Blocked>,
     /// The store's mutation sink (transaction markers, the board, the log).
     pub(crate) sink: Arc<crate::txn::ServerSink>,
     /// Set by `SHUTDOWN`; the server's owner stops it.

@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use fc_shard::{Mutation, MutationSink};
 use fc_wal::{FsyncPolicy, WalSink};
 
+use crate::blocked::Blocked;
 use crate::watched::WatchBoard;
 
 /// A worker's open transaction: its id (0: none) and whether its group has begun.
@@ -35,6 +36,8 @@ struct Slot {
 /// The store's mutation sink: transaction markers, then `WATCH`'s board, then the log.
 pub(crate) struct ServerSink {
     board: Arc<WatchBoard>,
+    /// Told of every push that may serve a blocked client.
+    blocked: Arc<Blocked>,
     wal: Option<Arc<WalSink>>,
     fsync: FsyncPolicy,
     /// Per worker (worker `w` owns the shards `s % workers == w`).
@@ -49,9 +52,15 @@ impl ServerSink {
     /// A sink for a store of `shards` shards split over `workers` workers. Transaction ids
     /// start above the clock in microseconds (and, after [`ServerSink::ids_above`], above the
     /// largest id recovery read), so they never repeat across restarts.
-    pub(crate) fn new(board: Arc<WatchBoard>, shards: usize, workers: usize) -> Self {
+    pub(crate) fn new(
+        board: Arc<WatchBoard>,
+        blocked: Arc<Blocked>,
+        shards: usize,
+        workers: usize,
+    ) -> Self {
         Self {
             board,
+            blocked,
             wal: None,
             fsync: FsyncPolicy::EverySec,
             slots: (0..workers).map(|_| Slot::default()).collect(),
@@ -130,13 +139,23 @@ impl ServerSink {
 
 impl MutationSink for ServerSink {
     fn on_mutation(&self, shard: usize, seq: u64, mutation: &Mutation<'_>) {
-        let slot = &self.slots[usize::from(self.slot_of[shard])];
+        let worker = usize::from(self.slot_of[shard]);
+        let slot = &self.slots[worker];
         let id = slot.id.load(Ordering::Acquire);
         if id != 0 && !slot.begun.load(Ordering::Relaxed) {
             slot.begun.store(true, Ordering::Release);
             self.forward(shard, 0, &Mutation::TxBegin { id });
         }
         self.forward(shard, seq, mutation);
+        // A key that may now serve a blocked pop (Redis signals a key ready on the same
+        // changes: a push, an add, a new key by rename).
+        match mutation {
+            Mutation::ListPush { key, .. } | Mutation::ZAdd { key, .. } => {
+                self.blocked.signal(worker, key);
+            }
+            Mutation::Rename { to, .. } => self.blocked.signal(worker, to),
+            _ => {}
+        }
     }
 }
 
@@ -146,7 +165,12 @@ mod tests {
 
     #[test]
     fn groups_open_on_the_first_change_and_close_on_finish() {
-        let sink = ServerSink::new(Arc::new(WatchBoard::new(4)), 4, 2);
+        let sink = ServerSink::new(
+            Arc::new(WatchBoard::new(4)),
+            Arc::new(Blocked::new(2)),
+            4,
+            2,
+        );
         let id = sink.begin(&BTreeSet::from([0, 1]));
         assert!(id > 0);
         sink.on_mutation(2, 1, &Mutation::Delete { key: b"a" });

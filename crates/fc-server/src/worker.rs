@@ -15,6 +15,7 @@ use fc_snapshot::SnapshotReport;
 use fc_wal::WalError;
 use tokio::sync::{Notify, mpsc, oneshot};
 
+use crate::command::pops::{self, Op};
 use crate::command::{Ctx, Handler, Route, Spec};
 use crate::reply::{Replies, Reply, Resp};
 use crate::shared::{Job, Shared};
@@ -49,10 +50,57 @@ impl Worker {
         self.locked.set(true);
     }
 
-    /// Releases the transaction lock.
+    /// Releases the transaction lock, then serves the clients blocked on keys the
+    /// transaction filled.
     pub(crate) fn unlock(&self) {
         self.locked.set(false);
         self.unlocked.notify_waiters();
+        self.serve_ready();
+    }
+
+    /// Serves clients blocked on keys of this worker that got elements (one atomic load when
+    /// none did); called after every command that ran here. For each ready key, its waiters
+    /// in arrival order while the key has elements; not while a transaction holds the worker
+    /// (its release serves them). A served `BLMOVE`'s push makes its destination ready in
+    /// turn.
+    #[inline]
+    pub(crate) fn serve_ready(&self) {
+        let blocked = &self.shared.blocked;
+        while blocked.has_ready(self.index) && !self.is_locked() {
+            for key in blocked.take_ready(self.index) {
+                self.serve_key(&key);
+            }
+        }
+    }
+
+    fn serve_key(&self, key: &[u8]) {
+        let blocked = &self.shared.blocked;
+        while let Some(waiter) = blocked.front(self.index, key) {
+            if waiter.is_claimed() {
+                // Served elsewhere, timed out or unblocked (its client forgets it): skip it.
+                blocked.drop_front(self.index, key, &waiter);
+                continue;
+            }
+            // Empty, or no longer a list/sorted set: the waiters go on waiting (Redis keeps a
+            // client blocked on a key of another type).
+            let ready = {
+                let mut store = self.store.borrow_mut();
+                match waiter.op() {
+                    Op::Pop { .. } | Op::Move { .. } => store.llen(key).is_ok_and(|n| n > 0),
+                    Op::ZPop { .. } => store.zcard(key).is_ok_and(|n| n > 0),
+                }
+            };
+            if !ready {
+                return;
+            }
+            blocked.drop_front(self.index, key, &waiter);
+            // Claimed only once the key is known to serve it: nothing runs on this thread
+            // between here and the pop, so a claimed waiter always gets its element.
+            if waiter.claim() {
+                let args = waiter.op().args(&Bytes::copy_from_slice(key));
+                waiter.answer(self.execute_typed(pops::TRY, &args));
+            }
+        }
     }
 
     /// Waits until no transaction holds this worker.
@@ -280,7 +328,9 @@ pub(crate) fn run<F, Fut>(
                 } => {
                     worker.wait_unlocked().await;
                     let _ = reply.send(worker.execute_typed(handler, &args));
+                    worker.serve_ready();
                 }
+                Job::Serve => worker.serve_ready(),
                 Job::Hold { ack, mut commands } => {
                     worker.lock().await;
                     let _ = ack.send(());

@@ -51,7 +51,8 @@ pub(crate) fn command<R: Reply>(args: &[Bytes], out: &mut R) {
         }
         b"list" => list(args, out),
         // Redis's `command|getkeys` arity is -4: a command and at least one argument.
-        b"getkeys" if args.len() >= 4 => getkeys(&args[2..], out),
+        b"getkeys" if args.len() >= 4 => getkeys(&args[2..], out, false),
+        b"getkeysandflags" if args.len() >= 4 => getkeys(&args[2..], out, true),
         b"help" if args.len() == 2 => {
             let lines: &[&[u8]] = &[
                 b"COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -67,12 +68,16 @@ pub(crate) fn command<R: Reply>(args: &[Bytes], out: &mut R) {
                 b"    Return documentation details about multiple commands.",
                 b"GETKEYS <full-command>",
                 b"    Return the keys from a full command.",
+                b"GETKEYSANDFLAGS <full-command>",
+                b"    Return the keys and the access flags from a full command.",
                 b"HELP",
                 b"    Print this help.",
             ];
             super::help(out, lines);
         }
-        b"count" | b"getkeys" | b"help" => super::wrong_subcommand_arity(out, "command", &sub),
+        b"count" | b"getkeys" | b"getkeysandflags" | b"help" => {
+            super::wrong_subcommand_arity(out, "command", &sub);
+        }
         _ => super::unknown_subcommand(out, "COMMAND", &args[1]),
     }
 }
@@ -219,20 +224,29 @@ fn list<R: Reply>(args: &[Bytes], out: &mut R) {
 }
 
 /// `COMMAND GETKEYS <command> <args...>`: the keys by the command's first-last-step range.
-fn getkeys<R: Reply>(command: &[Bytes], out: &mut R) {
+fn getkeys<R: Reply>(command: &[Bytes], out: &mut R, with_flags: bool) {
     let Some(spec) = lookup(&command[0]) else {
         return out.error(b"ERR Invalid command specified");
     };
     if !spec.arity_ok(command.len()) {
         return out.error(b"ERR Invalid number of arguments specified for command");
     }
-    let keys: Vec<usize> = spec.key_positions(command.len()).collect();
+    let Some(keys) = spec.spec_keys(command) else {
+        return out.error(b"ERR Invalid arguments specified for command");
+    };
     if keys.is_empty() {
         return out.error(b"ERR The command has no key arguments");
     }
     out.array_len(keys.len());
-    for i in keys {
-        out.bulk(&command[i]);
+    for (i, ks) in keys {
+        if with_flags {
+            out.array_len(2);
+            out.bulk(&command[i]);
+            out.set_len(ks.flags.len());
+            ks.flags.iter().for_each(|f| out.simple(f.as_bytes()));
+        } else {
+            out.bulk(&command[i]);
+        }
     }
 }
 
@@ -272,6 +286,28 @@ mod tests {
         assert_eq!(
             run("command getkeys get"),
             ["!ERR wrong number of arguments for 'command|getkeys' command"]
+        );
+        // Key counts (LMPOP, BZMPOP) and ranges ending before the timeout (BLPOP), as the key
+        // specs say (answers as redis-server 7.0's).
+        assert_eq!(
+            run("command getkeys lmpop 2 a b left"),
+            ["[2]", "\"a", "\"b"]
+        );
+        assert_eq!(
+            run("command getkeys bzmpop 0 2 a b min count 3"),
+            ["[2]", "\"a", "\"b"]
+        );
+        assert_eq!(run("command getkeys blpop a b 0"), ["[2]", "\"a", "\"b"]);
+        assert_eq!(
+            run("command getkeys lmpop x a left"),
+            ["!ERR Invalid arguments specified for command"]
+        );
+        assert_eq!(
+            run("command getkeysandflags lmove a b left left"),
+            [
+                "[2]", "[2]", "\"a", "<3>", "+RW", "+access", "+delete", "[2]", "\"b", "<2>",
+                "+RW", "+insert"
+            ]
         );
     }
 

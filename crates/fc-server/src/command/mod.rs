@@ -27,6 +27,7 @@ mod hashes;
 pub(crate) mod introspect;
 mod keys;
 mod lists;
+pub(crate) mod pops;
 mod sets;
 mod strings;
 mod table;
@@ -135,6 +136,9 @@ pub(crate) enum Route {
     /// Keys every `step` arguments from argument 1, all or nothing (`MSETNX`): on their owner
     /// when one worker owns them all, else held across their workers (`crate::cross`).
     Atomic { step: usize, part: Handler },
+    /// A pop over several keys that may block (`BLPOP`, `LMPOP`, ...): on the connection,
+    /// each key tried on its owner (`crate::blocking`).
+    Pop(pops::Block),
 }
 
 /// Redis 7 command flags (`COMMAND INFO`'s third element), as bits.
@@ -259,10 +263,6 @@ pub(crate) enum Begin {
 
 /// How a key spec finds its keys from where it begins.
 #[derive(Debug, Clone, Copy)]
-#[expect(
-    dead_code,
-    reason = "the keynum form arrives with the commands that use it (EVAL, ZUNIONSTORE...)"
-)]
 pub(crate) enum Find {
     /// Keys every `step` arguments up to `last` (relative; -1 is the last argument), the
     /// count divided by `limit` when it is not 0.
@@ -389,6 +389,79 @@ impl Spec {
         (first..=last)
             .step_by(step as usize)
             .filter(move |&i| first > 0 && i < argc)
+    }
+}
+
+impl Spec {
+    /// The keys of `args` (a whole command) as its key specs find them, each with its spec,
+    /// in spec order (Redis's `getKeysUsingKeySpecs`: `COMMAND GETKEYS`, `GETKEYSANDFLAGS`).
+    /// A spec whose keyword is missing finds nothing; a key count that is not a number makes
+    /// the command invalid (`None`).
+    pub(crate) fn spec_keys(&self, args: &[Bytes]) -> Option<Vec<(usize, &'static KeySpec)>> {
+        let argc = args.len() as i64;
+        let mut found = Vec::new();
+        for ks in self.key_specs {
+            let first = match ks.begin {
+                Begin::Index(i) => i64::from(i),
+                Begin::Keyword {
+                    keyword,
+                    start_from,
+                } => {
+                    let start = i64::from(start_from);
+                    let (from, backwards) = if start > 0 {
+                        (start, false)
+                    } else {
+                        (argc + start, true)
+                    };
+                    let mut i = from;
+                    let mut at = None;
+                    while i >= 1 && i < argc {
+                        if args[i as usize].eq_ignore_ascii_case(keyword.as_bytes()) {
+                            at = Some(i + 1);
+                            break;
+                        }
+                        i += if backwards { -1 } else { 1 };
+                    }
+                    match at {
+                        Some(i) => i,
+                        None => continue,
+                    }
+                }
+            };
+            let (first, last, step) = match ks.find {
+                Find::Range { last, step, limit } => {
+                    let last = i64::from(last);
+                    let end = if last >= 0 {
+                        first + last
+                    } else if limit <= 1 {
+                        argc + last
+                    } else {
+                        first + ((argc - first) / i64::from(limit) + last)
+                    };
+                    (first, end, i64::from(step.max(1)))
+                }
+                Find::Keynum {
+                    keynum_index,
+                    first_key,
+                    step,
+                } => {
+                    let at = first + i64::from(keynum_index);
+                    let n = args
+                        .get(at as usize)
+                        .and_then(|a| parse_i64(a))
+                        .filter(|&n| n >= 0)?;
+                    let step = i64::from(step.max(1));
+                    let start = first + i64::from(first_key);
+                    (start, start + (n - 1) * step, step)
+                }
+            };
+            let mut i = first;
+            while i <= last && i < argc && i >= 1 {
+                found.push((i as usize, ks));
+                i += step;
+            }
+        }
+        Some(found)
     }
 }
 
@@ -710,12 +783,14 @@ mod tests {
             // Session commands may name keys (WATCH) without being routed by them.
             let keyed = match spec.route {
                 Route::Session(_) => spec.keys.0 > 0,
+                // `LMPOP`'s keys follow a count: Redis gives no first key.
+                Route::Pop(_) => !spec.key_specs.is_empty(),
                 Route::AllWorkers { .. } | Route::Cursor(_) => false,
                 _ => true,
             };
             assert_eq!(
                 keyed,
-                spec.keys.0 > 0,
+                spec.keys.0 > 0 || spec.has(F::MOVABLEKEYS),
                 "{}: route and first key disagree",
                 spec.name
             );

@@ -6,8 +6,9 @@
 //! the route) here. The metadata was first generated from Redis 7.0's own `COMMAND INFO` and
 //! `COMMAND DOCS`; `.ci/compare_redis.py` diffs it against a live redis-server.
 
-use super::Route::{AllWorkers, Atomic, Cursor, Key, PerKey, Session};
+use super::Route::{AllWorkers, Atomic, Cursor, Key, PerKey, Pop, Session};
 use super::Session as S;
+use super::pops::Block as B;
 use super::{
     A, Begin, Doc, F, Find, KeySpec, Merge, Spec, hashes, keys, lists, sets, strings, zsets,
 };
@@ -70,6 +71,230 @@ pub(crate) static COMMANDS: &[Spec] = &[
             summary: "Asynchronously save the dataset to disk",
         },
         route: Session(S::Bgsave),
+    },
+    Spec {
+        name: "blmove",
+        arity: 6,
+        flags: F::WRITE | F::DENYOOM | F::NOSCRIPT | F::BLOCKING,
+        acl: A::WRITE | A::LIST | A::SLOW | A::BLOCKING,
+        keys: (1, 2, 1),
+        key_specs: &[
+            KeySpec {
+                notes: "",
+                flags: &["RW", "access", "delete"],
+                begin: Begin::Index(1),
+                find: Find::Range {
+                    last: 0,
+                    step: 1,
+                    limit: 0,
+                },
+            },
+            KeySpec {
+                notes: "",
+                flags: &["RW", "insert"],
+                begin: Begin::Index(2),
+                find: Find::Range {
+                    last: 0,
+                    step: 1,
+                    limit: 0,
+                },
+            },
+        ],
+        tips: &[],
+        doc: Doc {
+            group: "list",
+            since: "6.2.0",
+            complexity: "O(1)",
+            summary: "Pop an element from a list, push it to another list and return it; or block until one is available",
+        },
+        route: Pop(B::Blmove),
+    },
+    Spec {
+        name: "blmpop",
+        arity: -5,
+        flags: F::WRITE | F::BLOCKING | F::MOVABLEKEYS,
+        acl: A::WRITE | A::LIST | A::SLOW | A::BLOCKING,
+        keys: (0, 0, 0),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["RW", "access", "delete"],
+            begin: Begin::Index(2),
+            find: Find::Keynum {
+                keynum_index: 0,
+                first_key: 1,
+                step: 1,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "list",
+            since: "7.0.0",
+            complexity: "O(N+M) where N is the number of provided keys and M is the number of elements returned.",
+            summary: "Pop elements from a list, or block until one is available",
+        },
+        route: Pop(B::Blmpop),
+    },
+    Spec {
+        name: "blpop",
+        arity: -3,
+        flags: F::WRITE | F::NOSCRIPT | F::BLOCKING,
+        acl: A::WRITE | A::LIST | A::SLOW | A::BLOCKING,
+        keys: (1, -2, 1),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["RW", "access", "delete"],
+            begin: Begin::Index(1),
+            find: Find::Range {
+                last: -2,
+                step: 1,
+                limit: 0,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "list",
+            since: "2.0.0",
+            complexity: "O(N) where N is the number of provided keys.",
+            summary: "Remove and get the first element in a list, or block until one is available",
+        },
+        route: Pop(B::Blpop),
+    },
+    Spec {
+        name: "brpop",
+        arity: -3,
+        flags: F::WRITE | F::NOSCRIPT | F::BLOCKING,
+        acl: A::WRITE | A::LIST | A::SLOW | A::BLOCKING,
+        keys: (1, -2, 1),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["RW", "access", "delete"],
+            begin: Begin::Index(1),
+            find: Find::Range {
+                last: -2,
+                step: 1,
+                limit: 0,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "list",
+            since: "2.0.0",
+            complexity: "O(N) where N is the number of provided keys.",
+            summary: "Remove and get the last element in a list, or block until one is available",
+        },
+        route: Pop(B::Brpop),
+    },
+    Spec {
+        name: "brpoplpush",
+        arity: 4,
+        flags: F::WRITE | F::DENYOOM | F::NOSCRIPT | F::BLOCKING,
+        acl: A::WRITE | A::LIST | A::SLOW | A::BLOCKING,
+        keys: (1, 2, 1),
+        key_specs: &[
+            KeySpec {
+                notes: "",
+                flags: &["RW", "access", "delete"],
+                begin: Begin::Index(1),
+                find: Find::Range {
+                    last: 0,
+                    step: 1,
+                    limit: 0,
+                },
+            },
+            KeySpec {
+                notes: "",
+                flags: &["RW", "insert"],
+                begin: Begin::Index(2),
+                find: Find::Range {
+                    last: 0,
+                    step: 1,
+                    limit: 0,
+                },
+            },
+        ],
+        tips: &[],
+        doc: Doc {
+            group: "list",
+            since: "2.2.0",
+            complexity: "O(1)",
+            summary: "Pop an element from a list, push it to another list and return it; or block until one is available",
+        },
+        route: Pop(B::Brpoplpush),
+    },
+    Spec {
+        name: "bzmpop",
+        arity: -5,
+        flags: F::WRITE | F::BLOCKING | F::MOVABLEKEYS,
+        acl: A::WRITE | A::SORTEDSET | A::SLOW | A::BLOCKING,
+        keys: (0, 0, 0),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["RW", "access", "delete"],
+            begin: Begin::Index(2),
+            find: Find::Keynum {
+                keynum_index: 0,
+                first_key: 1,
+                step: 1,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "sorted-set",
+            since: "7.0.0",
+            complexity: "O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of elements in the sorted set, and M being the number of elements popped.",
+            summary: "Remove and return members with scores in a sorted set or block until one is available",
+        },
+        route: Pop(B::Bzmpop),
+    },
+    Spec {
+        name: "bzpopmax",
+        arity: -3,
+        flags: F::WRITE | F::NOSCRIPT | F::BLOCKING | F::FAST,
+        acl: A::WRITE | A::SORTEDSET | A::FAST | A::BLOCKING,
+        keys: (1, -2, 1),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["RW", "access", "delete"],
+            begin: Begin::Index(1),
+            find: Find::Range {
+                last: -2,
+                step: 1,
+                limit: 0,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "sorted-set",
+            since: "5.0.0",
+            complexity: "O(log(N)) with N being the number of elements in the sorted set.",
+            summary: "Remove and return the member with the highest score from one or more sorted sets, or block until one is available",
+        },
+        route: Pop(B::Bzpopmax),
+    },
+    Spec {
+        name: "bzpopmin",
+        arity: -3,
+        flags: F::WRITE | F::NOSCRIPT | F::BLOCKING | F::FAST,
+        acl: A::WRITE | A::SORTEDSET | A::FAST | A::BLOCKING,
+        keys: (1, -2, 1),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["RW", "access", "delete"],
+            begin: Begin::Index(1),
+            find: Find::Range {
+                last: -2,
+                step: 1,
+                limit: 0,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "sorted-set",
+            since: "5.0.0",
+            complexity: "O(log(N)) with N being the number of elements in the sorted set.",
+            summary: "Remove and return the member with the lowest score from one or more sorted sets, or block until one is available",
+        },
+        route: Pop(B::Bzpopmin),
     },
     Spec {
         name: "client",
@@ -1208,6 +1433,31 @@ pub(crate) static COMMANDS: &[Spec] = &[
             summary: "Pop an element from a list, push it to another list and return it",
         },
         route: Key(store!(lists::lmove)),
+    },
+    Spec {
+        name: "lmpop",
+        arity: -4,
+        flags: F::WRITE | F::MOVABLEKEYS,
+        acl: A::WRITE | A::LIST | A::SLOW,
+        keys: (0, 0, 0),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["RW", "access", "delete"],
+            begin: Begin::Index(1),
+            find: Find::Keynum {
+                keynum_index: 0,
+                first_key: 1,
+                step: 1,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "list",
+            since: "7.0.0",
+            complexity: "O(N+M) where N is the number of provided keys and M is the number of elements returned.",
+            summary: "Pop elements from a list",
+        },
+        route: Pop(B::Lmpop),
     },
     Spec {
         name: "lpop",
@@ -2868,6 +3118,31 @@ pub(crate) static COMMANDS: &[Spec] = &[
             summary: "Count the number of members in a sorted set between a given lexicographical range",
         },
         route: Key(store!(zsets::zlexcount)),
+    },
+    Spec {
+        name: "zmpop",
+        arity: -4,
+        flags: F::WRITE | F::MOVABLEKEYS,
+        acl: A::WRITE | A::SORTEDSET | A::SLOW,
+        keys: (0, 0, 0),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["RW", "access", "delete"],
+            begin: Begin::Index(1),
+            find: Find::Keynum {
+                keynum_index: 0,
+                first_key: 1,
+                step: 1,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "sorted-set",
+            since: "7.0.0",
+            complexity: "O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of elements in the sorted set, and M being the number of elements popped.",
+            summary: "Remove and return members with scores in a sorted set",
+        },
+        route: Pop(B::Zmpop),
     },
     Spec {
         name: "zmscore",

@@ -1,0 +1,146 @@
+//! Blocking pops (`BLPOP`, `BRPOP`, `BLMPOP`, `BLMOVE`, `BRPOPLPUSH`, `BZPOPMIN`, `BZPOPMAX`,
+//! `BZMPOP`) and their never-blocking relatives `LMPOP` and `ZMPOP`, on a thread-per-core
+//! server.
+//!
+//! A command first tries its keys in order, each on its owner (the first key with elements
+//! serves it; a key of the wrong type answers `WRONGTYPE`). When none has elements (and the
+//! command is not inside `MULTI`, where it acts as its non-blocking form), the client
+//! registers a [`Waiter`] in the queue of each of its keys, on the *owner* worker's
+//! [`Lane`], then asks those owners to look at the keys once more (closing the race with a
+//! push that landed between the try and the registration), and its connection waits: for a
+//! reply, its timeout, `CLIENT UNBLOCK`, or its socket closing. It costs memory, not CPU: no
+//! polling anywhere.
+//!
+//! Wake-ups come from the mutation stream: the store's sink ([`crate::txn::ServerSink`])
+//! tells [`Blocked::signal`] about every `ListPush`, `ZAdd` and `Rename` (to) on a worker with
+//! waiters, so a push from any connection, any worker, `EXEC`, or a served `BLMOVE` wakes
+//! them. The owner serves its ready keys ([`serve_ready`]) after each command (or after the
+//! transaction that holds it), the waiters of a key first-come first-served: the element is
+//! popped on the owner, in its critical section, by the waiter that claims it. A waiter
+//! registered on keys of several workers is claimed once (an atomic flag), by a serving
+//! owner, its timeout, or `CLIENT UNBLOCK`, whichever comes first; the others drop it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::oneshot;
+
+use crate::blocked::Waiter;
+use crate::command::pops::{Block, TRY};
+use crate::cross::{self, TxnLinks};
+use crate::reply::{Replies, Reply};
+use crate::shared::Job;
+use crate::worker::Worker;
+
+/// What a blocked connection waits on.
+pub(crate) struct Wait {
+    waiter: Arc<Waiter>,
+    answer: oneshot::Receiver<Replies>,
+    timeout: Option<Duration>,
+}
+
+/// Runs a pop command ([`Block`]). Replies at once when a key has elements, when it is
+/// refused, inside a transaction, or for a command that never blocks; else returns what the
+/// connection must wait on (it replies nothing yet).
+pub(crate) async fn run<R: Reply>(
+    worker: &Worker,
+    client: u64,
+    kind: Block,
+    args: Vec<Bytes>,
+    out: &mut R,
+    txn: Option<&TxnLinks>,
+) -> Option<Wait> {
+    let plan = match kind.parse(&args) {
+        Ok(plan) => plan,
+        Err(text) => {
+            out.error(text);
+            return None;
+        }
+    };
+    let shared = &worker.shared;
+    for key in &plan.keys {
+        let owner = shared.owner_of(key);
+        let replies = cross::exec_at(worker, owner, TRY, plan.op.args(key), txn).await;
+        if !replies.tokens().is_empty() {
+            replies.replay(out);
+            return None;
+        }
+    }
+    let Some(timeout) = plan.timeout.filter(|_| txn.is_none()) else {
+        plan.op.nothing(out, txn.is_some());
+        return None;
+    };
+    let (waiter, answer) = Waiter::new(client, plan.op, plan.keys);
+    for owner in shared.blocked.register(&waiter, |key| shared.owner_of(key)) {
+        if owner == worker.index {
+            worker.serve_ready();
+        } else {
+            let _ = shared.inboxes[owner].send(Job::Serve);
+        }
+    }
+    Some(Wait {
+        waiter,
+        answer,
+        timeout,
+    })
+}
+
+/// How a wait ended.
+pub(crate) enum Woken {
+    /// The reply to send.
+    Reply(Replies),
+    /// The client's socket closed (or failed).
+    Closed,
+}
+
+impl Wait {
+    /// Waits for the reply, the timeout or `closed` (the connection's read side ending),
+    /// and always leaves the waiter forgotten.
+    pub(crate) async fn wait(mut self, worker: &Worker, closed: impl Future<Output = ()>) -> Woken {
+        let shared = &worker.shared;
+        let owner_of = |key: &[u8]| shared.owner_of(key);
+        let sleep = async {
+            match self.timeout {
+                Some(t) => tokio::time::sleep(t).await,
+                None => std::future::pending().await,
+            }
+        };
+        let woken = tokio::select! {
+            reply = &mut self.answer => match reply {
+                Ok(replies) => Woken::Reply(replies),
+                Err(_) => Woken::Closed,
+            },
+            () = sleep => {
+                if self.waiter.claim() {
+                    let mut out = Replies::new();
+                    self.waiter.op().nothing(&mut out, false);
+                    Woken::Reply(out)
+                } else {
+                    // Claimed by a serving owner an instant ago: its reply is on its way.
+                    match (&mut self.answer).await {
+                        Ok(replies) => Woken::Reply(replies),
+                        Err(_) => Woken::Closed,
+                    }
+                }
+            }
+            () = closed => {
+                // Nobody may serve it now; if an owner already has, the element is lost
+                // with the connection, as with Redis when a client drops after its pop.
+                self.waiter.claim();
+                Woken::Closed
+            }
+        };
+        shared.blocked.forget(&self.waiter, owner_of);
+        woken
+    }
+
+    /// Forgets the waiter without waiting (the connection ended before it could wait).
+    pub(crate) fn abandon(self, worker: &Worker) {
+        self.waiter.claim();
+        let shared = &worker.shared;
+        shared
+            .blocked
+            .forget(&self.waiter, |key| shared.owner_of(key));
+    }
+}
