@@ -40,11 +40,22 @@ impl OutputLimit {
     /// # Errors
     /// A message naming what is wrong.
     pub fn parse(text: &str) -> Result<Self, String> {
+        Self::parse_classes(text)?
+            .0
+            .ok_or_else(|| "no 'normal' class given".into())
+    }
+
+    /// Parses `<class> <hard> <soft> <seconds>` groups: the `normal` and the `pubsub` limits
+    /// when given (`replica` is accepted and ignored).
+    ///
+    /// # Errors
+    /// A message naming what is wrong.
+    pub fn parse_classes(text: &str) -> Result<(Option<Self>, Option<Self>), String> {
         let words: Vec<&str> = text.split_whitespace().collect();
         if words.is_empty() || !words.len().is_multiple_of(4) {
             return Err("expected <class> <hard> <soft> <seconds> groups".into());
         }
-        let mut limit = None;
+        let (mut limit, mut pubsub) = (None, None);
         for group in words.chunks(4) {
             let class = group[0].to_ascii_lowercase();
             if !matches!(class.as_str(), "normal" | "replica" | "slave" | "pubsub") {
@@ -55,15 +66,18 @@ impl OutputLimit {
             let seconds = group[3]
                 .parse()
                 .map_err(|_| format!("bad seconds '{}'", group[3]))?;
-            if class == "normal" {
-                limit = Some(Self {
-                    hard,
-                    soft,
-                    seconds,
-                });
+            let parsed = Some(Self {
+                hard,
+                soft,
+                seconds,
+            });
+            match class.as_str() {
+                "normal" => limit = parsed,
+                "pubsub" => pubsub = parsed,
+                _ => {}
             }
         }
-        limit.ok_or_else(|| "no 'normal' class given".into())
+        Ok((limit, pubsub))
     }
 
     /// `normal <hard> <soft> <seconds>`, as a config file or flag writes it.
@@ -72,13 +86,16 @@ impl OutputLimit {
         format!("normal {} {} {}", self.hard, self.soft, self.seconds)
     }
 
-    /// As `CONFIG GET client-output-buffer-limit` shows it (the classes fc-server does not
-    /// have show Redis's defaults).
+    /// As `CONFIG GET client-output-buffer-limit` shows it, with the `pubsub` class's limit
+    /// (replicas show Redis's default).
     #[must_use]
-    pub fn redis_text(&self) -> String {
+    pub fn redis_text(&self, pubsub: &Self) -> String {
         format!(
-            "{} slave 268435456 67108864 60 pubsub 33554432 8388608 60",
-            self.normal_text()
+            "{} slave 268435456 67108864 60 pubsub {} {} {}",
+            self.normal_text(),
+            pubsub.hard,
+            pubsub.soft,
+            pubsub.seconds
         )
     }
 }
@@ -138,6 +155,10 @@ pub(crate) struct Client {
     pub(crate) in_multi: AtomicBool,
     /// Waiting in a blocking pop.
     pub(crate) blocked: AtomicBool,
+    /// Channels, patterns and shard channels subscribed to.
+    pub(crate) subs: AtomicU64,
+    pub(crate) psubs: AtomicU64,
+    pub(crate) ssubs: AtomicU64,
     pub(crate) ended: AtomicU8,
     /// Notified when the client is ended from outside (a permit waits for the connection
     /// when it is not waiting).
@@ -190,7 +211,7 @@ impl Client {
         let age = now_ms.saturating_sub(self.created_ms) / 1000;
         let idle = now_ms.saturating_sub(self.active_ms.load(Ordering::Relaxed)) / 1000;
         format!(
-            "id={} addr={} laddr={} fd=0 name={} age={age} idle={idle} flags={} db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={cmd} user=default redir=-1 resp={} lib-name={lib_name} lib-ver={lib_ver}\n",
+            "id={} addr={} laddr={} fd=0 name={} age={age} idle={idle} flags={} db=0 sub={} psub={} ssub={} multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={cmd} user=default redir=-1 resp={} lib-name={lib_name} lib-ver={lib_ver}\n",
             self.id,
             self.addr,
             self.laddr,
@@ -201,9 +222,18 @@ impl Client {
                 "x"
             } else if self.blocked.load(Ordering::Relaxed) {
                 "b"
+            } else if self.subs.load(Ordering::Relaxed)
+                + self.psubs.load(Ordering::Relaxed)
+                + self.ssubs.load(Ordering::Relaxed)
+                > 0
+            {
+                "P"
             } else {
                 "N"
             },
+            self.subs.load(Ordering::Relaxed),
+            self.psubs.load(Ordering::Relaxed),
+            self.ssubs.load(Ordering::Relaxed),
             self.resp.load(Ordering::Relaxed),
         )
     }
@@ -256,6 +286,9 @@ impl Clients {
             resp: AtomicU8::new(2),
             in_multi: AtomicBool::new(false),
             blocked: AtomicBool::new(false),
+            subs: AtomicU64::new(0),
+            psubs: AtomicU64::new(0),
+            ssubs: AtomicU64::new(0),
             ended: AtomicU8::new(Ended::Open as u8),
             kill: tokio::sync::Notify::new(),
         });

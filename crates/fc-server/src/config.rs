@@ -286,10 +286,23 @@ impl FastCacheConfig {
         if s.maxclients == 0 {
             problem("server.maxclients", "must be at least 1".into());
         }
-        let output_limit = OutputLimit::parse(&s.client_output_buffer_limit).unwrap_or_else(|e| {
-            problem("server.client_output_buffer_limit", e);
-            OutputLimit::default()
-        });
+        let (output_limit, pubsub_output_limit) =
+            match OutputLimit::parse_classes(&s.client_output_buffer_limit) {
+                Ok((Some(normal), pubsub)) => {
+                    (normal, pubsub.unwrap_or(crate::pubsub::DEFAULT_LIMIT))
+                }
+                Ok((None, _)) => {
+                    problem(
+                        "server.client_output_buffer_limit",
+                        "no 'normal' class given".into(),
+                    );
+                    (OutputLimit::default(), crate::pubsub::DEFAULT_LIMIT)
+                }
+                Err(e) => {
+                    problem("server.client_output_buffer_limit", e);
+                    (OutputLimit::default(), crate::pubsub::DEFAULT_LIMIT)
+                }
+            };
         let maxmemory = st.max_memory.bytes().unwrap_or_else(|e| {
             problem("storage.max_memory", e);
             0
@@ -388,6 +401,7 @@ impl FastCacheConfig {
             proto_max_bulk_len,
             client_query_buffer_limit,
             output_limit,
+            pubsub_output_limit,
             persistence: PersistenceConfig {
                 data_dir: p.data_dir.clone(),
                 appendfsync,

@@ -17,6 +17,7 @@ use tokio::sync::futures::Notified;
 use crate::blocking::Woken;
 use crate::clients::Ended;
 use crate::command::{self, Handler};
+use crate::pubsub::{Message, Subscriptions};
 use crate::reply::Resp;
 use crate::session::{self, ClientState};
 use crate::shared::Shared;
@@ -56,6 +57,16 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
         let read = tokio::select! {
             biased;
             read = stream.read_buf(&mut rbuf) => read,
+            Some(message) = next_message(&mut state.subs) => {
+                // Published messages go out when the connection would otherwise sleep.
+                if let Some(subs) = &mut state.subs {
+                    subs.write_pending(&message, &mut out);
+                }
+                if !send(&worker, &mut state, &mut stream, kill.as_mut(), &mut out.buf).await {
+                    return;
+                }
+                continue;
+            }
             () = &mut kill => return,
         };
         if matches!(read, Ok(0) | Err(_)) {
@@ -228,6 +239,14 @@ async fn closed(
     }
 }
 
+/// The next message for a subscribed connection; never, for one that subscribes to nothing.
+async fn next_message(subs: &mut Option<Subscriptions>) -> Option<Arc<Message>> {
+    match subs {
+        Some(subs) => subs.next().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Argument vectors of at most this capacity are kept for reuse (see `serve`).
 const SPARE_ARGS: usize = 16;
 
@@ -249,6 +268,7 @@ fn direct(worker: &Worker, state: &mut ClientState, parsed: &Parsed) -> Option<H
     let write = spec.write();
     let usable = state.authed
         && !state.in_multi()
+        && !state.restricted
         && spec.arity_ok(parsed.args.len())
         && !worker.is_locked()
         && worker.store.borrow().owner_of(route) == worker.index

@@ -113,9 +113,10 @@ pub(crate) async fn info<R: Reply>(
         }
     }
     if show("stats") {
+        let pubsub = shared.pubsub.counts();
         let _ = write!(
             text,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nkeyspace_hits:{hits}\r\nkeyspace_misses:{misses}\r\nexpired_keys:{expired}\r\nexpired_stale_perc:{:.2}\r\nexpired_time_cap_reached_count:{}\r\nevicted_keys:{evicted}\r\n\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nkeyspace_hits:{hits}\r\nkeyspace_misses:{misses}\r\nexpired_keys:{expired}\r\nexpired_stale_perc:{:.2}\r\nexpired_time_cap_reached_count:{}\r\nevicted_keys:{evicted}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\n\r\n",
             shared
                 .connections
                 .load(std::sync::atomic::Ordering::Relaxed),
@@ -132,6 +133,9 @@ pub(crate) async fn info<R: Reply>(
                 .iter()
                 .map(|e| e.time_cap_reached.load(Ordering::Relaxed))
                 .sum::<u64>(),
+            pubsub.0,
+            pubsub.1,
+            pubsub.2,
         );
     }
     if show("replication") {
@@ -167,7 +171,8 @@ enum Change {
     ClientQueryBufferLimit(u64),
     RequirePass(Option<String>),
     Save(Vec<(u64, u64)>),
-    Output(crate::OutputLimit),
+    /// The `normal` and `pubsub` classes, each when given.
+    Output((Option<crate::OutputLimit>, Option<crate::OutputLimit>)),
     /// A setting kept for Redis's tools ([`crate::knobs`]): its index and checked value.
     Knob(usize, String),
     /// Set to what it already is.
@@ -257,7 +262,14 @@ pub(crate) async fn config<R: Reply>(
                             persist.set_save_rules(rules);
                         }
                     }
-                    Change::Output(limit) => live.set_output_limit(limit),
+                    Change::Output((normal, pubsub)) => {
+                        if let Some(limit) = normal {
+                            live.set_output_limit(limit);
+                        }
+                        if let Some(limit) = pubsub {
+                            worker.shared.pubsub.set_limit(limit);
+                        }
+                    }
                     Change::Knob(index, value) => live.knobs.set(index, value),
                 }
             }
@@ -331,7 +343,7 @@ fn parameters(worker: &Worker) -> Vec<(&'static str, String)> {
         ),
         (
             "client-output-buffer-limit",
-            live.output_limit().redis_text(),
+            live.output_limit().redis_text(&shared.pubsub.limit()),
         ),
         ("save", save),
         (
@@ -391,7 +403,7 @@ fn change(worker: &Worker, name: &[u8], value: &[u8]) -> Result<Change, String> 
         "save" => crate::parse_save_rules(&text)
             .map(Change::Save)
             .map_err(|e| failed(&e)),
-        "client-output-buffer-limit" => crate::OutputLimit::parse(&text)
+        "client-output-buffer-limit" => crate::OutputLimit::parse_classes(&text)
             .map(Change::Output)
             .map_err(|e| failed(&e)),
         "maxmemory-policy" => {

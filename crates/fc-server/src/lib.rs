@@ -48,6 +48,7 @@ mod cross;
 mod info;
 mod knobs;
 mod persist;
+mod pubsub;
 mod reply;
 mod save;
 mod session;
@@ -106,6 +107,9 @@ pub struct ServerConfig {
     pub client_query_buffer_limit: u64,
     /// Limits on replies a client leaves unread.
     pub output_limit: OutputLimit,
+    /// Limits on messages a subscriber leaves unread (the `pubsub` class; Redis's default
+    /// `32mb 8mb 60`).
+    pub pubsub_output_limit: OutputLimit,
     /// Write-ahead log and snapshots (off without a data directory).
     pub persistence: PersistenceConfig,
 }
@@ -126,6 +130,7 @@ impl Default for ServerConfig {
             proto_max_bulk_len: fc_resp::Limits::DEFAULT_MAX_BULK_LEN,
             client_query_buffer_limit: fc_resp::Limits::DEFAULT_MAX_QUERY_BUFFER as u64,
             output_limit: OutputLimit::default(),
+            pubsub_output_limit: pubsub::DEFAULT_LIMIT,
             persistence: PersistenceConfig::default(),
         }
     }
@@ -191,6 +196,7 @@ impl Server {
             live: shared::Live::new(&config),
             registry: clients::Clients::new(),
             board,
+            pubsub: pubsub::PubSub::new(config.pubsub_output_limit),
             blocked,
             sink,
             expiry: (0..threads)

@@ -137,6 +137,13 @@ impl Resp {
         self.version = version;
     }
 
+    /// A push of `n` values follows (pub/sub messages and confirmations): a RESP3 push, a
+    /// RESP2 array.
+    pub(crate) fn push_len(&mut self, n: usize) {
+        self.enc().push_len(n);
+        self.check_limit();
+    }
+
     #[inline]
     fn enc(&mut self) -> Encoder<'_> {
         Encoder::new(&mut self.buf, self.version)

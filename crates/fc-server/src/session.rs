@@ -18,6 +18,7 @@ use fc_resp::{Limits, RequestParser, RespVersion};
 use crate::clients::{Client, Ended, KillFilter};
 use crate::command::{self, F, Session, Spec};
 use crate::cross::{self, Held, TxnLinks};
+use crate::pubsub::Subscriptions;
 use crate::reply::{Reply, Resp};
 use crate::shared::Shared;
 use crate::watched::WatchedKey;
@@ -44,6 +45,11 @@ pub(crate) struct ClientState {
     /// Set by a pop that must wait (`BLPOP`...): the connection waits on it before anything
     /// else.
     pub(crate) blocked: Option<crate::blocking::Wait>,
+    /// Its subscriptions (created by its first subscribe).
+    pub(crate) subs: Option<Subscriptions>,
+    /// Subscribed in RESP2: only the subscription commands, `PING`, `QUIT` and `RESET` run
+    /// (the connection's in-place path is closed too).
+    pub(crate) restricted: bool,
 }
 
 impl ClientState {
@@ -59,6 +65,8 @@ impl ClientState {
             shared,
             wrote: false,
             blocked: None,
+            subs: None,
+            restricted: false,
         }
     }
 
@@ -71,6 +79,13 @@ impl ClientState {
         out.set_version(version);
         let number = if version == RespVersion::Resp3 { 3 } else { 2 };
         self.client.resp.store(number, Ordering::Relaxed);
+        self.restrict(version);
+    }
+
+    /// Recomputes [`ClientState::restricted`].
+    fn restrict(&mut self, version: RespVersion) {
+        self.restricted =
+            version == RespVersion::Resp2 && self.subs.as_ref().is_some_and(Subscriptions::active);
     }
 
     fn set_multi(&mut self, queue: Option<Vec<(&'static Spec, Vec<Bytes>)>>) {
@@ -98,6 +113,9 @@ impl ClientState {
 impl Drop for ClientState {
     fn drop(&mut self) {
         self.unwatch();
+        if let Some(subs) = &mut self.subs {
+            subs.leave_all(&self.shared.pubsub);
+        }
         self.shared.registry.remove(self.id);
         self.shared.clients.fetch_sub(1, Ordering::Release);
     }
@@ -122,6 +140,13 @@ pub(crate) async fn dispatch(
     }
     if !state.authed && !spec.has(F::NO_AUTH) {
         return state.refuse(out, b"NOAUTH Authentication required.");
+    }
+    if state.restricted && !crate::pubsub::allowed_in_subscribed_mode(out.version(), spec) {
+        let text = format!(
+            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+            spec.name
+        );
+        return state.refuse(out, text.as_bytes());
     }
     if spec.write()
         && let Some(persist) = &worker.shared.persist
@@ -161,11 +186,30 @@ async fn run(
     };
     let shared = &worker.shared;
     match session {
+        // Subscribed in RESP2, PING answers as a message would: `["pong", argument or ""]`.
+        Session::Ping if state.restricted => {
+            out.array_len(2);
+            out.bulk(b"pong");
+            out.bulk(args.get(1).map_or(&b""[..], |a| &a[..]));
+        }
         Session::Ping => match args.len() {
             1 => out.simple(b"PONG"),
             2 => out.bulk(&args[1]),
             _ => command::wrong_arity(&args[0], out),
         },
+        Session::PubSub(ps) => {
+            let now = shared.registry.now_ms();
+            crate::pubsub::run(
+                ps,
+                &shared.pubsub,
+                &mut state.subs,
+                &state.client,
+                now,
+                &args,
+                out,
+            );
+            state.restrict(out.version());
+        }
         Session::Echo => out.bulk(&args[1]),
         Session::Quit => {
             out.ok();
@@ -188,6 +232,9 @@ async fn run(
         }
         Session::Hello => hello(worker, state, parser, &args, out),
         Session::Reset => {
+            if let Some(subs) = &mut state.subs {
+                subs.leave_all(&shared.pubsub);
+            }
             state.set_version(out, RespVersion::Resp2);
             state.client.set_name(None);
             state.set_multi(None);

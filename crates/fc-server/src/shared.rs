@@ -74,6 +74,8 @@ pub(crate) struct Shared {
     pub(crate) expiry: Vec<ExpiryStats>,
     /// Watched keys (`WATCH`).
     pub(crate) board: Arc<crate::watched::WatchBoard>,
+    /// Subscriptions (`SUBSCRIBE`...).
+    pub(crate) pubsub: crate::pubsub::PubSub,
     /// Clients blocked on keys (`BLPOP`...).
     pub(crate) blocked: Arc<crate::blocked::Blocked>,
     /// The store's mutation sink (transaction markers, the board, the log).

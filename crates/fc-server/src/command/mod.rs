@@ -113,6 +113,22 @@ pub(crate) enum Session {
     Time,
     Unwatch,
     Watch,
+    /// The pub/sub commands (`crate::pubsub`).
+    PubSub(Ps),
+}
+
+/// The pub/sub commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ps {
+    Publish,
+    Pubsub,
+    Psubscribe,
+    Punsubscribe,
+    Spublish,
+    Ssubscribe,
+    Subscribe,
+    Sunsubscribe,
+    Unsubscribe,
 }
 
 /// Where a command runs, with the handler(s) it runs there.

@@ -10,7 +10,7 @@ use super::Route::{AllWorkers, Atomic, Cursor, Key, PerKey, Pop, Session};
 use super::Session as S;
 use super::pops::Block as B;
 use super::{
-    A, Begin, Doc, F, Find, KeySpec, Merge, Spec, hashes, keys, lists, sets, strings, zsets,
+    A, Begin, Doc, F, Find, KeySpec, Merge, Ps, Spec, hashes, keys, lists, sets, strings, zsets,
 };
 
 /// Every command, sorted by name.
@@ -1906,6 +1906,22 @@ pub(crate) static COMMANDS: &[Spec] = &[
         route: Key(store!(strings::psetex)),
     },
     Spec {
+        name: "psubscribe",
+        arity: -2,
+        flags: F::PUBSUB | F::NOSCRIPT | F::LOADING | F::STALE,
+        acl: A::PUBSUB | A::SLOW,
+        keys: (0, 0, 0),
+        key_specs: &[],
+        tips: &[],
+        doc: Doc {
+            group: "pubsub",
+            since: "2.0.0",
+            complexity: "O(N) where N is the number of patterns the client is already subscribed to.",
+            summary: "Listen for messages published to channels matching the given patterns",
+        },
+        route: Session(S::PubSub(Ps::Psubscribe)),
+    },
+    Spec {
         name: "pttl",
         arity: 2,
         flags: F::READONLY | F::FAST,
@@ -1929,6 +1945,54 @@ pub(crate) static COMMANDS: &[Spec] = &[
             summary: "Get the time to live for a key in milliseconds",
         },
         route: Key(store!(keys::pttl)),
+    },
+    Spec {
+        name: "publish",
+        arity: 3,
+        flags: F::PUBSUB | F::LOADING | F::STALE | F::FAST,
+        acl: A::PUBSUB | A::FAST,
+        keys: (0, 0, 0),
+        key_specs: &[],
+        tips: &[],
+        doc: Doc {
+            group: "pubsub",
+            since: "2.0.0",
+            complexity: "O(N+M) where N is the number of clients subscribed to the receiving channel and M is the total number of subscribed patterns (by any client).",
+            summary: "Post a message to a channel",
+        },
+        route: Session(S::PubSub(Ps::Publish)),
+    },
+    Spec {
+        name: "pubsub",
+        arity: -2,
+        flags: 0,
+        acl: A::SLOW,
+        keys: (0, 0, 0),
+        key_specs: &[],
+        tips: &[],
+        doc: Doc {
+            group: "pubsub",
+            since: "2.8.0",
+            complexity: "Depends on subcommand.",
+            summary: "A container for Pub/Sub commands",
+        },
+        route: Session(S::PubSub(Ps::Pubsub)),
+    },
+    Spec {
+        name: "punsubscribe",
+        arity: -1,
+        flags: F::PUBSUB | F::NOSCRIPT | F::LOADING | F::STALE,
+        acl: A::PUBSUB | A::SLOW,
+        keys: (0, 0, 0),
+        key_specs: &[],
+        tips: &[],
+        doc: Doc {
+            group: "pubsub",
+            since: "2.0.0",
+            complexity: "O(N+M) where N is the number of patterns the client is already subscribed and M is the number of total patterns subscribed in the system (by any client).",
+            summary: "Stop listening for messages posted to channels matching the given patterns",
+        },
+        route: Session(S::PubSub(Ps::Punsubscribe)),
     },
     Spec {
         name: "quit",
@@ -2643,6 +2707,31 @@ pub(crate) static COMMANDS: &[Spec] = &[
         route: Key(store!(sets::spop)),
     },
     Spec {
+        name: "spublish",
+        arity: 3,
+        flags: F::PUBSUB | F::LOADING | F::STALE | F::FAST,
+        acl: A::PUBSUB | A::FAST,
+        keys: (1, 1, 1),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["not_key"],
+            begin: Begin::Index(1),
+            find: Find::Range {
+                last: 0,
+                step: 1,
+                limit: 0,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "pubsub",
+            since: "7.0.0",
+            complexity: "O(N) where N is the number of clients subscribed to the receiving shard channel.",
+            summary: "Post a message to a shard channel",
+        },
+        route: Session(S::PubSub(Ps::Spublish)),
+    },
+    Spec {
         name: "srandmember",
         arity: -2,
         flags: F::READONLY,
@@ -2718,6 +2807,31 @@ pub(crate) static COMMANDS: &[Spec] = &[
         route: Key(store!(sets::sscan)),
     },
     Spec {
+        name: "ssubscribe",
+        arity: -2,
+        flags: F::PUBSUB | F::NOSCRIPT | F::LOADING | F::STALE,
+        acl: A::PUBSUB | A::SLOW,
+        keys: (1, -1, 1),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["not_key"],
+            begin: Begin::Index(1),
+            find: Find::Range {
+                last: -1,
+                step: 1,
+                limit: 0,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "pubsub",
+            since: "7.0.0",
+            complexity: "O(N) where N is the number of shard channels to subscribe to.",
+            summary: "Listen for messages published to the given shard channels",
+        },
+        route: Session(S::PubSub(Ps::Ssubscribe)),
+    },
+    Spec {
         name: "strlen",
         arity: 2,
         flags: F::READONLY | F::FAST,
@@ -2741,6 +2855,22 @@ pub(crate) static COMMANDS: &[Spec] = &[
             summary: "Get the length of the value stored in a key",
         },
         route: Key(store!(strings::strlen)),
+    },
+    Spec {
+        name: "subscribe",
+        arity: -2,
+        flags: F::PUBSUB | F::NOSCRIPT | F::LOADING | F::STALE,
+        acl: A::PUBSUB | A::SLOW,
+        keys: (0, 0, 0),
+        key_specs: &[],
+        tips: &[],
+        doc: Doc {
+            group: "pubsub",
+            since: "2.0.0",
+            complexity: "O(N) where N is the number of channels to subscribe to.",
+            summary: "Listen for messages published to the given channels",
+        },
+        route: Session(S::PubSub(Ps::Subscribe)),
     },
     Spec {
         name: "substr",
@@ -2828,6 +2958,31 @@ pub(crate) static COMMANDS: &[Spec] = &[
             summary: "Add multiple sets and store the resulting set in a key",
         },
         route: Key(store!(sets::sunionstore)),
+    },
+    Spec {
+        name: "sunsubscribe",
+        arity: -1,
+        flags: F::PUBSUB | F::NOSCRIPT | F::LOADING | F::STALE,
+        acl: A::PUBSUB | A::SLOW,
+        keys: (1, -1, 1),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["not_key"],
+            begin: Begin::Index(1),
+            find: Find::Range {
+                last: -1,
+                step: 1,
+                limit: 0,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "pubsub",
+            since: "7.0.0",
+            complexity: "O(N) where N is the number of clients already subscribed to a shard channel.",
+            summary: "Stop listening for messages posted to the given shard channels",
+        },
+        route: Session(S::PubSub(Ps::Sunsubscribe)),
     },
     Spec {
         name: "time",
@@ -2952,6 +3107,22 @@ pub(crate) static COMMANDS: &[Spec] = &[
             merge: Merge::Sum,
             part: store!(keys::del_one),
         },
+    },
+    Spec {
+        name: "unsubscribe",
+        arity: -1,
+        flags: F::PUBSUB | F::NOSCRIPT | F::LOADING | F::STALE,
+        acl: A::PUBSUB | A::SLOW,
+        keys: (0, 0, 0),
+        key_specs: &[],
+        tips: &[],
+        doc: Doc {
+            group: "pubsub",
+            since: "2.0.0",
+            complexity: "O(N) where N is the number of clients already subscribed to a channel.",
+            summary: "Stop listening for messages posted to the given channels",
+        },
+        route: Session(S::PubSub(Ps::Unsubscribe)),
     },
     Spec {
         name: "unwatch",

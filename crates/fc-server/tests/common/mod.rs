@@ -52,3 +52,60 @@ pub(crate) fn read_all(s: &mut TcpStream) -> Vec<u8> {
     }
     out
 }
+
+pub(crate) fn encode(args: &[&str]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+    }
+    out
+}
+
+/// A connection that sends a command now and reads its reply later.
+pub(crate) struct Raw(pub(crate) TcpStream);
+
+impl Raw {
+    pub(crate) fn open(addr: impl std::net::ToSocketAddrs) -> Self {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        Self(s)
+    }
+
+    pub(crate) fn send(&mut self, args: &[&str]) {
+        self.0.write_all(&encode(args)).unwrap();
+    }
+
+    /// Reads exactly `expected.len()` bytes and compares them.
+    pub(crate) fn expect(&mut self, expected: &[u8]) {
+        let mut buf = vec![0u8; expected.len()];
+        self.0.read_exact(&mut buf).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&buf),
+            String::from_utf8_lossy(expected)
+        );
+    }
+
+    /// Whether anything arrives within `ms`.
+    pub(crate) fn silent_for(&mut self, ms: u64) -> bool {
+        self.0
+            .set_read_timeout(Some(Duration::from_millis(ms)))
+            .unwrap();
+        let mut b = [0u8; 1];
+        let silent = self.0.read(&mut b).is_err();
+        self.0
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        silent
+    }
+}
+
+/// An integer field of an `INFO` section.
+pub(crate) fn info_field(con: &mut redis::Connection, section: &str, field: &str) -> i64 {
+    let info: String = redis::cmd("INFO").arg(section).query(con).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in {info}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
