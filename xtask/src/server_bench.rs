@@ -24,6 +24,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::bench::report;
 
+mod patterns;
+
 #[derive(clap::Args, Debug)]
 pub(crate) struct ServerBenchArgs {
     /// Seconds measured per shape and server in each round.
@@ -85,6 +87,14 @@ pub(crate) struct ServerBenchArgs {
     /// (what active expiry costs when every key has a TTL: compare with a run without).
     #[arg(long)]
     ttl_seconds: Option<u64>,
+    /// Pub/sub fan-out rows: subscriber counts (`pubsub-N`: messages delivered per second;
+    /// empty: none).
+    #[arg(long, value_delimiter = ',', default_value = "1,100,1000")]
+    fanout: Vec<usize>,
+    /// The blocking-queue row: consumers looping on `BRPOP` while one producer `LPUSH`es
+    /// (`queue-C`: items consumed per second; 0: none).
+    #[arg(long, default_value_t = 50)]
+    queue_consumers: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,6 +165,8 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
         args.pipelines = vec![1, 16];
         args.keys = 10_000;
         args.rounds = 1;
+        args.fanout.retain(|&n| n <= 100);
+        args.queue_consumers = args.queue_consumers.min(8);
     }
     args.rounds = args.rounds.max(1);
     let mixes: Vec<Mix> = args
@@ -255,6 +267,73 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
             }
         }
         for (_, _, process, data) in running {
+            process.stop();
+            let _ = std::fs::remove_dir_all(&data);
+        }
+    }
+    let mut shapes: Vec<patterns::Pattern> = args
+        .fanout
+        .iter()
+        .map(|&n| patterns::Pattern::Fanout(n))
+        .collect();
+    if args.queue_consumers > 0 {
+        shapes.push(patterns::Pattern::Queue(args.queue_consumers));
+    }
+    if !shapes.is_empty() {
+        // In memory, each server started once; the servers take turns first as above.
+        let mut running = Vec::new();
+        for &server in &servers {
+            let data = tempfile_dir(&out, server, "none")?;
+            running.push((
+                server,
+                start_server(server, "none", &fc_binary, &data, &args)?,
+                data,
+            ));
+        }
+        for &shape in &shapes {
+            let mut samples: BTreeMap<&str, Vec<Sample>> = BTreeMap::new();
+            for round in 0..args.rounds {
+                for turn in 0..running.len() {
+                    let (server, process, _) = &running[(round + turn) % running.len()];
+                    let sample = patterns::run(
+                        process,
+                        shape,
+                        Duration::from_secs_f64(args.warmup),
+                        Duration::from_secs_f64(args.duration),
+                        &args.load_cores,
+                    )?;
+                    eprintln!(
+                        "bench-server: {server} {} round {}: {:.0} ops/s, p50 {:.0} us, p99 {:.0} us, server CPU {:.2}",
+                        shape.name(),
+                        round + 1,
+                        sample.ops,
+                        sample.p50,
+                        sample.p99,
+                        sample.cpu
+                    );
+                    samples.entry(server).or_default().push(sample);
+                }
+            }
+            // Row names live for the run (a few strings).
+            let mix: &'static str = Box::leak(shape.name().into_boxed_str());
+            for (server, samples) in samples {
+                let row = |s: &Sample| Row {
+                    server: server.to_string(),
+                    value: 64,
+                    mix,
+                    pipeline: patterns::BATCH,
+                    ops: s.ops,
+                    p50: s.p50,
+                    p99: s.p99,
+                    cpu: s.cpu,
+                    load: "xtask",
+                    fsync: "none".into(),
+                };
+                rounds.extend(samples.iter().map(row));
+                rows.push(row(&Sample::median(&samples)));
+            }
+        }
+        for (_, process, data) in running {
             process.stop();
             let _ = std::fs::remove_dir_all(&data);
         }
@@ -883,7 +962,7 @@ fn write_summary(
             .insert(r.server.clone(), r);
     }
     let mut text = format!(
-        "# bench-server {run_id}\n\n`{}`\n\nServer on CPUs {:?} (fc-server: {} worker thread(s); Redis: io-threads {}), load on CPUs {:?}, {} connections, {} keys preloaded. Same load, same run: {} round(s) of {} s per shape, the servers taking turns first; each cell is the median of its rounds (all rounds: `server-rounds.csv`).\n\n- **ops/s ratio** = fc-server ÷ Redis throughput. On a machine where the load has only as many cores as the server, the load generator can be the limit (then both servers show the same rate and the server CPU column is below 1.0).\n- **per-CPU ratio** = fc-server ÷ Redis in operations per server CPU-second (throughput ÷ the server's measured CPU use): the per-core efficiency, meaningful whichever side is the limit.\n- **fc ÷ in memory** = fc-server with this persistence ÷ fc-server in memory, same shape (with `--fsync none` among the settings).\n- Latency: per batch round trip (xtask load) or per request (redis-benchmark), µs.\n\n| load | persistence | value | mix | pipeline | fc-server ops/s | Redis ops/s | ops/s ratio | fc CPU | Redis CPU | per-CPU ratio | fc ÷ in memory | fc p50 / p99 | Redis p50 / p99 |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "# bench-server {run_id}\n\n`{}`\n\nServer on CPUs {:?} (fc-server: {} worker thread(s); Redis: io-threads {}), load on CPUs {:?}, {} connections, {} keys preloaded. Same load, same run: {} round(s) of {} s per shape, the servers taking turns first; each cell is the median of its rounds (all rounds: `server-rounds.csv`).\n\n- **ops/s ratio** = fc-server ÷ Redis throughput. On a machine where the load has only as many cores as the server, the load generator can be the limit (then both servers show the same rate and the server CPU column is below 1.0).\n- **per-CPU ratio** = fc-server ÷ Redis in operations per server CPU-second (throughput ÷ the server's measured CPU use): the per-core efficiency, meaningful whichever side is the limit.\n- **fc ÷ in memory** = fc-server with this persistence ÷ fc-server in memory, same shape (with `--fsync none` among the settings).\n- Latency: per batch round trip (xtask load) or per request (redis-benchmark), µs.\n- Application patterns (value 64, pipeline = the batch of 16): **pubsub-N** = N subscribers on one channel, ops/s = messages delivered per second (the publisher's next batch waits for every delivery of the last); **queue-C** = C consumers looping on `BRPOP` while one producer `LPUSH`es, ops/s = items consumed per second (see `xtask/src/server_bench/patterns.rs`).\n\n| load | persistence | value | mix | pipeline | fc-server ops/s | Redis ops/s | ops/s ratio | fc CPU | Redis CPU | per-CPU ratio | fc ÷ in memory | fc p50 / p99 | Redis p50 / p99 |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         report::command_line(),
         args.server_cores,
         args.server_cores.len(),
