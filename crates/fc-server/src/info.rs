@@ -173,6 +173,8 @@ enum Change {
     Save(Vec<(u64, u64)>),
     /// The `normal` and `pubsub` classes, each when given.
     Output((Option<crate::OutputLimit>, Option<crate::OutputLimit>)),
+    /// `notify-keyspace-events`.
+    Notify(u32),
     /// A setting kept for Redis's tools ([`crate::knobs`]): its index and checked value.
     Knob(usize, String),
     /// Set to what it already is.
@@ -271,6 +273,7 @@ pub(crate) async fn config<R: Reply>(
                         }
                     }
                     Change::Knob(index, value) => live.knobs.set(index, value),
+                    Change::Notify(flags) => worker.shared.notifier.set_flags(flags),
                 }
             }
             out.ok();
@@ -347,6 +350,10 @@ fn parameters(worker: &Worker) -> Vec<(&'static str, String)> {
         ),
         ("save", save),
         (
+            "notify-keyspace-events",
+            crate::notify::format_flags(shared.notifier.flags()),
+        ),
+        (
             "appendonly",
             if persist.is_some() { "yes" } else { "no" }.to_string(),
         ),
@@ -400,6 +407,9 @@ fn change(worker: &Worker, name: &[u8], value: &[u8]) -> Result<Change, String> 
             })
         }
         "requirepass" => Ok(Change::RequirePass((!text.is_empty()).then_some(text))),
+        "notify-keyspace-events" => crate::notify::parse_flags(&text)
+            .map(Change::Notify)
+            .ok_or_else(|| failed("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")),
         "save" => crate::parse_save_rules(&text)
             .map(Change::Save)
             .map_err(|e| failed(&e)),

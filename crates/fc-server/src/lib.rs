@@ -47,6 +47,7 @@ mod conn;
 mod cross;
 mod info;
 mod knobs;
+mod notify;
 mod persist;
 mod pubsub;
 mod reply;
@@ -174,9 +175,12 @@ impl Server {
             builder = builder.max_memory(bytes);
         }
         let blocked = Arc::new(blocked::Blocked::new(threads));
+        let pubsub = Arc::new(pubsub::PubSub::new(config.pubsub_output_limit));
+        let notifier = Arc::new(notify::Notifier::new(Arc::clone(&pubsub)));
         let sink = txn::ServerSink::new(
             Arc::clone(&board),
             Arc::clone(&blocked),
+            Arc::clone(&notifier),
             config.shards,
             threads,
         );
@@ -196,7 +200,8 @@ impl Server {
             live: shared::Live::new(&config),
             registry: clients::Clients::new(),
             board,
-            pubsub: pubsub::PubSub::new(config.pubsub_output_limit),
+            pubsub,
+            notifier,
             blocked,
             sink,
             expiry: (0..threads)

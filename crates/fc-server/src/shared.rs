@@ -75,7 +75,9 @@ pub(crate) struct Shared {
     /// Watched keys (`WATCH`).
     pub(crate) board: Arc<crate::watched::WatchBoard>,
     /// Subscriptions (`SUBSCRIBE`...).
-    pub(crate) pubsub: crate::pubsub::PubSub,
+    pub(crate) pubsub: Arc<crate::pubsub::PubSub>,
+    /// Keyspace notifications (`notify-keyspace-events`).
+    pub(crate) notifier: Arc<crate::notify::Notifier>,
     /// Clients blocked on keys (`BLPOP`...).
     pub(crate) blocked: Arc<crate::blocked::Blocked>,
     /// The store's mutation sink (transaction markers, the board, the log).

@@ -24,6 +24,7 @@ use fc_shard::{Mutation, MutationSink};
 use fc_wal::{FsyncPolicy, WalSink};
 
 use crate::blocked::Blocked;
+use crate::notify::Notifier;
 use crate::watched::WatchBoard;
 
 /// A worker's open transaction: its id (0: none) and whether its group has begun.
@@ -38,6 +39,8 @@ pub(crate) struct ServerSink {
     board: Arc<WatchBoard>,
     /// Told of every push that may serve a blocked client.
     blocked: Arc<Blocked>,
+    /// Keyspace notifications.
+    notifier: Arc<Notifier>,
     wal: Option<Arc<WalSink>>,
     fsync: FsyncPolicy,
     /// Per worker (worker `w` owns the shards `s % workers == w`).
@@ -55,12 +58,14 @@ impl ServerSink {
     pub(crate) fn new(
         board: Arc<WatchBoard>,
         blocked: Arc<Blocked>,
+        notifier: Arc<Notifier>,
         shards: usize,
         workers: usize,
     ) -> Self {
         Self {
             board,
             blocked,
+            notifier,
             wal: None,
             fsync: FsyncPolicy::EverySec,
             slots: (0..workers).map(|_| Slot::default()).collect(),
@@ -147,6 +152,7 @@ impl MutationSink for ServerSink {
             self.forward(shard, 0, &Mutation::TxBegin { id });
         }
         self.forward(shard, seq, mutation);
+        self.notifier.mutation(mutation);
         // A key that may now serve a blocked pop (Redis signals a key ready on the same
         // changes: a push, an add, a new key by rename).
         match mutation {
@@ -168,6 +174,9 @@ mod tests {
         let sink = ServerSink::new(
             Arc::new(WatchBoard::new(4)),
             Arc::new(Blocked::new(2)),
+            Arc::new(Notifier::new(Arc::new(crate::pubsub::PubSub::new(
+                crate::pubsub::DEFAULT_LIMIT,
+            )))),
             4,
             2,
         );

@@ -176,6 +176,7 @@ impl Worker {
         route: Option<EmbeddedKeyRoute>,
         out: &mut Resp,
     ) {
+        self.shared.notifier.record_command(&args[0]);
         let mut store = self.store.borrow_mut();
         (handler.resp)(&mut Ctx {
             store: &mut store,
@@ -188,6 +189,7 @@ impl Worker {
     /// Runs `handler` on this worker's store, returning its typed reply.
     pub(crate) fn execute_typed(&self, handler: Handler, args: &[Bytes]) -> Replies {
         let mut out = Replies::with_limit(self.shared.live.output_hard());
+        self.shared.notifier.record_command(&args[0]);
         let mut store = self.store.borrow_mut();
         (handler.typed)(&mut Ctx {
             store: &mut store,

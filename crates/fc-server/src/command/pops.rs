@@ -186,7 +186,8 @@ impl Block {
 }
 
 impl Op {
-    /// The internal command [`TRY`] runs for `key`.
+    /// The internal command [`TRY`] runs for `key` (named after the pop it makes, which is
+    /// also what keyspace events call it).
     pub(crate) fn args(&self, key: &Bytes) -> Vec<Bytes> {
         let end = |e: &ListEnd| match e {
             ListEnd::Left => Bytes::from_static(b"left"),
@@ -198,19 +199,27 @@ impl Op {
         };
         match self {
             Self::Pop { end: e, count: n } => {
-                vec![Bytes::from_static(b"pop"), key.clone(), end(e), count(n)]
+                let name: &'static [u8] = match e {
+                    ListEnd::Left => b"lpop",
+                    ListEnd::Right => b"rpop",
+                };
+                vec![Bytes::from_static(name), key.clone(), end(e), count(n)]
             }
             Self::ZPop { max, count: n } => {
-                let word: &'static [u8] = if *max { b"max" } else { b"min" };
+                let (name, word): (&'static [u8], &'static [u8]) = if *max {
+                    (b"zpopmax", b"max")
+                } else {
+                    (b"zpopmin", b"min")
+                };
                 vec![
-                    Bytes::from_static(b"zpop"),
+                    Bytes::from_static(name),
                     key.clone(),
                     Bytes::from_static(word),
                     count(n),
                 ]
             }
             Self::Move { dst, from, to } => vec![
-                Bytes::from_static(b"move"),
+                Bytes::from_static(b"lmove"),
                 key.clone(),
                 dst.clone(),
                 end(from),
@@ -238,13 +247,13 @@ fn attempt<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let key = &args[1];
     let count = || fc_resp::number::parse_i64(&args[3]).map(|n| n as usize);
     match &args[0][..] {
-        b"pop" | b"move" => {
+        b"lpop" | b"rpop" | b"lmove" => {
             match ctx.store.llen(key) {
                 Ok(0) => return,
                 Ok(_) => {}
                 Err(e) => return ctx.store_error(&e),
             }
-            if &args[0][..] == b"move" {
+            if &args[0][..] == b"lmove" {
                 let (Some(from), Some(to)) = (end_word(&args[3]), end_word(&args[4])) else {
                     return ctx.syntax_error();
                 };
@@ -269,7 +278,7 @@ fn attempt<R: Reply>(ctx: &mut Ctx<'_, R>) {
                 }
             });
         }
-        b"zpop" => {
+        b"zpopmin" | b"zpopmax" => {
             match ctx.store.zcard(key) {
                 Ok(0) => return,
                 Ok(_) => {}
