@@ -27,9 +27,9 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 
 use crate::blocked::Waiter;
-use crate::command::pops::{Block, TRY};
+use crate::command::pops::{Block, Op, TRY};
 use crate::cross::{self, TxnLinks};
-use crate::reply::{Replies, Reply};
+use crate::reply::{Replies, Reply, Token};
 use crate::shared::Job;
 use crate::worker::Worker;
 
@@ -59,9 +59,20 @@ pub(crate) async fn run<R: Reply>(
         }
     };
     let shared = &worker.shared;
+    let router = &shared.router;
+    let shard = |key: &[u8]| router.shard_of(&router.route_key(key));
     for key in &plan.keys {
         let owner = shared.owner_of(key);
-        let replies = cross::exec_at(worker, owner, TRY, plan.op.args(key), txn).await;
+        let replies = match &plan.op {
+            Op::Move { dst, from, to } if shard(dst) != shard(key) => {
+                let r = crate::multi::lmove_across(worker, key, dst, *from, *to, txn).await;
+                if matches!(r.tokens(), [Token::Null]) {
+                    continue;
+                }
+                r
+            }
+            _ => cross::exec_at(worker, owner, TRY, plan.op.args(key), txn).await,
+        };
         if !replies.tokens().is_empty() {
             replies.replay(out);
             return None;

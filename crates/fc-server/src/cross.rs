@@ -64,8 +64,8 @@ pub(crate) async fn run_store<R: Reply>(
 ) {
     let shared = &worker.shared;
     match spec.route {
-        Route::Session(_) | Route::Pop(_) => {
-            unreachable!("session and pop commands run on the connection")
+        Route::Session(_) | Route::Pop(_) | Route::Multi { .. } => {
+            unreachable!("session, pop and multi-key commands run on the connection")
         }
         Route::Key(handler) => {
             let owner = shared.owner_of(&args[1]);
@@ -190,6 +190,12 @@ pub(crate) fn workers_of(worker: &Worker, spec: &Spec, args: &[Bytes], into: &mu
             );
         }
         Route::AllWorkers { .. } | Route::Cursor(_) => into.extend(0..shared.workers),
+        Route::Multi { .. } => into.extend(
+            spec.spec_keys(args)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(i, _)| shared.owner_of(&args[i])),
+        ),
         Route::Pop(kind) => into.extend(
             command::pops::keys_of(kind, args)
                 .iter()

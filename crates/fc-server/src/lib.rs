@@ -47,6 +47,7 @@ mod conn;
 mod cross;
 mod info;
 mod knobs;
+mod multi;
 mod notify;
 mod persist;
 mod pubsub;

@@ -177,6 +177,9 @@ async fn run(
     out: &mut Resp,
     txn: Option<&TxnLinks>,
 ) {
+    if let command::Route::Multi { handler, multi } = spec.route {
+        return crate::multi::dispatch(worker, spec, handler, multi, args, out, txn).await;
+    }
     if let command::Route::Pop(kind) = spec.route {
         state.blocked = crate::blocking::run(worker, state.id, kind, args, out, txn).await;
         return;

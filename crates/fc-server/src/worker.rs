@@ -97,10 +97,98 @@ impl Worker {
             // Claimed only once the key is known to serve it: nothing runs on this thread
             // between here and the pop, so a claimed waiter always gets its element.
             if waiter.claim() {
-                let args = waiter.op().args(&Bytes::copy_from_slice(key));
-                waiter.answer(self.execute_typed(pops::TRY, &args));
+                let src = Bytes::copy_from_slice(key);
+                match waiter.op() {
+                    Op::Move { dst, from, to }
+                        if self
+                            .shared
+                            .router
+                            .shard_of(&self.shared.router.route_key(dst))
+                            != self
+                                .shared
+                                .router
+                                .shard_of(&self.shared.router.route_key(key)) =>
+                    {
+                        self.move_across(&waiter, src, dst.clone(), *from, *to);
+                    }
+                    op => waiter.answer(self.execute_typed(pops::TRY, &op.args(&src))),
+                }
             }
         }
+    }
+
+    /// Serves a blocked `BLMOVE`/`BRPOPLPUSH` whose destination is on another shard: pops
+    /// here, then pushes on the destination's owner and answers once the push is done. If the
+    /// push fails (the destination is no longer a list), the element goes back where it came
+    /// from and the client gets the error. Unlike a move within one shard, another client
+    /// may see the element in neither list for that instant (documented).
+    fn move_across(
+        &self,
+        waiter: &std::sync::Arc<crate::blocked::Waiter>,
+        src: Bytes,
+        dst: Bytes,
+        from: fc_shard::ListEnd,
+        to: fc_shard::ListEnd,
+    ) {
+        let word = |end: fc_shard::ListEnd, left: &'static str, right: &'static str| match end {
+            fc_shard::ListEnd::Left => left,
+            fc_shard::ListEnd::Right => right,
+        };
+        let (pop, push, back) = (
+            word(from, "lpop", "rpop"),
+            word(to, "lpush", "rpush"),
+            word(from, "lpush", "rpush"),
+        );
+        let popped = self.execute_typed(
+            keyed(pop),
+            &[Bytes::from_static(pop.as_bytes()), src.clone()],
+        );
+        let value = match popped.tokens().first() {
+            Some(crate::reply::Token::Bulk(range)) => Bytes::copy_from_slice(popped.bytes(range)),
+            _ => return waiter.answer(popped),
+        };
+        let push_args = vec![
+            Bytes::from_static(push.as_bytes()),
+            dst.clone(),
+            value.clone(),
+        ];
+        let back_args = vec![Bytes::from_static(back.as_bytes()), src, value.clone()];
+        let done = move |pushed: Replies| {
+            if pushed.error_text().is_some() {
+                return (pushed, true);
+            }
+            let mut out = Replies::new();
+            out.bulk(&value);
+            (out, false)
+        };
+        let owner = self.shared.owner_of(&dst);
+        if owner == self.index {
+            let (answer, undo) = done(self.execute_typed(keyed(push), &push_args));
+            if undo {
+                self.execute_typed(keyed(back), &back_args);
+            }
+            return waiter.answer(answer);
+        }
+        let (reply, pushed) = oneshot::channel();
+        let job = Job::Exec {
+            handler: keyed(push),
+            args: push_args,
+            reply,
+        };
+        let _ = self.shared.inboxes[owner].send(job);
+        let (shared, waiter, home) = (Arc::clone(&self.shared), Arc::clone(waiter), self.index);
+        tokio::task::spawn_local(async move {
+            let (answer, undo) = done(pushed.await.unwrap_or_else(|_| shutting_down()));
+            if undo {
+                let (reply, _) = oneshot::channel();
+                let _ = shared.inboxes[home].send(Job::Exec {
+                    handler: keyed(back),
+                    args: back_args,
+                    reply,
+                });
+            }
+            waiter.answer(answer);
+        });
     }
 
     /// Waits until no transaction holds this worker.
@@ -269,6 +357,13 @@ impl Worker {
         }
         Ok(report)
     }
+}
+
+/// A keyed table command's handler (`LPUSH`, `RPOP`...).
+fn keyed(name: &str) -> Handler {
+    crate::command::lookup(name.as_bytes())
+        .and_then(Spec::direct)
+        .unwrap_or_else(|| panic!("{name} is a keyed command"))
 }
 
 /// The reply of work that could not reach its worker.

@@ -360,3 +360,51 @@ fn ten_thousand_blocked_clients_cost_no_cpu() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// The reliable-queue pattern with keys on different shards (no hash tag): `BRPOPLPUSH
+/// jobs processing` blocks, is served by a push, and the element lands in `processing`.
+#[test]
+fn moves_between_shards_block_and_serve() {
+    let server = server();
+    let mut con = client(&server);
+    // Already there: the first try moves it.
+    let _: i64 = redis::cmd("RPUSH")
+        .arg(&["jobs", "j1"])
+        .query(&mut con)
+        .unwrap();
+    let mut worker = Raw::open(server.addr());
+    worker.send(&["BRPOPLPUSH", "jobs", "processing", "0"]);
+    worker.expect(b"$2\r\nj1\r\n");
+    // Blocked, then served by a push from another connection.
+    worker.send(&["BLMOVE", "jobs", "processing", "RIGHT", "LEFT", "0"]);
+    wait_blocked(&mut con, 1);
+    let _: i64 = redis::cmd("LPUSH")
+        .arg(&["jobs", "j2"])
+        .query(&mut con)
+        .unwrap();
+    worker.expect(b"$2\r\nj2\r\n");
+    let processing: Vec<String> = redis::cmd("LRANGE")
+        .arg(&["processing", "0", "-1"])
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(processing, ["j2", "j1"]);
+    // A destination of another type: the element stays in the source, the client gets the
+    // error.
+    let _: () = redis::cmd("SET")
+        .arg("str")
+        .arg("v")
+        .query(&mut con)
+        .unwrap();
+    worker.send(&["BLMOVE", "jobs", "str", "LEFT", "LEFT", "0"]);
+    wait_blocked(&mut con, 1);
+    let _: i64 = redis::cmd("LPUSH")
+        .arg(&["jobs", "j3"])
+        .query(&mut con)
+        .unwrap();
+    worker.expect(b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n");
+    let jobs: Vec<String> = redis::cmd("LRANGE")
+        .arg(&["jobs", "0", "-1"])
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(jobs, ["j3"]);
+}

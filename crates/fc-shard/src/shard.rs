@@ -1330,56 +1330,76 @@ impl Shard {
         let now = clock.now_ms();
         let mut keys = 0;
         for loc in self.index.iter() {
-            let chunk = self.arena.chunk(loc);
-            let head = arena::header(chunk);
-            if head.expire_at_ms.is_some_and(|at| now > at) {
-                continue;
-            }
-            keys += 1;
-            let key = arena::key_of(chunk);
-            if head.kind == arena::KIND_STRING {
-                emit(&Mutation::Set {
-                    key,
-                    value: arena::value_of(chunk),
-                    expire_at_ms: head.expire_at_ms,
-                });
-                continue;
-            }
-            match self.objects.get(slot_of(arena::value_of(chunk))) {
-                Object::Hash(hash) => {
-                    let pairs: Vec<(&[u8], &[u8])> = hash.iter().collect();
-                    for part in pairs.chunks(EXPORT_CHUNK) {
-                        emit(&Mutation::HSet { key, pairs: part });
-                    }
-                }
-                Object::List(list) => {
-                    let items: Vec<&[u8]> = list.iter().collect();
-                    for part in items.chunks(EXPORT_CHUNK) {
-                        emit(&Mutation::ListPush {
-                            key,
-                            end: crate::ListEnd::Right,
-                            items: part,
-                        });
-                    }
-                }
-                Object::Set(set) => {
-                    let members: Vec<&[u8]> = set.iter().collect();
-                    for part in members.chunks(EXPORT_CHUNK) {
-                        emit(&Mutation::SAdd { key, members: part });
-                    }
-                }
-                Object::ZSet(zset) => {
-                    let entries: Vec<(f64, &[u8])> = zset.entries(0..zset.len()).collect();
-                    for part in entries.chunks(EXPORT_CHUNK) {
-                        emit(&Mutation::ZAdd { key, entries: part });
-                    }
-                }
-            }
-            if let Some(expire_at_ms) = head.expire_at_ms {
-                emit(&Mutation::Expire { key, expire_at_ms });
-            }
+            keys += u64::from(self.export_entry(loc, now, emit));
         }
         keys
+    }
+
+    /// Emits the mutations that recreate the live key `key` (as [`Shard::export`] does for
+    /// every key); `false` when it is missing or expired.
+    pub(crate) fn export_key(
+        &self,
+        tag: u32,
+        key: &[u8],
+        clock: &Clock,
+        emit: &mut dyn FnMut(&Mutation<'_>),
+    ) -> bool {
+        match self.find(tag, key) {
+            Some(loc) => self.export_entry(loc, clock.now_ms(), emit),
+            None => false,
+        }
+    }
+
+    /// [`Shard::export_key`] of the entry at `loc`; `false` when it expired before `now`.
+    fn export_entry(&self, loc: u32, now: u64, emit: &mut dyn FnMut(&Mutation<'_>)) -> bool {
+        let chunk = self.arena.chunk(loc);
+        let head = arena::header(chunk);
+        if head.expire_at_ms.is_some_and(|at| now > at) {
+            return false;
+        }
+        let key = arena::key_of(chunk);
+        if head.kind == arena::KIND_STRING {
+            emit(&Mutation::Set {
+                key,
+                value: arena::value_of(chunk),
+                expire_at_ms: head.expire_at_ms,
+            });
+            return true;
+        }
+        match self.objects.get(slot_of(arena::value_of(chunk))) {
+            Object::Hash(hash) => {
+                let pairs: Vec<(&[u8], &[u8])> = hash.iter().collect();
+                for part in pairs.chunks(EXPORT_CHUNK) {
+                    emit(&Mutation::HSet { key, pairs: part });
+                }
+            }
+            Object::List(list) => {
+                let items: Vec<&[u8]> = list.iter().collect();
+                for part in items.chunks(EXPORT_CHUNK) {
+                    emit(&Mutation::ListPush {
+                        key,
+                        end: crate::ListEnd::Right,
+                        items: part,
+                    });
+                }
+            }
+            Object::Set(set) => {
+                let members: Vec<&[u8]> = set.iter().collect();
+                for part in members.chunks(EXPORT_CHUNK) {
+                    emit(&Mutation::SAdd { key, members: part });
+                }
+            }
+            Object::ZSet(zset) => {
+                let entries: Vec<(f64, &[u8])> = zset.entries(0..zset.len()).collect();
+                for part in entries.chunks(EXPORT_CHUNK) {
+                    emit(&Mutation::ZAdd { key, entries: part });
+                }
+            }
+        }
+        if let Some(expire_at_ms) = head.expire_at_ms {
+            emit(&Mutation::Expire { key, expire_at_ms });
+        }
+        true
     }
 
     /// An order-independent digest of the live contents: the wrapping sum over keys of a hash

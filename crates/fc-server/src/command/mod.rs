@@ -155,6 +155,32 @@ pub(crate) enum Route {
     /// A pop over several keys that may block (`BLPOP`, `LMPOP`, ...): on the connection,
     /// each key tried on its owner (`crate::blocking`).
     Pop(pops::Block),
+    /// Several keys that may live on different shards (`RENAME`, `LMOVE`, `SINTER`...): the
+    /// handler on the owner when they share a shard, else composed from single-key steps
+    /// with their workers held (`crate::multi`); no handler: always composed.
+    Multi {
+        handler: Option<Handler>,
+        multi: Multi,
+    },
+}
+
+/// How a [`Route::Multi`] command is composed across shards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Multi {
+    Rename { nx: bool },
+    Copy,
+    LMove,
+    SMove,
+    SetAlgebra { op: SetOp, store: bool },
+    SInterCard,
+}
+
+/// The set operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SetOp {
+    Inter,
+    Union,
+    Diff,
 }
 
 /// Redis 7 command flags (`COMMAND INFO`'s third element), as bits.
@@ -800,7 +826,7 @@ mod tests {
             let keyed = match spec.route {
                 Route::Session(_) => spec.keys.0 > 0,
                 // `LMPOP`'s keys follow a count: Redis gives no first key.
-                Route::Pop(_) => !spec.key_specs.is_empty(),
+                Route::Pop(_) | Route::Multi { .. } => !spec.key_specs.is_empty(),
                 Route::AllWorkers { .. } | Route::Cursor(_) => false,
                 _ => true,
             };

@@ -6,12 +6,13 @@
 //! the route) here. The metadata was first generated from Redis 7.0's own `COMMAND INFO` and
 //! `COMMAND DOCS`; `.ci/compare_redis.py` diffs it against a live redis-server.
 
-use super::Route::{AllWorkers, Atomic, Cursor, Key, PerKey, Pop, Session};
+use super::Route::{AllWorkers, Atomic, Cursor, Key, Multi, PerKey, Pop, Session};
 use super::Session as S;
 use super::pops::Block as B;
 use super::{
     A, Begin, Doc, F, Find, KeySpec, Merge, Ps, Spec, hashes, keys, lists, sets, strings, zsets,
 };
+use super::{Multi as M, SetOp};
 
 /// Every command, sorted by name.
 pub(crate) static COMMANDS: &[Spec] = &[
@@ -343,6 +344,46 @@ pub(crate) static COMMANDS: &[Spec] = &[
             summary: "A container for server configuration commands",
         },
         route: Session(S::Config),
+    },
+    Spec {
+        name: "copy",
+        arity: -3,
+        flags: F::WRITE | F::DENYOOM,
+        acl: A::KEYSPACE | A::WRITE | A::SLOW,
+        keys: (1, 2, 1),
+        key_specs: &[
+            KeySpec {
+                notes: "",
+                flags: &["RO", "access"],
+                begin: Begin::Index(1),
+                find: Find::Range {
+                    last: 0,
+                    step: 1,
+                    limit: 0,
+                },
+            },
+            KeySpec {
+                notes: "",
+                flags: &["OW", "update"],
+                begin: Begin::Index(2),
+                find: Find::Range {
+                    last: 0,
+                    step: 1,
+                    limit: 0,
+                },
+            },
+        ],
+        tips: &[],
+        doc: Doc {
+            group: "generic",
+            since: "6.2.0",
+            complexity: "O(N) worst case for collections, where N is the number of nested items. O(1) for string values.",
+            summary: "Copy a key",
+        },
+        route: Multi {
+            handler: None,
+            multi: M::Copy,
+        },
     },
     Spec {
         name: "dbsize",
@@ -1432,7 +1473,10 @@ pub(crate) static COMMANDS: &[Spec] = &[
             complexity: "O(1)",
             summary: "Pop an element from a list, push it to another list and return it",
         },
-        route: Key(store!(lists::lmove)),
+        route: Multi {
+            handler: Some(store!(lists::lmove)),
+            multi: M::LMove,
+        },
     },
     Spec {
         name: "lmpop",
@@ -2064,7 +2108,10 @@ pub(crate) static COMMANDS: &[Spec] = &[
             complexity: "O(1)",
             summary: "Rename a key",
         },
-        route: Key(store!(keys::rename)),
+        route: Multi {
+            handler: Some(store!(keys::rename)),
+            multi: M::Rename { nx: false },
+        },
     },
     Spec {
         name: "renamenx",
@@ -2101,7 +2148,10 @@ pub(crate) static COMMANDS: &[Spec] = &[
             complexity: "O(1)",
             summary: "Rename a key, only if the new key does not exist",
         },
-        route: Key(store!(keys::renamenx)),
+        route: Multi {
+            handler: Some(store!(keys::renamenx)),
+            multi: M::Rename { nx: true },
+        },
     },
     Spec {
         name: "reset",
@@ -2179,7 +2229,10 @@ pub(crate) static COMMANDS: &[Spec] = &[
             complexity: "O(1)",
             summary: "Remove the last element in a list, prepend it to another list and return it",
         },
-        route: Key(store!(lists::rpoplpush)),
+        route: Multi {
+            handler: Some(store!(lists::rpoplpush)),
+            multi: M::LMove,
+        },
     },
     Spec {
         name: "rpush",
@@ -2336,7 +2389,13 @@ pub(crate) static COMMANDS: &[Spec] = &[
             complexity: "O(N) where N is the total number of elements in all given sets.",
             summary: "Subtract multiple sets",
         },
-        route: Key(store!(sets::sdiff)),
+        route: Multi {
+            handler: Some(store!(sets::sdiff)),
+            multi: M::SetAlgebra {
+                op: SetOp::Diff,
+                store: false,
+            },
+        },
     },
     Spec {
         name: "sdiffstore",
@@ -2373,7 +2432,13 @@ pub(crate) static COMMANDS: &[Spec] = &[
             complexity: "O(N) where N is the total number of elements in all given sets.",
             summary: "Subtract multiple sets and store the resulting set in a key",
         },
-        route: Key(store!(sets::sdiffstore)),
+        route: Multi {
+            handler: Some(store!(sets::sdiffstore)),
+            multi: M::SetAlgebra {
+                op: SetOp::Diff,
+                store: true,
+            },
+        },
     },
     Spec {
         name: "select",
@@ -2530,7 +2595,41 @@ pub(crate) static COMMANDS: &[Spec] = &[
             complexity: "O(N*M) worst case where N is the cardinality of the smallest set and M is the number of sets.",
             summary: "Intersect multiple sets",
         },
-        route: Key(store!(sets::sinter)),
+        route: Multi {
+            handler: Some(store!(sets::sinter)),
+            multi: M::SetAlgebra {
+                op: SetOp::Inter,
+                store: false,
+            },
+        },
+    },
+    Spec {
+        name: "sintercard",
+        arity: -3,
+        flags: F::READONLY | F::MOVABLEKEYS,
+        acl: A::READ | A::SET | A::SLOW,
+        keys: (0, 0, 0),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["RO", "access"],
+            begin: Begin::Index(1),
+            find: Find::Keynum {
+                keynum_index: 0,
+                first_key: 1,
+                step: 1,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "set",
+            since: "7.0.0",
+            complexity: "O(N*M) worst case where N is the cardinality of the smallest set and M is the number of sets.",
+            summary: "Intersect multiple sets and return the cardinality of the result",
+        },
+        route: Multi {
+            handler: None,
+            multi: M::SInterCard,
+        },
     },
     Spec {
         name: "sinterstore",
@@ -2567,7 +2666,13 @@ pub(crate) static COMMANDS: &[Spec] = &[
             complexity: "O(N*M) worst case where N is the cardinality of the smallest set and M is the number of sets.",
             summary: "Intersect multiple sets and store the resulting set in a key",
         },
-        route: Key(store!(sets::sinterstore)),
+        route: Multi {
+            handler: Some(store!(sets::sinterstore)),
+            multi: M::SetAlgebra {
+                op: SetOp::Inter,
+                store: true,
+            },
+        },
     },
     Spec {
         name: "sismember",
@@ -2679,7 +2784,10 @@ pub(crate) static COMMANDS: &[Spec] = &[
             complexity: "O(1)",
             summary: "Move a member from one set to another",
         },
-        route: Key(store!(sets::smove)),
+        route: Multi {
+            handler: Some(store!(sets::smove)),
+            multi: M::SMove,
+        },
     },
     Spec {
         name: "spop",
@@ -2920,7 +3028,13 @@ pub(crate) static COMMANDS: &[Spec] = &[
             complexity: "O(N) where N is the total number of elements in all given sets.",
             summary: "Add multiple sets",
         },
-        route: Key(store!(sets::sunion)),
+        route: Multi {
+            handler: Some(store!(sets::sunion)),
+            multi: M::SetAlgebra {
+                op: SetOp::Union,
+                store: false,
+            },
+        },
     },
     Spec {
         name: "sunionstore",
@@ -2957,7 +3071,13 @@ pub(crate) static COMMANDS: &[Spec] = &[
             complexity: "O(N) where N is the total number of elements in all given sets.",
             summary: "Add multiple sets and store the resulting set in a key",
         },
-        route: Key(store!(sets::sunionstore)),
+        route: Multi {
+            handler: Some(store!(sets::sunionstore)),
+            multi: M::SetAlgebra {
+                op: SetOp::Union,
+                store: true,
+            },
+        },
     },
     Spec {
         name: "sunsubscribe",

@@ -898,6 +898,23 @@ impl LocalEmbeddedStore {
         Ok((first, shards[i].export(clock, &mut emit)))
     }
 
+    /// Emits the mutations that recreate the live key `key` — its value, then its expiry — as
+    /// a snapshot's export does (a key of any type; large aggregates in several mutations):
+    /// replaying them into an empty key of any store recreates it. Moving a key between
+    /// workers or shards (`RENAME`, `COPY`) builds on it. `false` when the key is missing.
+    ///
+    /// # Errors
+    /// [`StoreError::NotOwner`] for a key of another worker.
+    pub fn export_key(
+        &mut self,
+        key: &[u8],
+        mut emit: impl FnMut(&crate::Mutation<'_>),
+    ) -> RedisObjectResult<bool> {
+        self.with_owned_shard(key, |shard, tag, clock| {
+            Ok(shard.export_key(tag, key, clock, &mut emit))
+        })
+    }
+
     /// The digest of this worker's shards (see [`EmbeddedStore::digest`]); the digests of all
     /// workers of one store add up (wrapping) to the store's.
     #[must_use]

@@ -1,0 +1,555 @@
+//! Commands over several keys whose keys live on different shards (`RENAME`, `RENAMENX`,
+//! `COPY`, `LMOVE`, `RPOPLPUSH`, `SMOVE`, `SINTER`, `SUNION`, `SDIFF` and their `STORE`s,
+//! `SINTERCARD`): the store runs such a command in one step only when its keys share a shard
+//! (a `{hash tag}`); otherwise the server composes it from single-key steps on each key's
+//! owner — read the sources, check types, write the destination, remove the source — with
+//! every worker involved held ([`crate::cross::Held`]) for the whole command, so it is as
+//! atomic as on one shard: no other client sees a step between two others, and the log
+//! records it as one transaction (all or nothing after a crash).
+//!
+//! A key moves between shards as the mutations that recreate it ([`LocalEmbeddedStore::
+//! export_key`], encoded with the log's own record codec): its value of any type and its
+//! expiry.
+
+use std::collections::{BTreeSet, HashSet};
+
+use bytes::Bytes;
+use fc_shard::{ListEnd, LocalEmbeddedStore, SetExpiry, SetOptions, ZAddOptions};
+use fc_wal::Record;
+
+use crate::command::{self, Ctx, Handler, Multi, SetOp, Spec, store};
+use crate::cross::{self, TxnLinks};
+use crate::reply::{Replies, Reply, Token};
+use crate::worker::Worker;
+
+/// `[_, key]`: the key as a blob of its recreating mutations (each a `u32` length and a log
+/// record), or null when it is missing.
+fn dump<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    let mut blob = Vec::new();
+    let r = ctx.store.export_key(&ctx.args[1], |m| {
+        let mut record = Vec::new();
+        fc_wal::encode_mutation(m, &mut record);
+        blob.extend_from_slice(&(record.len() as u32).to_le_bytes());
+        blob.extend_from_slice(&record);
+    });
+    match r {
+        Ok(true) => ctx.out.bulk(&blob),
+        Ok(false) => ctx.out.null(),
+        Err(e) => ctx.store_error(&e),
+    }
+}
+
+/// `[_, dest, blob]`: replaces `dest` with the key `blob` recreates ([`dump`]).
+fn load<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    let (dest, blob) = (&ctx.args[1], &ctx.args[2]);
+    if let Err(e) = ctx.store.try_delete(dest) {
+        return ctx.store_error(&e);
+    }
+    let mut rest = &blob[..];
+    while rest.len() >= 4 {
+        let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        let Some(payload) = rest.get(4..4 + len) else {
+            return ctx.out.error(b"ERR internal key transfer is damaged");
+        };
+        rest = &rest[4 + len..];
+        let record = match Record::decode(payload) {
+            Ok(record) => record,
+            Err(e) => {
+                return ctx
+                    .out
+                    .error(format!("ERR internal key transfer: {e}").as_bytes());
+            }
+        };
+        if let Err(e) = apply(ctx.store, dest, &record) {
+            return ctx.store_error(&e);
+        }
+    }
+    ctx.out.integer(1);
+}
+
+/// Applies one exported record to `dest` (whatever key it named).
+fn apply(
+    store: &mut LocalEmbeddedStore,
+    dest: &[u8],
+    record: &Record,
+) -> Result<(), fc_shard::StoreError> {
+    fn refs(items: &[Vec<u8>]) -> Vec<&[u8]> {
+        items.iter().map(Vec::as_slice).collect()
+    }
+    match record {
+        Record::Set {
+            value,
+            expire_at_ms,
+            ..
+        } => {
+            let options = SetOptions {
+                expiry: expire_at_ms.map_or(SetExpiry::Clear, SetExpiry::AtMs),
+                ..SetOptions::default()
+            };
+            store.set_with(dest, value, options)?;
+        }
+        Record::HSet { pairs, .. } => {
+            let pairs: Vec<(&[u8], &[u8])> = pairs.iter().map(|(f, v)| (&f[..], &v[..])).collect();
+            store.hset(dest, &pairs)?;
+        }
+        Record::ListPush { end, items, .. } => {
+            store.push(dest, *end, &refs(items), false)?;
+        }
+        Record::SAdd { members, .. } => {
+            store.sadd(dest, &refs(members))?;
+        }
+        Record::ZAdd { entries, .. } => {
+            let entries: Vec<(f64, &[u8])> = entries.iter().map(|(s, m)| (*s, &m[..])).collect();
+            store.zadd(dest, &entries, ZAddOptions::default())?;
+        }
+        Record::Expire { expire_at_ms, .. } => {
+            store.expire_at_ms(dest, *expire_at_ms);
+        }
+        // An export emits nothing else.
+        _ => {}
+    }
+    Ok(())
+}
+
+/// `[_, dest, member...]`: replaces `dest` with the set of the members (deleted when none).
+fn set_replace<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    let dest = &ctx.args[1];
+    if let Err(e) = ctx.store.try_delete(dest) {
+        return ctx.store_error(&e);
+    }
+    let members: Vec<&[u8]> = ctx.args[2..].iter().map(|m| &m[..]).collect();
+    if !members.is_empty()
+        && let Err(e) = ctx.store.sadd(dest, &members)
+    {
+        return ctx.store_error(&e);
+    }
+    ctx.out.integer(members.len() as i64);
+}
+
+/// `[_, key]`: deletes `key`.
+fn delete<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    let r = ctx.store.try_delete(&ctx.args[1]);
+    ctx.reply(r, |out, deleted| out.integer(i64::from(deleted)));
+}
+
+const DELETE: Handler = store!(delete);
+const DUMP: Handler = store!(dump);
+const LOAD: Handler = store!(load);
+const SET_REPLACE: Handler = store!(set_replace);
+
+/// The table commands whose handlers the compositions use ([`handler`]).
+#[cfg(test)]
+const USED: &[&str] = &[
+    "type", "lpop", "rpop", "lpush", "rpush", "srem", "sadd", "smembers",
+];
+
+/// A table command's own handler (by name: `TYPE`, `SREM`, `LPOP`...: each in [`USED`]).
+fn handler(name: &str) -> Handler {
+    command::lookup(name.as_bytes())
+        .and_then(Spec::direct)
+        .unwrap_or_else(|| panic!("{name} is a keyed command"))
+}
+
+/// Runs `handler` with `args` on the owner of `args[1]`, within the held transaction.
+async fn on_owner(worker: &Worker, handler: Handler, args: Vec<Bytes>, txn: &TxnLinks) -> Replies {
+    let owner = worker.shared.owner_of(&args[1]);
+    cross::exec_at(worker, owner, handler, args, Some(txn)).await
+}
+
+fn b(text: &'static str) -> Bytes {
+    Bytes::from_static(text.as_bytes())
+}
+
+/// The type name `TYPE` gives `key` (`none` when missing).
+async fn type_of(worker: &Worker, key: &Bytes, txn: &TxnLinks) -> Vec<u8> {
+    let r = on_owner(worker, handler("type"), vec![b("type"), key.clone()], txn).await;
+    match r.tokens().first() {
+        Some(Token::Simple(range)) => r.bytes(range).to_vec(),
+        _ => b"none".to_vec(),
+    }
+}
+
+const WRONGTYPE: &[u8] = b"WRONGTYPE Operation against a key holding the wrong kind of value";
+
+/// Whether the keys of `args` (by the spec's key specs) are all on one shard.
+fn one_shard(worker: &Worker, spec: &Spec, args: &[Bytes]) -> bool {
+    let router = &worker.shared.router;
+    let mut shards = spec
+        .spec_keys(args)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(i, _)| router.shard_of(&router.route_key(&args[i])));
+    match shards.next() {
+        Some(first) => shards.all(|s| s == first),
+        None => true,
+    }
+}
+
+/// Runs a [`command::Route::Multi`] command: its handler on the owner when its keys share a
+/// shard, else composed across shards ([`run`]).
+pub(crate) async fn dispatch<R: Reply>(
+    worker: &Worker,
+    spec: &'static Spec,
+    handler: Option<Handler>,
+    multi: Multi,
+    args: Vec<Bytes>,
+    out: &mut R,
+    txn: Option<&TxnLinks>,
+) {
+    if let Some(handler) = handler
+        && one_shard(worker, spec, &args)
+    {
+        let owner = worker.shared.owner_of(&args[1]);
+        return cross::exec_at(worker, owner, handler, args, txn)
+            .await
+            .replay(out);
+    }
+    run(worker, spec, multi, args, out, txn).await;
+}
+
+/// `LMOVE src dst from to` across shards (a blocking move's first try): null when `src` is
+/// empty or missing.
+pub(crate) async fn lmove_across(
+    worker: &Worker,
+    src: &Bytes,
+    dst: &Bytes,
+    from: ListEnd,
+    to: ListEnd,
+    txn: Option<&TxnLinks>,
+) -> Replies {
+    let word = |end: ListEnd| match end {
+        ListEnd::Left => b("left"),
+        ListEnd::Right => b("right"),
+    };
+    let args = vec![b("lmove"), src.clone(), dst.clone(), word(from), word(to)];
+    let spec = command::lookup(b"lmove").expect("LMOVE is in the table");
+    let mut out = Replies::new();
+    run(worker, spec, Multi::LMove, args, &mut out, txn).await;
+    out
+}
+
+/// Runs a multi-key command whose keys span shards: holds their workers (unless a
+/// transaction already does) and composes it from single-key steps.
+async fn run<R: Reply>(
+    worker: &Worker,
+    spec: &'static Spec,
+    multi: Multi,
+    args: Vec<Bytes>,
+    out: &mut R,
+    txn: Option<&TxnLinks>,
+) {
+    let shared = &worker.shared;
+    let owners: BTreeSet<usize> = spec
+        .spec_keys(&args)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(i, _)| shared.owner_of(&args[i]))
+        .collect();
+    let replies = match txn {
+        Some(links) => compose(worker, multi, &args, links).await,
+        None => {
+            let held = cross::Held::take(worker, &owners).await;
+            let r = compose(worker, multi, &args, &held.links).await;
+            held.release(worker);
+            r
+        }
+    };
+    replies.replay(out);
+}
+
+async fn compose(worker: &Worker, multi: Multi, args: &[Bytes], txn: &TxnLinks) -> Replies {
+    let mut out = Replies::new();
+    match multi {
+        Multi::Rename { nx } => {
+            let (src, dst) = (&args[1], &args[2]);
+            let blob = on_owner(worker, DUMP, vec![b("dump"), src.clone()], txn).await;
+            let blob = match blob.tokens().first() {
+                Some(Token::Bulk(range)) => Bytes::copy_from_slice(blob.bytes(range)),
+                Some(Token::Error(_)) => return blob,
+                _ => {
+                    out.error(b"ERR no such key");
+                    return out;
+                }
+            };
+            if nx && cross::touch(worker, dst, Some(txn)).await {
+                out.integer(0);
+                return out;
+            }
+            let loaded = on_owner(worker, LOAD, vec![b("load"), dst.clone(), blob], txn).await;
+            if loaded.error_text().is_some() {
+                return loaded;
+            }
+            on_owner(worker, DELETE, vec![b("del"), src.clone()], txn).await;
+            if nx {
+                out.integer(1);
+            } else {
+                out.ok();
+            }
+        }
+        Multi::Copy => {
+            let (src, dst) = (&args[1], &args[2]);
+            let mut replace = false;
+            let mut i = 3;
+            while i < args.len() {
+                if args[i].eq_ignore_ascii_case(b"replace") {
+                    replace = true;
+                    i += 1;
+                } else if args[i].eq_ignore_ascii_case(b"db") && i + 1 < args.len() {
+                    // One database: `DB 0` is this one.
+                    match fc_resp::number::parse_i64(&args[i + 1]) {
+                        Some(0) => {}
+                        Some(_) => {
+                            out.error(b"ERR DB index is out of range");
+                            return out;
+                        }
+                        None => {
+                            out.error(b"ERR value is not an integer or out of range");
+                            return out;
+                        }
+                    }
+                    i += 2;
+                } else {
+                    out.error(b"ERR syntax error");
+                    return out;
+                }
+            }
+            let blob = on_owner(worker, DUMP, vec![b("dump"), src.clone()], txn).await;
+            let blob = match blob.tokens().first() {
+                Some(Token::Bulk(range)) => Bytes::copy_from_slice(blob.bytes(range)),
+                Some(Token::Error(_)) => return blob,
+                _ => {
+                    out.integer(0);
+                    return out;
+                }
+            };
+            if !replace && cross::touch(worker, dst, Some(txn)).await {
+                out.integer(0);
+                return out;
+            }
+            let loaded = on_owner(worker, LOAD, vec![b("load"), dst.clone(), blob], txn).await;
+            if loaded.error_text().is_some() {
+                return loaded;
+            }
+            out.integer(1);
+        }
+        Multi::LMove => {
+            let (src, dst) = (&args[1], &args[2]);
+            let ends = if args.len() == 5 {
+                let end = |a: &Bytes| {
+                    if a.eq_ignore_ascii_case(b"left") {
+                        Some(ListEnd::Left)
+                    } else if a.eq_ignore_ascii_case(b"right") {
+                        Some(ListEnd::Right)
+                    } else {
+                        None
+                    }
+                };
+                (end(&args[3]), end(&args[4]))
+            } else {
+                (Some(ListEnd::Right), Some(ListEnd::Left))
+            };
+            let (Some(from), Some(to)) = ends else {
+                out.error(b"ERR syntax error");
+                return out;
+            };
+            let src_type = type_of(worker, src, txn).await;
+            if src_type == b"none" {
+                out.null();
+                return out;
+            }
+            if src_type != b"list"
+                || !matches!(&type_of(worker, dst, txn).await[..], b"none" | b"list")
+            {
+                out.error(WRONGTYPE);
+                return out;
+            }
+            let (pop, push) = match (from, to) {
+                (ListEnd::Left, ListEnd::Left) => ("lpop", "lpush"),
+                (ListEnd::Left, ListEnd::Right) => ("lpop", "rpush"),
+                (ListEnd::Right, ListEnd::Left) => ("rpop", "lpush"),
+                (ListEnd::Right, ListEnd::Right) => ("rpop", "rpush"),
+            };
+            let popped = on_owner(worker, handler(pop), vec![b(pop), src.clone()], txn).await;
+            let value = match popped.tokens().first() {
+                Some(Token::Bulk(range)) => Bytes::copy_from_slice(popped.bytes(range)),
+                _ => return popped,
+            };
+            let pushed = on_owner(
+                worker,
+                handler(push),
+                vec![b(push), dst.clone(), value.clone()],
+                txn,
+            )
+            .await;
+            if pushed.error_text().is_some() {
+                return pushed;
+            }
+            out.bulk(&value);
+        }
+        Multi::SMove => {
+            let (src, dst, member) = (&args[1], &args[2], &args[3]);
+            let src_type = type_of(worker, src, txn).await;
+            if src_type == b"none" {
+                out.integer(0);
+                return out;
+            }
+            if src_type != b"set"
+                || !matches!(&type_of(worker, dst, txn).await[..], b"none" | b"set")
+            {
+                out.error(WRONGTYPE);
+                return out;
+            }
+            let removed = on_owner(
+                worker,
+                handler("srem"),
+                vec![b("srem"), src.clone(), member.clone()],
+                txn,
+            )
+            .await;
+            if removed.integer_value() != Some(1) {
+                return removed;
+            }
+            on_owner(
+                worker,
+                handler("sadd"),
+                vec![b("sadd"), dst.clone(), member.clone()],
+                txn,
+            )
+            .await;
+            out.integer(1);
+        }
+        Multi::SetAlgebra { op, store } => {
+            let (dest, keys) = if store {
+                (Some(&args[1]), &args[2..])
+            } else {
+                (None, &args[1..])
+            };
+            let members = match set_algebra(worker, op, keys, txn).await {
+                Ok(members) => members,
+                Err(err) => return err,
+            };
+            match dest {
+                Some(dest) => {
+                    let mut sub = Vec::with_capacity(members.len() + 2);
+                    sub.push(b("sreplace"));
+                    sub.push(dest.clone());
+                    sub.extend(members);
+                    return on_owner(worker, SET_REPLACE, sub, txn).await;
+                }
+                None => {
+                    out.set_len(members.len());
+                    members.iter().for_each(|m| out.bulk(m));
+                }
+            }
+        }
+        Multi::SInterCard => {
+            let numkeys = fc_resp::number::parse_i64(&args[1]).unwrap_or(0);
+            if numkeys <= 0 {
+                out.error(b"ERR numkeys should be greater than 0");
+                return out;
+            }
+            let numkeys = numkeys as usize;
+            if numkeys > args.len() - 2 {
+                out.error(b"ERR Number of keys can't be greater than number of args");
+                return out;
+            }
+            let keys = &args[2..2 + numkeys];
+            let mut limit = 0usize;
+            let mut i = 2 + numkeys;
+            while i < args.len() {
+                if args[i].eq_ignore_ascii_case(b"limit") && i + 1 < args.len() {
+                    match fc_resp::number::parse_i64(&args[i + 1]) {
+                        Some(n) if n >= 0 => limit = n as usize,
+                        _ => {
+                            out.error(b"ERR LIMIT can't be negative");
+                            return out;
+                        }
+                    }
+                    i += 2;
+                } else {
+                    out.error(b"ERR syntax error");
+                    return out;
+                }
+            }
+            match set_algebra(worker, SetOp::Inter, keys, txn).await {
+                Ok(members) => {
+                    let n = if limit > 0 {
+                        members.len().min(limit)
+                    } else {
+                        members.len()
+                    };
+                    out.integer(n as i64);
+                }
+                Err(err) => return err,
+            }
+        }
+    }
+    out
+}
+
+/// The members of each key (`SMEMBERS` on its owner) combined by `op`, in first-seen order;
+/// `WRONGTYPE` as the reply when a key holds another type.
+async fn set_algebra(
+    worker: &Worker,
+    op: SetOp,
+    keys: &[Bytes],
+    txn: &TxnLinks,
+) -> Result<Vec<Bytes>, Replies> {
+    let mut sets = Vec::with_capacity(keys.len());
+    for key in keys {
+        let r = on_owner(
+            worker,
+            handler("smembers"),
+            vec![b("smembers"), key.clone()],
+            txn,
+        )
+        .await;
+        if r.error_text().is_some() || r.overflowed() {
+            return Err(r);
+        }
+        let members: Vec<Bytes> = r
+            .tokens()
+            .iter()
+            .filter_map(|t| match t {
+                Token::Bulk(range) => Some(Bytes::copy_from_slice(r.bytes(range))),
+                _ => None,
+            })
+            .collect();
+        sets.push(members);
+    }
+    let mut sets = sets.into_iter();
+    let first = sets.next().unwrap_or_default();
+    let rest: Vec<HashSet<Bytes>> = sets.map(|s| s.into_iter().collect()).collect();
+    Ok(match op {
+        SetOp::Inter => first
+            .into_iter()
+            .filter(|m| rest.iter().all(|s| s.contains(m)))
+            .collect(),
+        SetOp::Diff => first
+            .into_iter()
+            .filter(|m| !rest.iter().any(|s| s.contains(m)))
+            .collect(),
+        SetOp::Union => {
+            let mut seen: HashSet<Bytes> = first.iter().cloned().collect();
+            let mut all = first;
+            for set in rest {
+                for m in set {
+                    if seen.insert(m.clone()) {
+                        all.push(m);
+                    }
+                }
+            }
+            all
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_step_names_a_keyed_command() {
+        for name in super::USED {
+            let _ = super::handler(name);
+        }
+    }
+}

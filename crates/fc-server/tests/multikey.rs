@@ -1,0 +1,121 @@
+//! Commands over several keys whose keys are on different shards (no hash tag): composed
+//! across workers, atomic, with Redis's replies (the sequence was compared byte for byte with
+//! redis-server 7.0.15, RESP2 and RESP3, inside and outside MULTI).
+
+mod common;
+
+use common::{client, start};
+use fc_server::ServerConfig;
+use redis::Value;
+
+fn err(r: redis::RedisResult<Value>) -> String {
+    r.unwrap_err().to_string()
+}
+
+#[test]
+fn keys_on_different_shards_work_as_on_one() {
+    let server = start(ServerConfig {
+        shards: 16,
+        threads: 2,
+        ..ServerConfig::default()
+    });
+    let mut con = client(&server);
+    let q = |con: &mut redis::Connection, args: &[&str]| -> redis::RedisResult<Value> {
+        redis::cmd(args[0]).arg(&args[1..]).query(con)
+    };
+    // RENAME keeps value and TTL; RENAMENX; COPY of every type.
+    q(&mut con, &["SET", "a", "1", "EX", "100"]).unwrap();
+    assert_eq!(q(&mut con, &["RENAME", "a", "b"]).unwrap(), Value::Okay);
+    assert_eq!(q(&mut con, &["TTL", "b"]).unwrap(), Value::Int(100));
+    assert_eq!(q(&mut con, &["EXISTS", "a"]).unwrap(), Value::Int(0));
+    assert!(err(q(&mut con, &["RENAME", "nothere", "x"])).contains("no such key"));
+    q(&mut con, &["SET", "c", "1"]).unwrap();
+    assert_eq!(q(&mut con, &["RENAMENX", "b", "c"]).unwrap(), Value::Int(0));
+    assert_eq!(q(&mut con, &["RENAMENX", "b", "d"]).unwrap(), Value::Int(1));
+    q(&mut con, &["HSET", "h", "f", "v", "g", "w"]).unwrap();
+    q(&mut con, &["ZADD", "z", "1.5", "m"]).unwrap();
+    q(&mut con, &["RPUSH", "l", "x", "y"]).unwrap();
+    for (src, dst) in [("h", "h2"), ("z", "z2"), ("l", "l2"), ("d", "d2")] {
+        assert_eq!(q(&mut con, &["COPY", src, dst]).unwrap(), Value::Int(1));
+        assert_eq!(q(&mut con, &["COPY", src, dst]).unwrap(), Value::Int(0));
+        assert_eq!(
+            q(&mut con, &["COPY", src, dst, "REPLACE"]).unwrap(),
+            Value::Int(1)
+        );
+    }
+    let digest = |con: &mut redis::Connection, key: &str| -> Value {
+        let t: String = redis::cmd("TYPE").arg(key).query(con).unwrap();
+        match t.as_str() {
+            "hash" => q(con, &["HGETALL", key]).unwrap(),
+            "zset" => q(con, &["ZRANGE", key, "0", "-1", "WITHSCORES"]).unwrap(),
+            "list" => q(con, &["LRANGE", key, "0", "-1"]).unwrap(),
+            _ => q(con, &["GET", key]).unwrap(),
+        }
+    };
+    for (src, dst) in [("h", "h2"), ("z", "z2"), ("l", "l2"), ("d", "d2")] {
+        assert_eq!(digest(&mut con, src), digest(&mut con, dst), "{src}");
+    }
+    // LMOVE / RPOPLPUSH / SMOVE with Redis's checks.
+    q(&mut con, &["RPUSH", "src", "1", "2", "3"]).unwrap();
+    assert_eq!(
+        q(&mut con, &["LMOVE", "src", "dst", "LEFT", "RIGHT"]).unwrap(),
+        Value::BulkString(b"1".to_vec())
+    );
+    assert_eq!(
+        q(&mut con, &["RPOPLPUSH", "src", "dst"]).unwrap(),
+        Value::BulkString(b"3".to_vec())
+    );
+    assert_eq!(
+        q(&mut con, &["LMOVE", "none", "dst", "LEFT", "LEFT"]).unwrap(),
+        Value::Nil
+    );
+    assert!(err(q(&mut con, &["LMOVE", "src", "c", "LEFT", "LEFT"])).contains("WRONGTYPE"));
+    assert_eq!(
+        q(&mut con, &["LRANGE", "src", "0", "-1"]).unwrap(),
+        Value::Array(vec![Value::BulkString(b"2".to_vec())])
+    );
+    q(&mut con, &["SADD", "s1", "a", "b", "c"]).unwrap();
+    q(&mut con, &["SADD", "s2", "b", "c", "d"]).unwrap();
+    assert_eq!(
+        q(&mut con, &["SMOVE", "s1", "s2", "a"]).unwrap(),
+        Value::Int(1)
+    );
+    assert_eq!(
+        q(&mut con, &["SMOVE", "s1", "s2", "zz"]).unwrap(),
+        Value::Int(0)
+    );
+    assert!(err(q(&mut con, &["SMOVE", "s1", "c", "b"])).contains("WRONGTYPE"));
+    // Set algebra, stores, SINTERCARD.
+    let mut inter: Vec<String> = redis::cmd("SINTER")
+        .arg(&["s1", "s2"])
+        .query(&mut con)
+        .unwrap();
+    inter.sort();
+    assert_eq!(inter, ["b", "c"]);
+    assert_eq!(
+        q(&mut con, &["SUNIONSTORE", "u", "s1", "s2"]).unwrap(),
+        Value::Int(4)
+    );
+    assert_eq!(
+        q(&mut con, &["SDIFFSTORE", "u", "s1", "s1"]).unwrap(),
+        Value::Int(0)
+    );
+    assert_eq!(q(&mut con, &["EXISTS", "u"]).unwrap(), Value::Int(0));
+    assert_eq!(
+        q(&mut con, &["SINTERCARD", "2", "s1", "s2", "LIMIT", "1"]).unwrap(),
+        Value::Int(1)
+    );
+    assert!(err(q(&mut con, &["SINTER", "s1", "c"])).contains("WRONGTYPE"));
+    // Inside MULTI, with the other workers held by the transaction.
+    let mut pipe = redis::pipe();
+    pipe.atomic()
+        .cmd("RENAME")
+        .arg("c")
+        .arg("e")
+        .cmd("LMOVE")
+        .arg(&["dst", "l3", "LEFT", "LEFT"])
+        .cmd("SINTERSTORE")
+        .arg(&["d3", "s1", "s2"]);
+    let (renamed, moved, stored): (String, String, i64) = pipe.query(&mut con).unwrap();
+    assert_eq!((renamed.as_str(), moved.as_str(), stored), ("OK", "3", 2));
+}
