@@ -198,16 +198,38 @@ impl Blocked {
         std::mem::take(&mut *ready)
     }
 
-    /// The first waiter of `key` (of worker `worker`).
-    pub(crate) fn front(&self, worker: usize, key: &[u8]) -> Option<Arc<Waiter>> {
-        lock(&self.lanes[worker].waiters)
-            .get(key)
-            .and_then(|q| q.front().cloned())
+    /// The first waiter of `key` (of worker `worker`) that `serves` accepts (a list pop for a
+    /// list, a sorted-set pop for a sorted set), in arrival order; waiters already answered
+    /// elsewhere are dropped on the way. Waiters of the other type stay where they are.
+    pub(crate) fn next_waiter(
+        &self,
+        worker: usize,
+        key: &[u8],
+        serves: impl Fn(&Op) -> bool,
+    ) -> Option<Arc<Waiter>> {
+        let lane = &self.lanes[worker];
+        let mut map = lock(&lane.waiters);
+        let queue = map.get_mut(key)?;
+        queue.retain(|w| !w.is_claimed());
+        let found = queue.iter().find(|w| serves(&w.op)).cloned();
+        if queue.is_empty() {
+            map.remove(key);
+        }
+        lane.watching.store(!map.is_empty(), Ordering::Release);
+        found
     }
 
-    /// Removes `waiter` from the front of `key`'s queue, if it is still there.
-    pub(crate) fn drop_front(&self, worker: usize, key: &[u8], waiter: &Arc<Waiter>) {
-        drop_front(&self.lanes[worker], key, waiter);
+    /// Removes `waiter` from `key`'s queue, if it is still there.
+    pub(crate) fn remove(&self, worker: usize, key: &[u8], waiter: &Arc<Waiter>) {
+        let lane = &self.lanes[worker];
+        let mut map = lock(&lane.waiters);
+        if let Some(queue) = map.get_mut(key) {
+            queue.retain(|w| !Arc::ptr_eq(w, waiter));
+            if queue.is_empty() {
+                map.remove(key);
+            }
+        }
+        lane.watching.store(!map.is_empty(), Ordering::Release);
     }
 
     /// `CLIENT UNBLOCK id [TIMEOUT|ERROR]`: whether the client was blocked and is now
@@ -228,18 +250,4 @@ impl Blocked {
         waiter.answer(out);
         true
     }
-}
-
-/// Removes `waiter` from the front of `key`'s queue (if it is still there).
-fn drop_front(lane: &Lane, key: &[u8], waiter: &Arc<Waiter>) {
-    let mut map = lock(&lane.waiters);
-    if let Some(queue) = map.get_mut(key) {
-        if queue.front().is_some_and(|w| Arc::ptr_eq(w, waiter)) {
-            queue.pop_front();
-        }
-        if queue.is_empty() {
-            map.remove(key);
-        }
-    }
-    lane.watching.store(!map.is_empty(), Ordering::Release);
 }

@@ -73,7 +73,8 @@ pub(crate) async fn run<R: Reply>(
             }
             _ => cross::exec_at(worker, owner, TRY, plan.op.args(key), txn).await,
         };
-        if !replies.tokens().is_empty() {
+        // Past the client's output limit a reply holds nothing: it still popped.
+        if !replies.tokens().is_empty() || replies.overflowed() {
             replies.replay(out);
             return None;
         }

@@ -62,6 +62,10 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
                 if let Some(subs) = &mut state.subs {
                     subs.write_pending(&message, &mut out);
                 }
+                if out.overflowed() {
+                    state.client.end(Ended::Output);
+                    return;
+                }
                 if !send(&worker, &mut state, &mut stream, kill.as_mut(), &mut out.buf).await {
                     return;
                 }
@@ -103,6 +107,10 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
             // The hard output limit bounds the buffer while replies are built (see `Resp`).
             out.set_limit(live.output_hard());
             for parsed in batch.drain(..) {
+                // Messages published before this command go out before its reply.
+                if let Some(subs) = &mut state.subs {
+                    subs.drain(&mut out);
+                }
                 if let Some(handler) = direct(&worker, &mut state, &parsed) {
                     // The common case, run in place: a keyed command of this worker's shards
                     // with nothing to check or wait for (see `direct`).

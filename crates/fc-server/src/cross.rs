@@ -182,6 +182,10 @@ async fn held<T>(
 pub(crate) fn workers_of(worker: &Worker, spec: &Spec, args: &[Bytes], into: &mut BTreeSet<usize>) {
     let shared = &worker.shared;
     match spec.route {
+        // INFO and CONFIG read or set every worker's shards: a transaction holds them all.
+        Route::Session(command::Session::Info | command::Session::Config) => {
+            into.extend(0..shared.workers);
+        }
         Route::Session(_) => {}
         Route::Key(_) | Route::PerKey { .. } | Route::Atomic { .. } => {
             into.extend(

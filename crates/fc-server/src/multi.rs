@@ -265,6 +265,7 @@ async fn compose(worker: &Worker, multi: Multi, args: &[Bytes], txn: &TxnLinks) 
             let blob = on_owner(worker, DUMP, vec![b("dump"), src.clone()], txn).await;
             let blob = match blob.tokens().first() {
                 Some(Token::Bulk(range)) => Bytes::copy_from_slice(blob.bytes(range)),
+                _ if blob.overflowed() => return blob,
                 Some(Token::Error(_)) => return blob,
                 _ => {
                     out.error(b"ERR no such key");
@@ -316,6 +317,7 @@ async fn compose(worker: &Worker, multi: Multi, args: &[Bytes], txn: &TxnLinks) 
             let blob = on_owner(worker, DUMP, vec![b("dump"), src.clone()], txn).await;
             let blob = match blob.tokens().first() {
                 Some(Token::Bulk(range)) => Bytes::copy_from_slice(blob.bytes(range)),
+                _ if blob.overflowed() => return blob,
                 Some(Token::Error(_)) => return blob,
                 _ => {
                     out.integer(0);

@@ -277,8 +277,15 @@ impl Subscriptions {
 
     /// Writes `first` and every other message already queued into `out`.
     pub(crate) fn write_pending(&mut self, first: &Message, out: &mut Resp) {
-        let mut taken = first.cost();
+        self.me.queued.fetch_sub(first.cost(), Ordering::Relaxed);
         first.write(out);
+        self.drain(out);
+    }
+
+    /// Writes every message already queued into `out` (before a command's reply, so that
+    /// what was published before it, an `UNSUBSCRIBE` or `RESET` say, arrives before it).
+    pub(crate) fn drain(&mut self, out: &mut Resp) {
+        let mut taken = 0;
         while let Ok(message) = self.rx.try_recv() {
             taken += message.cost();
             message.write(out);

@@ -190,7 +190,7 @@ async fn run(
     let shared = &worker.shared;
     match session {
         // Subscribed in RESP2, PING answers as a message would: `["pong", argument or ""]`.
-        Session::Ping if state.restricted => {
+        Session::Ping if state.restricted && args.len() <= 2 => {
             out.array_len(2);
             out.bulk(b"pong");
             out.bulk(args.get(1).map_or(&b""[..], |a| &a[..]));

@@ -75,25 +75,30 @@ impl Worker {
 
     fn serve_key(&self, key: &[u8]) {
         let blocked = &self.shared.blocked;
-        while let Some(waiter) = blocked.front(self.index, key) {
-            if waiter.is_claimed() {
-                // Served elsewhere, timed out or unblocked (its client forgets it): skip it.
-                blocked.drop_front(self.index, key, &waiter);
-                continue;
-            }
-            // Empty, or no longer a list/sorted set: the waiters go on waiting (Redis keeps a
-            // client blocked on a key of another type).
-            let ready = {
+        loop {
+            // What the key holds now: a list serves list pops, a sorted set sorted-set pops;
+            // empty or of another type, the waiters go on waiting (Redis keeps a client
+            // blocked on a key of another type).
+            let (list, zset) = {
                 let mut store = self.store.borrow_mut();
-                match waiter.op() {
-                    Op::Pop { .. } | Op::Move { .. } => store.llen(key).is_ok_and(|n| n > 0),
-                    Op::ZPop { .. } => store.zcard(key).is_ok_and(|n| n > 0),
-                }
+                (
+                    store.llen(key).is_ok_and(|n| n > 0),
+                    store.zcard(key).is_ok_and(|n| n > 0),
+                )
             };
-            if !ready {
+            if !list && !zset {
                 return;
             }
-            blocked.drop_front(self.index, key, &waiter);
+            let serves = |op: &Op| match op {
+                Op::Pop { .. } | Op::Move { .. } => list,
+                Op::ZPop { .. } => zset,
+            };
+            // The first waiter the key can serve, in arrival order (one blocked on the same
+            // key for the other type does not hold it up).
+            let Some(waiter) = blocked.next_waiter(self.index, key, serves) else {
+                return;
+            };
+            blocked.remove(self.index, key, &waiter);
             // Claimed only once the key is known to serve it: nothing runs on this thread
             // between here and the pop, so a claimed waiter always gets its element.
             if waiter.claim() {

@@ -408,3 +408,28 @@ fn moves_between_shards_block_and_serve() {
         .unwrap();
     assert_eq!(jobs, ["j3"]);
 }
+
+/// Clients blocked on one key for different types: a sorted set serves the sorted-set pop
+/// even when a list pop waits in front of it.
+#[test]
+fn a_waiter_of_another_type_does_not_hold_up_the_queue() {
+    let server = server();
+    let mut con = client(&server);
+    let mut list = Raw::open(server.addr());
+    list.send(&["BLPOP", "k", "0"]);
+    wait_blocked(&mut con, 1);
+    let mut zset = Raw::open(server.addr());
+    zset.send(&["BZPOPMIN", "k", "0"]);
+    wait_blocked(&mut con, 2);
+    let _: i64 = redis::cmd("ZADD")
+        .arg(&["k", "1", "a"])
+        .query(&mut con)
+        .unwrap();
+    zset.expect(b"*3\r\n$1\r\nk\r\n$1\r\na\r\n$1\r\n1\r\n");
+    assert!(list.silent_for(50));
+    let _: i64 = redis::cmd("RPUSH")
+        .arg(&["k", "x"])
+        .query(&mut con)
+        .unwrap();
+    list.expect(b"*2\r\n$1\r\nk\r\n$1\r\nx\r\n");
+}

@@ -494,6 +494,8 @@ impl Spec {
                         .filter(|&n| n >= 0)?;
                     let step = i64::from(step.max(1));
                     let start = first + i64::from(first_key);
+                    // A count past the arguments finds what is there (no overflow).
+                    let n = n.min(argc);
                     (start, start + (n - 1) * step, step)
                 }
             };
