@@ -132,6 +132,26 @@ fn delete<R: Reply>(ctx: &mut Ctx<'_, R>) {
     ctx.reply(r, |out, deleted| out.integer(i64::from(deleted)));
 }
 
+/// `[_, dest, score, member, ...]`: replaces `dest` with the sorted set of the pairs
+/// (deleted when none).
+fn zset_replace<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    let dest = &ctx.args[1];
+    if let Err(e) = ctx.store.try_delete(dest) {
+        return ctx.store_error(&e);
+    }
+    let entries: Vec<(f64, &[u8])> = ctx.args[2..]
+        .chunks(2)
+        .filter_map(|p| Some((command::parse_float(&p[0])?, &p[1][..])))
+        .collect();
+    if !entries.is_empty()
+        && let Err(e) = ctx.store.zadd(dest, &entries, ZAddOptions::default())
+    {
+        return ctx.store_error(&e);
+    }
+    ctx.out.integer(entries.len() as i64);
+}
+
+const ZSET_REPLACE: Handler = store!(zset_replace);
 const DELETE: Handler = store!(delete);
 const DUMP: Handler = store!(dump);
 const LOAD: Handler = store!(load);
@@ -140,7 +160,7 @@ const SET_REPLACE: Handler = store!(set_replace);
 /// The table commands whose handlers the compositions use ([`handler`]).
 #[cfg(test)]
 const USED: &[&str] = &[
-    "type", "lpop", "rpop", "lpush", "rpush", "srem", "sadd", "smembers",
+    "type", "lpop", "rpop", "lpush", "rpush", "srem", "sadd", "smembers", "zrange",
 ];
 
 /// A table command's own handler (by name: `TYPE`, `SREM`, `LPOP`...: each in [`USED`]).
@@ -444,6 +464,9 @@ async fn compose(worker: &Worker, multi: Multi, args: &[Bytes], txn: &TxnLinks) 
                 }
             }
         }
+        Multi::ZAlgebra { op, store, card } => {
+            return zalgebra(worker, op, store, card, args, txn).await;
+        }
         Multi::SInterCard => {
             let numkeys = fc_resp::number::parse_i64(&args[1]).unwrap_or(0);
             if numkeys <= 0 {
@@ -554,4 +577,251 @@ mod tests {
             let _ = super::handler(name);
         }
     }
+}
+
+/// How `ZUNION`/`ZINTER` combine a member's weighted scores.
+#[derive(Clone, Copy)]
+enum Aggregate {
+    Sum,
+    Min,
+    Max,
+}
+
+/// Redis's rule: a NaN (`inf * 0`, `inf - inf`) counts as 0.
+fn not_nan(v: f64) -> f64 {
+    if v.is_nan() { 0.0 } else { v }
+}
+
+impl Aggregate {
+    fn apply(self, into: &mut f64, v: f64) {
+        *into = match self {
+            Self::Sum => not_nan(*into + v),
+            Self::Min => into.min(v),
+            Self::Max => into.max(v),
+        };
+    }
+}
+
+/// The members and scores of `key` as `ZUNION` reads an input: a sorted set, a set (scores
+/// 1), or nothing; `WRONGTYPE` for another type.
+async fn zinput(
+    worker: &Worker,
+    key: &Bytes,
+    txn: &TxnLinks,
+) -> Result<Vec<(Bytes, f64)>, Replies> {
+    let kind = type_of(worker, key, txn).await;
+    let r = match &kind[..] {
+        b"none" => return Ok(Vec::new()),
+        b"zset" => {
+            let args = vec![b("zrange"), key.clone(), b("0"), b("-1"), b("withscores")];
+            on_owner(worker, handler("zrange"), args, txn).await
+        }
+        b"set" => {
+            on_owner(
+                worker,
+                handler("smembers"),
+                vec![b("smembers"), key.clone()],
+                txn,
+            )
+            .await
+        }
+        _ => {
+            let mut out = Replies::new();
+            out.error(WRONGTYPE);
+            return Err(out);
+        }
+    };
+    if r.error_text().is_some() || r.overflowed() {
+        return Err(r);
+    }
+    let mut entries: Vec<(Bytes, f64)> = Vec::new();
+    for token in r.tokens() {
+        match token {
+            Token::Bulk(range) => entries.push((Bytes::copy_from_slice(r.bytes(range)), 1.0)),
+            Token::Double(v) => {
+                if let Some(last) = entries.last_mut() {
+                    last.1 = *v;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(entries)
+}
+
+/// `ZUNION`/`ZINTER`/`ZDIFF` (and their `STORE`s, `ZINTERCARD`) over keys on any shards.
+async fn zalgebra(
+    worker: &Worker,
+    op: SetOp,
+    store: bool,
+    card: bool,
+    args: &[Bytes],
+    txn: &TxnLinks,
+) -> Replies {
+    let mut out = Replies::new();
+    let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+    let at = if store { 2 } else { 1 };
+    let Some(numkeys) = fc_resp::number::parse_i64(&args[at]) else {
+        out.error(b"ERR value is not an integer or out of range");
+        return out;
+    };
+    if numkeys < 1 {
+        out.error(format!("ERR at least 1 input key is needed for '{name}' command").as_bytes());
+        return out;
+    }
+    let numkeys = numkeys as usize;
+    if numkeys > args.len() - at - 1 {
+        out.error(b"ERR syntax error");
+        return out;
+    }
+    let keys = &args[at + 1..at + 1 + numkeys];
+    let mut inputs = Vec::with_capacity(numkeys);
+    for key in keys {
+        match zinput(worker, key, txn).await {
+            Ok(entries) => inputs.push(entries),
+            Err(err) => return err,
+        }
+    }
+    let mut weights = vec![1.0; numkeys];
+    let mut aggregate = Aggregate::Sum;
+    let (mut with_scores, mut limit) = (false, 0usize);
+    let mut i = at + 1 + numkeys;
+    while i < args.len() {
+        let remaining = args.len() - i;
+        let word = &args[i];
+        if card && word.eq_ignore_ascii_case(b"limit") && remaining >= 2 {
+            match fc_resp::number::parse_i64(&args[i + 1]) {
+                Some(n) if n >= 0 => limit = n as usize,
+                _ => {
+                    out.error(b"ERR LIMIT can't be negative");
+                    return out;
+                }
+            }
+            i += 2;
+        } else if !card
+            && op != SetOp::Diff
+            && word.eq_ignore_ascii_case(b"weights")
+            && remaining > numkeys
+        {
+            for (w, arg) in weights.iter_mut().zip(&args[i + 1..=i + numkeys]) {
+                match command::parse_float(arg) {
+                    Some(v) => *w = v,
+                    None => {
+                        out.error(b"ERR weight value is not a float");
+                        return out;
+                    }
+                }
+            }
+            i += numkeys + 1;
+        } else if !card
+            && op != SetOp::Diff
+            && word.eq_ignore_ascii_case(b"aggregate")
+            && remaining >= 2
+        {
+            let a = &args[i + 1];
+            aggregate = if a.eq_ignore_ascii_case(b"sum") {
+                Aggregate::Sum
+            } else if a.eq_ignore_ascii_case(b"min") {
+                Aggregate::Min
+            } else if a.eq_ignore_ascii_case(b"max") {
+                Aggregate::Max
+            } else {
+                out.error(b"ERR syntax error");
+                return out;
+            };
+            i += 2;
+        } else if !card && !store && word.eq_ignore_ascii_case(b"withscores") {
+            with_scores = true;
+            i += 1;
+        } else {
+            out.error(b"ERR syntax error");
+            return out;
+        }
+    }
+    let mut result: Vec<(Bytes, f64)> = match op {
+        SetOp::Union => {
+            let mut index: std::collections::HashMap<Bytes, usize> =
+                std::collections::HashMap::new();
+            let mut all: Vec<(Bytes, f64)> = Vec::new();
+            for (entries, w) in inputs.into_iter().zip(&weights) {
+                for (m, s) in entries {
+                    let v = not_nan(s * w);
+                    match index.get(&m) {
+                        Some(&at) => aggregate.apply(&mut all[at].1, v),
+                        None => {
+                            index.insert(m.clone(), all.len());
+                            all.push((m, v));
+                        }
+                    }
+                }
+            }
+            all
+        }
+        SetOp::Inter => {
+            let maps: Vec<std::collections::HashMap<Bytes, f64>> = inputs[1..]
+                .iter()
+                .map(|e| e.iter().cloned().collect())
+                .collect();
+            let mut all = Vec::new();
+            for (m, s) in &inputs[0] {
+                let mut v = not_nan(s * weights[0]);
+                let mut everywhere = true;
+                for (map, w) in maps.iter().zip(&weights[1..]) {
+                    match map.get(m) {
+                        Some(s) => aggregate.apply(&mut v, not_nan(s * w)),
+                        None => {
+                            everywhere = false;
+                            break;
+                        }
+                    }
+                }
+                if everywhere {
+                    all.push((m.clone(), v));
+                }
+            }
+            all
+        }
+        SetOp::Diff => {
+            let others: HashSet<&Bytes> = inputs[1..].iter().flatten().map(|(m, _)| m).collect();
+            inputs[0]
+                .iter()
+                .filter(|(m, _)| !others.contains(m))
+                .cloned()
+                .collect()
+        }
+    };
+    if card {
+        let n = if limit > 0 {
+            result.len().min(limit)
+        } else {
+            result.len()
+        };
+        out.integer(n as i64);
+        return out;
+    }
+    result.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+    if store {
+        let mut sub = Vec::with_capacity(2 + 2 * result.len());
+        sub.push(b("zreplace"));
+        sub.push(args[1].clone());
+        for (m, s) in result {
+            let mut buf = [0u8; fc_resp::number::MAX_DOUBLE_LEN];
+            let text = fc_resp::number::format_double(s, &mut buf);
+            sub.push(Bytes::copy_from_slice(text));
+            sub.push(m);
+        }
+        return on_owner(worker, ZSET_REPLACE, sub, txn).await;
+    }
+    if with_scores {
+        out.pairs_len(result.len());
+        for (m, s) in &result {
+            out.pair();
+            out.bulk(m);
+            out.double(*s);
+        }
+    } else {
+        out.array_len(result.len());
+        result.iter().for_each(|(m, _)| out.bulk(m));
+    }
+    out
 }

@@ -119,3 +119,89 @@ fn keys_on_different_shards_work_as_on_one() {
     let (renamed, moved, stored): (String, String, i64) = pipe.query(&mut con).unwrap();
     assert_eq!((renamed.as_str(), moved.as_str(), stored), ("OK", "3", 2));
 }
+
+#[test]
+fn sorted_set_algebra_weights_aggregates_and_stores() {
+    let server = start(ServerConfig {
+        shards: 16,
+        threads: 2,
+        ..ServerConfig::default()
+    });
+    let mut con = client(&server);
+    let q = |con: &mut redis::Connection, args: &[&str]| -> redis::RedisResult<Value> {
+        redis::cmd(args[0]).arg(&args[1..]).query(con)
+    };
+    q(&mut con, &["ZADD", "z1", "1", "a", "2", "b", "3", "c"]).unwrap();
+    q(&mut con, &["ZADD", "z2", "10", "b", "20", "c", "30", "d"]).unwrap();
+    q(&mut con, &["SADD", "s1", "a", "d"]).unwrap();
+    q(&mut con, &["SET", "str", "v"]).unwrap();
+    // Values as redis-server 7.0.15 answered the same commands.
+    assert_eq!(
+        q(
+            &mut con,
+            &[
+                "ZUNIONSTORE",
+                "d",
+                "2",
+                "z1",
+                "s1",
+                "WEIGHTS",
+                "2",
+                "3",
+                "AGGREGATE",
+                "MAX"
+            ]
+        )
+        .unwrap(),
+        Value::Int(4)
+    );
+    let d: Vec<String> = redis::cmd("ZRANGE")
+        .arg(&["d", "0", "-1", "WITHSCORES"])
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(d, ["a", "3", "d", "3", "b", "4", "c", "6"]);
+    let inter: Vec<String> = redis::cmd("ZINTER")
+        .arg(&["2", "z1", "z2", "AGGREGATE", "MIN", "WITHSCORES"])
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(inter, ["b", "2", "c", "3"]);
+    let diff: Vec<String> = redis::cmd("ZDIFF")
+        .arg(&["2", "z1", "z2"])
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(diff, ["a"]);
+    assert_eq!(
+        q(&mut con, &["ZINTERCARD", "2", "z1", "z2", "LIMIT", "1"]).unwrap(),
+        Value::Int(1)
+    );
+    // inf × 0 counts as 0, as in Redis.
+    let inf: Vec<String> = redis::cmd("ZUNION")
+        .arg(&["2", "z1", "z2", "WEIGHTS", "inf", "0", "WITHSCORES"])
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(inf, ["d", "0", "a", "inf", "b", "inf", "c", "inf"]);
+    assert_eq!(
+        q(&mut con, &["ZINTERSTORE", "d", "2", "z1", "nothere"]).unwrap(),
+        Value::Int(0)
+    );
+    assert_eq!(q(&mut con, &["EXISTS", "d"]).unwrap(), Value::Int(0));
+    assert!(err(q(&mut con, &["ZUNION", "2", "z1", "str"])).contains("WRONGTYPE"));
+    assert!(
+        err(q(&mut con, &["ZUNIONSTORE", "d", "0", "z1"]))
+            .contains("at least 1 input key is needed for 'zunionstore' command")
+    );
+    assert!(
+        err(q(
+            &mut con,
+            &["ZUNIONSTORE", "d", "2", "z1", "z2", "WITHSCORES"]
+        ))
+        .contains("syntax error")
+    );
+    assert!(
+        err(q(
+            &mut con,
+            &["ZUNIONSTORE", "d", "2", "z1", "z2", "WEIGHTS", "1", "x"]
+        ))
+        .contains("weight value is not a float")
+    );
+}

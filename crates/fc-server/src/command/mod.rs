@@ -167,12 +167,23 @@ pub(crate) enum Route {
 /// How a [`Route::Multi`] command is composed across shards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Multi {
-    Rename { nx: bool },
+    Rename {
+        nx: bool,
+    },
     Copy,
     LMove,
     SMove,
-    SetAlgebra { op: SetOp, store: bool },
+    SetAlgebra {
+        op: SetOp,
+        store: bool,
+    },
     SInterCard,
+    /// `ZUNION`, `ZINTER`, `ZDIFF` (`store`: their `STORE`s; `card`: `ZINTERCARD`).
+    ZAlgebra {
+        op: SetOp,
+        store: bool,
+        card: bool,
+    },
 }
 
 /// The set operations.

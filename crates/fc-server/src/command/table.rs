@@ -3361,6 +3361,82 @@ pub(crate) static COMMANDS: &[Spec] = &[
         route: Key(store!(zsets::zcount)),
     },
     Spec {
+        name: "zdiff",
+        arity: -3,
+        flags: F::READONLY | F::MOVABLEKEYS,
+        acl: A::READ | A::SORTEDSET | A::SLOW,
+        keys: (0, 0, 0),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["RO", "access"],
+            begin: Begin::Index(1),
+            find: Find::Keynum {
+                keynum_index: 0,
+                first_key: 1,
+                step: 1,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "sorted-set",
+            since: "6.2.0",
+            complexity: "O(L + (N-K)log(N)) worst case where L is the total number of elements in all the sets, N is the size of the first set, and K is the size of the result set.",
+            summary: "Subtract multiple sorted sets",
+        },
+        route: Multi {
+            handler: None,
+            multi: M::ZAlgebra {
+                op: SetOp::Diff,
+                store: false,
+                card: false,
+            },
+        },
+    },
+    Spec {
+        name: "zdiffstore",
+        arity: -4,
+        flags: F::WRITE | F::DENYOOM | F::MOVABLEKEYS,
+        acl: A::WRITE | A::SORTEDSET | A::SLOW,
+        keys: (1, 1, 1),
+        key_specs: &[
+            KeySpec {
+                notes: "",
+                flags: &["OW", "update"],
+                begin: Begin::Index(1),
+                find: Find::Range {
+                    last: 0,
+                    step: 1,
+                    limit: 0,
+                },
+            },
+            KeySpec {
+                notes: "",
+                flags: &["RO", "access"],
+                begin: Begin::Index(2),
+                find: Find::Keynum {
+                    keynum_index: 0,
+                    first_key: 1,
+                    step: 1,
+                },
+            },
+        ],
+        tips: &[],
+        doc: Doc {
+            group: "sorted-set",
+            since: "6.2.0",
+            complexity: "O(L + (N-K)log(N)) worst case where L is the total number of elements in all the sets, N is the size of the first set, and K is the size of the result set.",
+            summary: "Subtract multiple sorted sets and store the resulting sorted set in a new key",
+        },
+        route: Multi {
+            handler: None,
+            multi: M::ZAlgebra {
+                op: SetOp::Diff,
+                store: true,
+                card: false,
+            },
+        },
+    },
+    Spec {
         name: "zincrby",
         arity: 4,
         flags: F::WRITE | F::DENYOOM | F::FAST,
@@ -3384,6 +3460,114 @@ pub(crate) static COMMANDS: &[Spec] = &[
             summary: "Increment the score of a member in a sorted set",
         },
         route: Key(store!(zsets::zincrby)),
+    },
+    Spec {
+        name: "zinter",
+        arity: -3,
+        flags: F::READONLY | F::MOVABLEKEYS,
+        acl: A::READ | A::SORTEDSET | A::SLOW,
+        keys: (0, 0, 0),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["RO", "access"],
+            begin: Begin::Index(1),
+            find: Find::Keynum {
+                keynum_index: 0,
+                first_key: 1,
+                step: 1,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "sorted-set",
+            since: "6.2.0",
+            complexity: "O(N*K)+O(M*log(M)) worst case with N being the smallest input sorted set, K being the number of input sorted sets and M being the number of elements in the resulting sorted set.",
+            summary: "Intersect multiple sorted sets",
+        },
+        route: Multi {
+            handler: None,
+            multi: M::ZAlgebra {
+                op: SetOp::Inter,
+                store: false,
+                card: false,
+            },
+        },
+    },
+    Spec {
+        name: "zintercard",
+        arity: -3,
+        flags: F::READONLY | F::MOVABLEKEYS,
+        acl: A::READ | A::SORTEDSET | A::SLOW,
+        keys: (0, 0, 0),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["RO", "access"],
+            begin: Begin::Index(1),
+            find: Find::Keynum {
+                keynum_index: 0,
+                first_key: 1,
+                step: 1,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "sorted-set",
+            since: "7.0.0",
+            complexity: "O(N*K) worst case with N being the smallest input sorted set, K being the number of input sorted sets.",
+            summary: "Intersect multiple sorted sets and return the cardinality of the result",
+        },
+        route: Multi {
+            handler: None,
+            multi: M::ZAlgebra {
+                op: SetOp::Inter,
+                store: false,
+                card: true,
+            },
+        },
+    },
+    Spec {
+        name: "zinterstore",
+        arity: -4,
+        flags: F::WRITE | F::DENYOOM | F::MOVABLEKEYS,
+        acl: A::WRITE | A::SORTEDSET | A::SLOW,
+        keys: (1, 1, 1),
+        key_specs: &[
+            KeySpec {
+                notes: "",
+                flags: &["OW", "update"],
+                begin: Begin::Index(1),
+                find: Find::Range {
+                    last: 0,
+                    step: 1,
+                    limit: 0,
+                },
+            },
+            KeySpec {
+                notes: "",
+                flags: &["RO", "access"],
+                begin: Begin::Index(2),
+                find: Find::Keynum {
+                    keynum_index: 0,
+                    first_key: 1,
+                    step: 1,
+                },
+            },
+        ],
+        tips: &[],
+        doc: Doc {
+            group: "sorted-set",
+            since: "2.0.0",
+            complexity: "O(N*K)+O(M*log(M)) worst case with N being the smallest input sorted set, K being the number of input sorted sets and M being the number of elements in the resulting sorted set.",
+            summary: "Intersect multiple sorted sets and store the resulting sorted set in a new key",
+        },
+        route: Multi {
+            handler: None,
+            multi: M::ZAlgebra {
+                op: SetOp::Inter,
+                store: true,
+                card: false,
+            },
+        },
     },
     Spec {
         name: "zlexcount",
@@ -3896,5 +4080,81 @@ pub(crate) static COMMANDS: &[Spec] = &[
             summary: "Get the score associated with the given member in a sorted set",
         },
         route: Key(store!(zsets::zscore)),
+    },
+    Spec {
+        name: "zunion",
+        arity: -3,
+        flags: F::READONLY | F::MOVABLEKEYS,
+        acl: A::READ | A::SORTEDSET | A::SLOW,
+        keys: (0, 0, 0),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["RO", "access"],
+            begin: Begin::Index(1),
+            find: Find::Keynum {
+                keynum_index: 0,
+                first_key: 1,
+                step: 1,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "sorted-set",
+            since: "6.2.0",
+            complexity: "O(N)+O(M*log(M)) with N being the sum of the sizes of the input sorted sets, and M being the number of elements in the resulting sorted set.",
+            summary: "Add multiple sorted sets",
+        },
+        route: Multi {
+            handler: None,
+            multi: M::ZAlgebra {
+                op: SetOp::Union,
+                store: false,
+                card: false,
+            },
+        },
+    },
+    Spec {
+        name: "zunionstore",
+        arity: -4,
+        flags: F::WRITE | F::DENYOOM | F::MOVABLEKEYS,
+        acl: A::WRITE | A::SORTEDSET | A::SLOW,
+        keys: (1, 1, 1),
+        key_specs: &[
+            KeySpec {
+                notes: "",
+                flags: &["OW", "update"],
+                begin: Begin::Index(1),
+                find: Find::Range {
+                    last: 0,
+                    step: 1,
+                    limit: 0,
+                },
+            },
+            KeySpec {
+                notes: "",
+                flags: &["RO", "access"],
+                begin: Begin::Index(2),
+                find: Find::Keynum {
+                    keynum_index: 0,
+                    first_key: 1,
+                    step: 1,
+                },
+            },
+        ],
+        tips: &[],
+        doc: Doc {
+            group: "sorted-set",
+            since: "2.0.0",
+            complexity: "O(N)+O(M log(M)) with N being the sum of the sizes of the input sorted sets, and M being the number of elements in the resulting sorted set.",
+            summary: "Add multiple sorted sets and store the resulting sorted set in a new key",
+        },
+        route: Multi {
+            handler: None,
+            multi: M::ZAlgebra {
+                op: SetOp::Union,
+                store: true,
+                card: false,
+            },
+        },
     },
 ];
