@@ -88,7 +88,7 @@ pub(crate) struct ServerBenchArgs {
     #[arg(long)]
     ttl_seconds: Option<u64>,
     /// Pub/sub fan-out rows: subscriber counts (`pubsub-N`: messages delivered per second;
-    /// empty: none).
+    /// `0`: none).
     #[arg(long, value_delimiter = ',', default_value = "1,100,1000")]
     fanout: Vec<usize>,
     /// The blocking-queue row: consumers looping on `BRPOP` while one producer `LPUSH`es
@@ -274,6 +274,7 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
     let mut shapes: Vec<patterns::Pattern> = args
         .fanout
         .iter()
+        .filter(|&&n| n > 0)
         .map(|&n| patterns::Pattern::Fanout(n))
         .collect();
     if args.queue_consumers > 0 {

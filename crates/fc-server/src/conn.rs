@@ -111,11 +111,17 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
                 if let Some(subs) = &mut state.subs {
                     subs.drain(&mut out);
                 }
-                if let Some(handler) = direct(&worker, &mut state, &parsed) {
+                if let Some((handler, write)) = direct(&worker, &mut state, &parsed) {
                     // The common case, run in place: a keyed command of this worker's shards
-                    // with nothing to check or wait for (see `direct`).
+                    // with nothing to check or wait for (see `direct`). Only a write can
+                    // notify a keyspace event or fill a key a client waits on.
+                    if write {
+                        worker.shared.notifier.record_command(&parsed.args[0]);
+                    }
                     worker.execute_resp(handler, &parsed.args, parsed.route, &mut out);
-                    worker.serve_ready();
+                    if write {
+                        worker.serve_ready();
+                    }
                     let mut args = parsed.args;
                     // Only small vectors are kept: a 100k-member SADD's would otherwise stay
                     // allocated for the connection's lifetime.
@@ -267,9 +273,9 @@ const BATCH: usize = 32;
 /// with a valid argument count, from an authenticated client outside `MULTI`, whose key this
 /// worker owns while no transaction holds the worker, and (for a write) with a healthy log.
 /// Anything else takes the general path. Marks the pending replies as a write's when it is
-/// one.
+/// one, and says whether it is.
 #[inline]
-fn direct(worker: &Worker, state: &mut ClientState, parsed: &Parsed) -> Option<Handler> {
+fn direct(worker: &Worker, state: &mut ClientState, parsed: &Parsed) -> Option<(Handler, bool)> {
     let spec = parsed.spec?;
     let route = parsed.route.as_ref()?;
     let handler = spec.direct()?;
@@ -287,7 +293,7 @@ fn direct(worker: &Worker, state: &mut ClientState, parsed: &Parsed) -> Option<H
                 .as_ref()
                 .is_some_and(|p| p.refuses_writes()));
     state.wrote |= usable && write;
-    usable.then_some(handler)
+    usable.then_some((handler, write))
 }
 
 /// Parses the complete commands at the front of `rbuf` into `batch` (up to [`BATCH`]), and

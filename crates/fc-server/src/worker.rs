@@ -269,7 +269,6 @@ impl Worker {
         route: Option<EmbeddedKeyRoute>,
         out: &mut Resp,
     ) {
-        self.shared.notifier.record_command(&args[0]);
         let mut store = self.store.borrow_mut();
         (handler.resp)(&mut Ctx {
             store: &mut store,
