@@ -160,7 +160,7 @@ const SET_REPLACE: Handler = store!(set_replace);
 /// The table commands whose handlers the compositions use ([`handler`]).
 #[cfg(test)]
 const USED: &[&str] = &[
-    "type", "lpop", "rpop", "lpush", "rpush", "srem", "sadd", "smembers", "zrange",
+    "type", "lpop", "rpop", "lpush", "rpush", "srem", "sadd", "smembers", "zrange", "get", "set",
 ];
 
 /// A table command's own handler (by name: `TYPE`, `SREM`, `LPOP`...: each in [`USED`]).
@@ -464,6 +464,7 @@ async fn compose(worker: &Worker, multi: Multi, args: &[Bytes], txn: &TxnLinks) 
                 }
             }
         }
+        Multi::BitOp => return bitop(worker, args, txn).await,
         Multi::ZAlgebra { op, store, card } => {
             return zalgebra(worker, op, store, card, args, txn).await;
         }
@@ -823,5 +824,62 @@ async fn zalgebra(
         out.array_len(result.len());
         result.iter().for_each(|(m, _)| out.bulk(m));
     }
+    out
+}
+
+/// `BITOP AND|OR|XOR|NOT dest key...`: each source read on its owner (missing: empty), the
+/// result (as long as the longest source, shorter ones padded with zero bytes) set at `dest`
+/// (deleted when every source is empty); replies its length.
+async fn bitop(worker: &Worker, args: &[Bytes], txn: &TxnLinks) -> Replies {
+    let mut out = Replies::new();
+    let op = args[1].to_ascii_lowercase();
+    if !matches!(&op[..], b"and" | b"or" | b"xor" | b"not") {
+        out.error(b"ERR syntax error");
+        return out;
+    }
+    if op == b"not" && args.len() != 4 {
+        out.error(b"ERR BITOP NOT must be called with a single source key.");
+        return out;
+    }
+    let mut sources = Vec::with_capacity(args.len() - 3);
+    for key in &args[3..] {
+        let r = on_owner(worker, handler("get"), vec![b("get"), key.clone()], txn).await;
+        match r.tokens().first() {
+            Some(Token::Bulk(range)) => sources.push(r.bytes(range).to_vec()),
+            Some(Token::Null) => sources.push(Vec::new()),
+            _ => return r,
+        }
+    }
+    let len = sources.iter().map(Vec::len).max().unwrap_or(0);
+    let dest = args[2].clone();
+    if len == 0 {
+        on_owner(worker, DELETE, vec![b("del"), dest], txn).await;
+        out.integer(0);
+        return out;
+    }
+    let byte = |s: &Vec<u8>, i: usize| s.get(i).copied().unwrap_or(0);
+    let result: Vec<u8> = (0..len)
+        .map(|i| {
+            let mut rest = sources.iter().map(|s| byte(s, i));
+            let first = rest.next().unwrap_or(0);
+            match &op[..] {
+                b"and" => rest.fold(first, |a, b| a & b),
+                b"or" => rest.fold(first, |a, b| a | b),
+                b"xor" => rest.fold(first, |a, b| a ^ b),
+                _ => !first,
+            }
+        })
+        .collect();
+    let set = on_owner(
+        worker,
+        handler("set"),
+        vec![b("set"), dest, Bytes::from(result)],
+        txn,
+    )
+    .await;
+    if set.error_text().is_some() {
+        return set;
+    }
+    out.integer(len as i64);
     out
 }

@@ -205,6 +205,7 @@ fn for_events(cmd: &[u8], mutation: &Mutation<'_>, mut emit: impl FnMut(&[u8], &
                 b"incrbyfloat" => "incrbyfloat",
                 b"append" => "append",
                 b"setrange" => "setrange",
+                b"setbit" => "setbit",
                 _ => "set",
             };
             emit(key, event, STRING);

@@ -205,3 +205,91 @@ fn sorted_set_algebra_weights_aggregates_and_stores() {
         .contains("weight value is not a float")
     );
 }
+
+#[test]
+fn bitmaps_and_bitop_across_shards() {
+    let server = start(ServerConfig {
+        shards: 16,
+        threads: 2,
+        ..ServerConfig::default()
+    });
+    let mut con = client(&server);
+    let q = |con: &mut redis::Connection, args: &[&str]| -> redis::RedisResult<Value> {
+        redis::cmd(args[0]).arg(&args[1..]).query(con)
+    };
+    // Answers as redis-server 7.0.15 gave them (a 57-command sequence matched byte for byte).
+    assert_eq!(
+        q(&mut con, &["SETBIT", "b", "7", "1"]).unwrap(),
+        Value::Int(0)
+    );
+    assert_eq!(
+        q(&mut con, &["SETBIT", "b", "7", "0"]).unwrap(),
+        Value::Int(1)
+    );
+    assert_eq!(
+        q(&mut con, &["SETBIT", "b", "100", "1"]).unwrap(),
+        Value::Int(0)
+    );
+    assert_eq!(q(&mut con, &["STRLEN", "b"]).unwrap(), Value::Int(13));
+    assert_eq!(q(&mut con, &["GETBIT", "b", "100"]).unwrap(), Value::Int(1));
+    assert_eq!(
+        q(&mut con, &["GETBIT", "b", "99999"]).unwrap(),
+        Value::Int(0)
+    );
+    assert!(
+        err(q(&mut con, &["SETBIT", "b", "4294967296", "1"]))
+            .contains("bit offset is not an integer or out of range")
+    );
+    assert!(err(q(&mut con, &["SETBIT", "b", "1", "2"])).contains("bit is not an integer"));
+    q(&mut con, &["SET", "s", "foobar"]).unwrap();
+    assert_eq!(q(&mut con, &["BITCOUNT", "s"]).unwrap(), Value::Int(26));
+    assert_eq!(
+        q(&mut con, &["BITCOUNT", "s", "1", "1"]).unwrap(),
+        Value::Int(6)
+    );
+    assert_eq!(
+        q(&mut con, &["BITCOUNT", "s", "5", "30", "BIT"]).unwrap(),
+        Value::Int(17)
+    );
+    assert_eq!(
+        q(&mut con, &["BITCOUNT", "s", "-2", "-1"]).unwrap(),
+        Value::Int(7)
+    );
+    assert_eq!(
+        q(&mut con, &["BITPOS", "s", "1", "2", "-1", "BIT"]).unwrap(),
+        Value::Int(2)
+    );
+    assert_eq!(
+        q(&mut con, &["BITPOS", "nope", "1"]).unwrap(),
+        Value::Int(-1)
+    );
+    assert!(err(q(&mut con, &["BITPOS", "s", "2"])).contains("The bit argument must be 1 or 0."));
+    q(&mut con, &["SET", "ff", "\u{7f}\u{7f}"]).unwrap();
+    assert_eq!(q(&mut con, &["BITPOS", "ff", "1"]).unwrap(), Value::Int(1));
+    // BITOP over keys on different shards; the result as long as the longest source.
+    assert_eq!(
+        q(&mut con, &["BITOP", "AND", "d", "s", "ff"]).unwrap(),
+        Value::Int(6)
+    );
+    assert_eq!(
+        q(&mut con, &["GET", "d"]).unwrap(),
+        Value::BulkString(b"fo\0\0\0\0".to_vec())
+    );
+    assert_eq!(
+        q(&mut con, &["BITOP", "NOT", "d", "ff"]).unwrap(),
+        Value::Int(2)
+    );
+    assert_eq!(
+        q(&mut con, &["GET", "d"]).unwrap(),
+        Value::BulkString(vec![0x80, 0x80])
+    );
+    assert!(err(q(&mut con, &["BITOP", "NOT", "d", "s", "s"])).contains("single source key"));
+    assert_eq!(
+        q(&mut con, &["BITOP", "OR", "d", "no1", "no2"]).unwrap(),
+        Value::Int(0)
+    );
+    assert_eq!(q(&mut con, &["EXISTS", "d"]).unwrap(), Value::Int(0));
+    q(&mut con, &["LPUSH", "l", "x"]).unwrap();
+    assert!(err(q(&mut con, &["BITOP", "AND", "d", "s", "l"])).contains("WRONGTYPE"));
+    assert!(err(q(&mut con, &["SETBIT", "l", "1", "1"])).contains("WRONGTYPE"));
+}

@@ -178,6 +178,8 @@ pub(crate) enum Multi {
         store: bool,
     },
     SInterCard,
+    /// `BITOP`.
+    BitOp,
     /// `ZUNION`, `ZINTER`, `ZDIFF` (`store`: their `STORE`s; `card`: `ZINTERCARD`).
     ZAlgebra {
         op: SetOp,

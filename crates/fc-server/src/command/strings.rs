@@ -238,3 +238,171 @@ pub(super) fn msetnx<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let r = ctx.store.msetnx(&pairs);
     ctx.reply(r, |out, done| out.integer(i64::from(done)));
 }
+
+/// A bit offset of `SETBIT`/`GETBIT`: below 2^32 (a string is at most 512 MiB).
+fn bit_offset<R: Reply>(ctx: &mut Ctx<'_, R>, i: usize) -> Option<u64> {
+    let n = fc_resp::number::parse_i64(&ctx.args[i]).filter(|n| (0..1i64 << 32).contains(n));
+    if n.is_none() {
+        ctx.out
+            .error(b"ERR bit offset is not an integer or out of range");
+    }
+    n.map(|n| n as u64)
+}
+
+/// The byte holding bit `offset` of `key`'s string (0 past its end or when missing).
+fn byte_at<R: Reply>(ctx: &mut Ctx<'_, R>, offset: u64) -> Option<u8> {
+    let byte = (offset >> 3) as i64;
+    match ctx.store.get_range(&ctx.args[1], byte, byte) {
+        Ok(v) => Some(v.first().copied().unwrap_or(0)),
+        Err(e) => {
+            ctx.store_error(&e);
+            None
+        }
+    }
+}
+
+pub(super) fn setbit<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    let Some(offset) = bit_offset(ctx, 2) else {
+        return;
+    };
+    let bit = match &ctx.args[3][..] {
+        b"0" => false,
+        b"1" => true,
+        _ => return ctx.out.error(b"ERR bit is not an integer or out of range"),
+    };
+    let Some(old) = byte_at(ctx, offset) else {
+        return;
+    };
+    let mask = 0x80u8 >> (offset & 7);
+    let new = if bit { old | mask } else { old & !mask };
+    // Grows the string with zero bytes up to the offset, keeping its TTL (as SETRANGE).
+    let r = ctx
+        .store
+        .set_range(&ctx.args[1], (offset >> 3) as i64, &[new]);
+    ctx.reply(r, |out, _| out.integer(i64::from(old & mask != 0)));
+}
+
+pub(super) fn getbit<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    let Some(offset) = bit_offset(ctx, 2) else {
+        return;
+    };
+    if let Some(byte) = byte_at(ctx, offset) {
+        ctx.out
+            .integer(i64::from(byte & (0x80u8 >> (offset & 7)) != 0));
+    }
+}
+
+/// `start end` normalized as Redis does for `BITCOUNT`/`BITPOS` over `len` units: negative
+/// from the end, clamped; `None` when the range is empty.
+fn bit_range(start: i64, end: i64, len: i64) -> Option<(i64, i64)> {
+    let (mut start, mut end) = (start, end);
+    if start < 0 {
+        start += len;
+    }
+    if end < 0 {
+        end += len;
+    }
+    start = start.max(0);
+    end = end.max(0).min(len - 1);
+    (len > 0 && start <= end).then_some((start, end))
+}
+
+/// Whether bit `i` (from the most significant bit of byte 0) of `bytes` is set.
+fn bit(bytes: &[u8], i: i64) -> bool {
+    bytes[(i >> 3) as usize] & (0x80u8 >> (i & 7)) != 0
+}
+
+/// `BYTE` (the default) or `BIT` at argument `i`: whether it is `BIT`; `None` after a syntax
+/// error.
+fn bit_unit<R: Reply>(ctx: &mut Ctx<'_, R>, i: usize) -> Option<bool> {
+    match ctx.args.get(i) {
+        None => Some(false),
+        Some(a) if a.eq_ignore_ascii_case(b"byte") => Some(false),
+        Some(a) if a.eq_ignore_ascii_case(b"bit") => Some(true),
+        Some(_) => {
+            ctx.syntax_error();
+            None
+        }
+    }
+}
+
+pub(super) fn bitcount<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    let range = match ctx.args.len() {
+        2 => None,
+        4 | 5 => {
+            let Some(start) = ctx.int(2) else { return };
+            let Some(end) = ctx.int(3) else { return };
+            let Some(bits) = bit_unit(ctx, 4) else {
+                return;
+            };
+            Some((start, end, bits))
+        }
+        _ => return ctx.syntax_error(),
+    };
+    let value = match ctx.store.get_string(&ctx.args[1]) {
+        Ok(v) => v.unwrap_or_default(),
+        Err(e) => return ctx.store_error(&e),
+    };
+    let n = match range {
+        None => value.iter().map(|b| u64::from(b.count_ones())).sum(),
+        Some((start, end, false)) => match bit_range(start, end, value.len() as i64) {
+            Some((s, e)) => value[s as usize..=e as usize]
+                .iter()
+                .map(|b| u64::from(b.count_ones()))
+                .sum(),
+            None => 0,
+        },
+        Some((start, end, true)) => match bit_range(start, end, value.len() as i64 * 8) {
+            Some((s, e)) => (s..=e).filter(|&i| bit(&value, i)).count() as u64,
+            None => 0,
+        },
+    };
+    ctx.out.integer(n as i64);
+}
+
+pub(super) fn bitpos<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    let Some(wanted) = ctx.int(2) else { return };
+    if !(0..=1).contains(&wanted) {
+        return ctx.out.error(b"ERR The bit argument must be 1 or 0.");
+    }
+    let wanted = wanted == 1;
+    let start = match ctx.args.get(3) {
+        Some(_) => match ctx.int(3) {
+            Some(n) => n,
+            None => return,
+        },
+        None => 0,
+    };
+    let end_given = ctx.args.len() > 4;
+    let end = if end_given {
+        match ctx.int(4) {
+            Some(n) => n,
+            None => return,
+        }
+    } else {
+        -1
+    };
+    let Some(bits) = bit_unit(ctx, 5) else {
+        return;
+    };
+    if ctx.args.len() > 6 {
+        return ctx.syntax_error();
+    }
+    let value = match ctx.store.get_string(&ctx.args[1]) {
+        Ok(Some(v)) => v,
+        // A missing key is a string of zero bits.
+        Ok(None) => return ctx.out.integer(if wanted { -1 } else { 0 }),
+        Err(e) => return ctx.store_error(&e),
+    };
+    let unit = if bits { 1 } else { 8 };
+    let Some((s, e)) = bit_range(start, end, value.len() as i64 * 8 / unit) else {
+        return ctx.out.integer(-1);
+    };
+    let (first, last) = (s * unit, e * unit + unit - 1);
+    match (first..=last).find(|&i| bit(&value, i) == wanted) {
+        Some(i) => ctx.out.integer(i),
+        // Looking for a 0 past a string of ones with no end given: the bit after the string.
+        None if !wanted && !end_given => ctx.out.integer(value.len() as i64 * 8),
+        None => ctx.out.integer(-1),
+    }
+}

@@ -15,6 +15,8 @@ use crate::reply::tests::TextSink;
 /// One sample invocation per store command (on the keys [`populate`] makes).
 const SAMPLES: &[&str] = &[
     "append s x",
+    "bitcount s 0 -1 bit",
+    "bitpos s 1",
     "dbsize",
     "debug digest",
     "decr n",
@@ -27,6 +29,7 @@ const SAMPLES: &[&str] = &[
     "flushall",
     "flushdb",
     "get s",
+    "getbit s 3",
     "getdel s",
     "getex s ex 100",
     "getrange s 0 -1",
@@ -85,6 +88,7 @@ const SAMPLES: &[&str] = &[
     "sdiff t t2",
     "sdiffstore d t t2",
     "set s v",
+    "setbit s 3 1",
     "setex s 100 v",
     "setnx s2 v",
     "setrange s 1 xyz",
