@@ -18,6 +18,7 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod diff_redis;
 mod fuzz;
 mod hitratio;
 mod module_cycles;
@@ -55,6 +56,10 @@ enum Task {
     /// Kill -9 durability soak: the fc-server binary with a data directory, writers, SIGKILL at
     /// random moments, restart, every acknowledged write checked (CI runs 20 cycles).
     Crash(CrashArgs),
+    /// Differential test against a real redis-server (installed when missing): the same seeded
+    /// random command sequences to both, replies compared byte for byte after the
+    /// normalizations docs/REDIS-COMPAT.md documents; fails on any mismatch.
+    DiffRedis(diff_redis::DiffRedisArgs),
     /// Internal: one memory measurement in a fresh process (used by `bench --memory`).
     #[command(hide = true)]
     BenchMemoryChild(bench::MemoryChildArgs),
@@ -109,6 +114,7 @@ fn main() -> anyhow::Result<()> {
         Task::Fuzz(args) => fuzz::fuzz(args),
         Task::Hitratio(args) => hitratio::hitratio(args),
         Task::Crash(args) => crash(&args),
+        Task::DiffRedis(args) => diff_redis::diff_redis(&args),
         Task::BenchServer(args) => server_bench::bench_server(*args),
         Task::BenchWal(args) => persist_bench::bench_wal(args),
         Task::BenchRestart(args) => persist_bench::bench_restart(args),

@@ -334,6 +334,10 @@ async fn compose(worker: &Worker, multi: Multi, args: &[Bytes], txn: &TxnLinks) 
                     return out;
                 }
             }
+            if src == dst {
+                out.error(b"ERR source and destination objects are the same");
+                return out;
+            }
             let blob = on_owner(worker, DUMP, vec![b("dump"), src.clone()], txn).await;
             let blob = match blob.tokens().first() {
                 Some(Token::Bulk(range)) => Bytes::copy_from_slice(blob.bytes(range)),
@@ -465,6 +469,34 @@ async fn compose(worker: &Worker, multi: Multi, args: &[Bytes], txn: &TxnLinks) 
             }
         }
         Multi::BitOp => return bitop(worker, args, txn).await,
+        Multi::Lcs => return lcs(worker, args, txn).await,
+        Multi::PfCount | Multi::PfMerge => return hll_across(worker, multi, args, txn).await,
+        Multi::ZRangeStore => {
+            // The range read on the source's owner (ZRANGESTORE's own argument checks), then
+            // the destination replaced on its owner (deleted when the range is empty).
+            let mut read = Vec::with_capacity(args.len() - 1);
+            read.push(b("zrange"));
+            read.extend(args[2..].iter().cloned());
+            let r = on_owner(worker, command::ZRANGE_SCORED, read, txn).await;
+            if r.error_text().is_some() || r.overflowed() {
+                return r;
+            }
+            let mut sub = vec![b("zreplace"), args[1].clone()];
+            for token in r.tokens() {
+                match token {
+                    Token::Bulk(range) => sub.push(Bytes::copy_from_slice(r.bytes(range))),
+                    Token::Double(v) => {
+                        let mut buf = [0u8; fc_resp::number::MAX_DOUBLE_LEN];
+                        let text = fc_resp::number::format_double(*v, &mut buf);
+                        let member = sub.pop().unwrap_or_default();
+                        sub.push(Bytes::copy_from_slice(text));
+                        sub.push(member);
+                    }
+                    _ => {}
+                }
+            }
+            return on_owner(worker, ZSET_REPLACE, sub, txn).await;
+        }
         Multi::ZAlgebra { op, store, card } => {
             return zalgebra(worker, op, store, card, args, txn).await;
         }
@@ -881,5 +913,230 @@ async fn bitop(worker: &Worker, args: &[Bytes], txn: &TxnLinks) -> Replies {
         return set;
     }
     out.integer(len as i64);
+    out
+}
+
+/// Redis's `proto-max-bulk-len` default: `LCS` refuses a table larger than this.
+const LCS_MAX_TABLE_BYTES: u64 = 512 << 20;
+
+/// `LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN]` over keys on any shards: both
+/// strings read on their owners (missing: empty), then Redis's dynamic-programming table and
+/// its walk back from the end, which gives the same string and the same ranges, last match
+/// first.
+async fn lcs(worker: &Worker, args: &[Bytes], txn: &TxnLinks) -> Replies {
+    let mut out = Replies::new();
+    let mut strings = Vec::with_capacity(2);
+    for key in &args[1..3] {
+        let r = on_owner(worker, handler("get"), vec![b("get"), key.clone()], txn).await;
+        match r.tokens().first() {
+            Some(Token::Bulk(range)) => strings.push(r.bytes(range).to_vec()),
+            Some(Token::Null) => strings.push(Vec::new()),
+            _ if r.error_text().is_some_and(|e| e.starts_with(b"WRONGTYPE")) => {
+                out.error(b"ERR The specified keys must contain string values");
+                return out;
+            }
+            _ => return r,
+        }
+    }
+    let (mut idx, mut len, mut with_len, mut min_len) = (false, false, false, 0u64);
+    let mut i = 3;
+    while i < args.len() {
+        let opt = &args[i];
+        if opt.eq_ignore_ascii_case(b"idx") {
+            idx = true;
+        } else if opt.eq_ignore_ascii_case(b"len") {
+            len = true;
+        } else if opt.eq_ignore_ascii_case(b"withmatchlen") {
+            with_len = true;
+        } else if opt.eq_ignore_ascii_case(b"minmatchlen") && i + 1 < args.len() {
+            match fc_resp::number::parse_i64(&args[i + 1]) {
+                Some(n) => min_len = n.max(0) as u64,
+                None => {
+                    out.error(b"ERR value is not an integer or out of range");
+                    return out;
+                }
+            }
+            i += 1;
+        } else {
+            out.error(b"ERR syntax error");
+            return out;
+        }
+        i += 1;
+    }
+    if idx && len {
+        out.error(b"ERR If you want both the length and indexes, please just use IDX.");
+        return out;
+    }
+    let (a, b_) = (&strings[0], &strings[1]);
+    let table_bytes = (a.len() as u64 + 1) * (b_.len() as u64 + 1) * 4;
+    if table_bytes > LCS_MAX_TABLE_BYTES {
+        out.error(b"ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len");
+        return out;
+    }
+    let m = lcs_match(a, b_);
+    if idx {
+        out.map_len(2);
+        out.bulk(b"matches");
+        let ranges: Vec<_> = m
+            .ranges
+            .iter()
+            .filter(|r| min_len == 0 || r.len >= min_len)
+            .collect();
+        out.array_len(ranges.len());
+        for r in ranges {
+            out.array_len(2 + usize::from(with_len));
+            out.array_len(2);
+            out.integer(r.a.0 as i64);
+            out.integer(r.a.1 as i64);
+            out.array_len(2);
+            out.integer(r.b.0 as i64);
+            out.integer(r.b.1 as i64);
+            if with_len {
+                out.integer(r.len as i64);
+            }
+        }
+        out.bulk(b"len");
+        out.integer(m.text.len() as i64);
+    } else if len {
+        out.integer(m.text.len() as i64);
+    } else {
+        out.bulk(&m.text);
+    }
+    out
+}
+
+/// A common run of `LCS ... IDX`: inclusive byte ranges in each string.
+#[derive(Debug, PartialEq)]
+struct LcsRange {
+    a: (usize, usize),
+    b: (usize, usize),
+    len: u64,
+}
+
+/// The longest common subsequence of `a` and `b`, and its contiguous runs in the order Redis
+/// reports them (from the end).
+#[derive(Debug)]
+struct LcsMatch {
+    text: Vec<u8>,
+    ranges: Vec<LcsRange>,
+}
+
+fn lcs_match(a: &[u8], b: &[u8]) -> LcsMatch {
+    let w = b.len() + 1;
+    // table[i * w + j]: the LCS length of a[..i] and b[..j].
+    let mut table = vec![0u32; (a.len() + 1) * w];
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            table[i * w + j] = if a[i - 1] == b[j - 1] {
+                table[(i - 1) * w + j - 1] + 1
+            } else {
+                table[(i - 1) * w + j].max(table[i * w + j - 1])
+            };
+        }
+    }
+    let total = table[a.len() * w + b.len()] as usize;
+    let mut text = vec![0u8; total];
+    let mut ranges = Vec::new();
+    // The run being extended backwards: (a start, a end, b start, b end).
+    let mut run: Option<(usize, usize, usize, usize)> = None;
+    let (mut i, mut j, mut k) = (a.len(), b.len(), total);
+    while i > 0 && j > 0 {
+        let mut emit = false;
+        if a[i - 1] == b[j - 1] {
+            text[k - 1] = a[i - 1];
+            match &mut run {
+                None => run = Some((i - 1, i - 1, j - 1, j - 1)),
+                Some(r) if r.0 == i && r.2 == j => {
+                    r.0 -= 1;
+                    r.2 -= 1;
+                }
+                Some(_) => emit = true,
+            }
+            if run.is_some_and(|r| r.0 == 0 || r.2 == 0) {
+                emit = true;
+            }
+            i -= 1;
+            j -= 1;
+            k -= 1;
+        } else {
+            if table[(i - 1) * w + j] > table[i * w + j - 1] {
+                i -= 1;
+            } else {
+                j -= 1;
+            }
+            emit = run.is_some();
+        }
+        if emit && let Some(r) = run.take() {
+            ranges.push(LcsRange {
+                a: (r.0, r.1),
+                b: (r.2, r.3),
+                len: (r.1 - r.0 + 1) as u64,
+            });
+        }
+    }
+    LcsMatch { text, ranges }
+}
+
+#[cfg(test)]
+mod lcs_tests {
+    use super::*;
+
+    #[test]
+    fn lcs_matches_redis_documented_example() {
+        // The example of Redis's LCS page: ohmytext / mynewtext.
+        let m = lcs_match(b"ohmytext", b"mynewtext");
+        assert_eq!(m.text, b"mytext");
+        let ranges: Vec<_> = m.ranges.iter().map(|r| (r.a, r.b, r.len)).collect();
+        assert_eq!(ranges, vec![((4, 7), (5, 8), 4), ((2, 3), (0, 1), 2)]);
+        assert_eq!(lcs_match(b"", b"abc").text, b"");
+        assert!(lcs_match(b"abc", b"xyz").ranges.is_empty());
+    }
+}
+
+/// `PFCOUNT key...` (several keys) and `PFMERGE dest source...` over keys on any shards: each
+/// value read on its owner, counted or merged here, the merge stored on the destination's
+/// owner (its TTL kept).
+async fn hll_across(worker: &Worker, multi: Multi, args: &[Bytes], txn: &TxnLinks) -> Replies {
+    use crate::command::hyperloglog::{SPARSE_MAX_BYTES, hll_error};
+    use fc_shard::hll;
+    let mut out = Replies::new();
+    let mut values: Vec<Option<Vec<u8>>> = Vec::with_capacity(args.len() - 1);
+    for key in &args[1..] {
+        let r = on_owner(worker, handler("get"), vec![b("get"), key.clone()], txn).await;
+        match r.tokens().first() {
+            // Each key is checked as it is read, so the first bad key decides the error.
+            Some(Token::Bulk(range)) => match hll::validate(r.bytes(range)) {
+                Ok(()) => values.push(Some(r.bytes(range).to_vec())),
+                Err(e) => {
+                    hll_error(&mut out, e);
+                    return out;
+                }
+            },
+            Some(Token::Null) => values.push(None),
+            _ => return r,
+        }
+    }
+    if multi == Multi::PfCount {
+        let present: Vec<&[u8]> = values.iter().flatten().map(Vec::as_slice).collect();
+        match hll::count_union(&present) {
+            Ok(n) => out.integer(n as i64),
+            Err(e) => hll_error(&mut out, e),
+        }
+        return out;
+    }
+    let sources: Vec<&[u8]> = values[1..].iter().flatten().map(Vec::as_slice).collect();
+    let merged = match hll::merge(values[0].as_deref(), &sources, SPARSE_MAX_BYTES) {
+        Ok(merged) => merged,
+        Err(e) => {
+            hll_error(&mut out, e);
+            return out;
+        }
+    };
+    let set = vec![b("set"), args[1].clone(), Bytes::from(merged), b("keepttl")];
+    let r = on_owner(worker, handler("set"), set, txn).await;
+    if r.error_text().is_some() {
+        return r;
+    }
+    out.ok();
     out
 }

@@ -206,6 +206,9 @@ fn for_events(cmd: &[u8], mutation: &Mutation<'_>, mut emit: impl FnMut(&[u8], &
                 b"append" => "append",
                 b"setrange" => "setrange",
                 b"setbit" => "setbit",
+                b"pfadd" | b"pfmerge" => "pfadd",
+                // PFCOUNT caches the count in the key: Redis sends no event for it.
+                b"pfcount" => return,
                 _ => "set",
             };
             emit(key, event, STRING);

@@ -89,7 +89,9 @@ pub use fc_route::{
 pub use glob::{GlobPattern, glob_match};
 pub use listener::{RemovalCause, RemovalListener};
 pub use mutation::{Mutation, MutationSink};
+pub use object::geo;
 pub use object::hash::{FieldValue, RandomField};
+pub use object::hll;
 pub use object::list::{InsertPosition, ListEnd, LposOptions};
 pub use object::set::{Members, SetAlgebra};
 pub use object::string::{

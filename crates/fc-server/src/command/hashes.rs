@@ -106,6 +106,10 @@ pub(super) fn hincrbyfloat<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let Some(d) = ctx.float(3) else {
         return;
     };
+    // An infinite increment is refused before the key is read (INCRBYFLOAT has no such check).
+    if !d.is_finite() {
+        return ctx.out.error(b"ERR value is NaN or Infinity");
+    }
     let r = ctx.store.hincrbyfloat(&ctx.args[1], &ctx.args[2], d);
     ctx.reply(r, |out, v| out.bulk(&v));
 }

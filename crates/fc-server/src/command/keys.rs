@@ -56,8 +56,18 @@ fn now_ms<R: Reply>(ctx: &Ctx<'_, R>) -> u64 {
     ctx.store.clock().now_ms()
 }
 
-/// EXPIRE and friends: `at_ms` absolute; the NX/XX/GT/LT options; a time not after now deletes.
-fn expire_common<R: Reply>(ctx: &mut Ctx<'_, R>, at_ms: i128) {
+/// EXPIRE's NX/XX/GT/LT options.
+#[derive(Clone, Copy)]
+struct ExpireFlags {
+    nx: bool,
+    xx: bool,
+    gt: bool,
+    lt: bool,
+}
+
+/// The options after the time, read before the time itself (Redis's order); `None` after
+/// replying Redis's error.
+fn expire_flags<R: Reply>(ctx: &mut Ctx<'_, R>) -> Option<ExpireFlags> {
     let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
     for i in 3..ctx.args.len() {
         match ctx.args[i].to_ascii_lowercase().as_slice() {
@@ -70,20 +80,27 @@ fn expire_common<R: Reply>(ctx: &mut Ctx<'_, R>, at_ms: i128) {
                     "ERR Unsupported option {}",
                     String::from_utf8_lossy(&ctx.args[i])
                 );
-                return ctx.out.error(text.as_bytes());
+                ctx.out.error(text.as_bytes());
+                return None;
             }
         }
     }
     if nx && (xx || gt || lt) {
-        return ctx
-            .out
+        ctx.out
             .error(b"ERR NX and XX, GT or LT options at the same time are not compatible");
+        return None;
     }
     if gt && lt {
-        return ctx
-            .out
+        ctx.out
             .error(b"ERR GT and LT options at the same time are not compatible");
+        return None;
     }
+    Some(ExpireFlags { nx, xx, gt, lt })
+}
+
+/// EXPIRE and friends: `at_ms` absolute; a time not after now deletes.
+fn expire_common<R: Reply>(ctx: &mut Ctx<'_, R>, at_ms: i128, flags: ExpireFlags) {
+    let ExpireFlags { nx, xx, gt, lt } = flags;
     let key = ctx.args[1].clone();
     let current = ctx.store.pttl_millis(&key);
     let now = now_ms(ctx);
@@ -122,28 +139,30 @@ fn time_arg<R: Reply>(ctx: &mut Ctx<'_, R>, scale: i128, relative: bool) -> Opti
     Some(at)
 }
 
-pub(super) fn expire<R: Reply>(ctx: &mut Ctx<'_, R>) {
-    if let Some(at) = time_arg(ctx, 1000, true) {
-        expire_common(ctx, at);
+/// EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT: the options, then the time, then the key.
+fn expire_generic<R: Reply>(ctx: &mut Ctx<'_, R>, scale: i128, relative: bool) {
+    let Some(flags) = expire_flags(ctx) else {
+        return;
+    };
+    if let Some(at) = time_arg(ctx, scale, relative) {
+        expire_common(ctx, at, flags);
     }
+}
+
+pub(super) fn expire<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    expire_generic(ctx, 1000, true);
 }
 
 pub(super) fn pexpire<R: Reply>(ctx: &mut Ctx<'_, R>) {
-    if let Some(at) = time_arg(ctx, 1, true) {
-        expire_common(ctx, at);
-    }
+    expire_generic(ctx, 1, true);
 }
 
 pub(super) fn expireat<R: Reply>(ctx: &mut Ctx<'_, R>) {
-    if let Some(at) = time_arg(ctx, 1000, false) {
-        expire_common(ctx, at);
-    }
+    expire_generic(ctx, 1000, false);
 }
 
 pub(super) fn pexpireat<R: Reply>(ctx: &mut Ctx<'_, R>) {
-    if let Some(at) = time_arg(ctx, 1, false) {
-        expire_common(ctx, at);
-    }
+    expire_generic(ctx, 1, false);
 }
 
 pub(super) fn ttl<R: Reply>(ctx: &mut Ctx<'_, R>) {

@@ -30,18 +30,16 @@ pub(super) fn rpushx<R: Reply>(ctx: &mut Ctx<'_, R>) {
 fn pop<R: Reply>(ctx: &mut Ctx<'_, R>, end: ListEnd) {
     let with_count = match ctx.args.len() {
         2 => None,
-        3 => {
-            let Some(n) = ctx.int(2) else {
-                return;
-            };
-            if n < 0 {
+        3 => match fc_resp::number::parse_i64(&ctx.args[2]) {
+            Some(n) if n >= 0 => Some(n as usize),
+            // Not a number reads as out of range too (Redis's getPositiveLong...).
+            _ => {
                 return ctx
                     .out
                     .error(b"ERR value is out of range, must be positive");
             }
-            Some(n as usize)
-        }
-        _ => return ctx.syntax_error(),
+        },
+        _ => return super::wrong_arity(&ctx.args[0], ctx.out),
     };
     let r = ctx.store.pop(&ctx.args[1], end, with_count.unwrap_or(1));
     ctx.reply(r, |out, popped| match (with_count, popped) {
@@ -73,13 +71,41 @@ pub(super) fn llen<R: Reply>(ctx: &mut Ctx<'_, R>) {
     ctx.reply(r, count);
 }
 
+/// Whether `key` holds a list, for the commands Redis checks the key of before their
+/// arguments: `Ok(false)` when missing; `Err(())` after replying WRONGTYPE.
+fn list_exists<R: Reply>(ctx: &mut Ctx<'_, R>) -> Result<bool, ()> {
+    match ctx.store.llen(&ctx.args[1]) {
+        Ok(n) => Ok(n > 0),
+        Err(e) => {
+            ctx.store_error(&e);
+            Err(())
+        }
+    }
+}
+
+/// `LINDEX key index`: the key first (nil when missing), then the index, as in Redis.
 pub(super) fn lindex<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    if fc_resp::number::parse_i64(&ctx.args[2]).is_none() {
+        match list_exists(ctx) {
+            Ok(false) => return ctx.out.null(),
+            Err(()) => return,
+            Ok(true) => {}
+        }
+    }
     let Some(i) = ctx.int(2) else { return };
     let r = ctx.store.lindex(&ctx.args[1], i);
     ctx.reply(r, bulk_or_null);
 }
 
+/// `LSET key index element`: the key first (`no such key`, WRONGTYPE), then the index.
 pub(super) fn lset<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    if fc_resp::number::parse_i64(&ctx.args[2]).is_none() {
+        match list_exists(ctx) {
+            Ok(false) => return ctx.out.error(b"ERR no such key"),
+            Err(()) => return,
+            Ok(true) => {}
+        }
+    }
     let Some(i) = ctx.int(2) else { return };
     let r = ctx.store.lset(&ctx.args[1], i, &ctx.args[3]);
     ctx.reply(r, |out, ()| out.ok());
@@ -120,11 +146,26 @@ pub(super) fn lpos<R: Reply>(ctx: &mut Ctx<'_, R>) {
         if i + 1 >= ctx.args.len() {
             return ctx.syntax_error();
         }
-        let Some(n) = ctx.int(i + 1) else { return };
+        // The option's name before its value, as Redis reads them.
+        if !(ctx.is(i, "rank") || ctx.is(i, "count") || ctx.is(i, "maxlen")) {
+            return ctx.syntax_error();
+        }
+        // COUNT and MAXLEN read a non-number as negative (Redis's texts).
+        let n = if ctx.is(i, "count") || ctx.is(i, "maxlen") {
+            fc_resp::number::parse_i64(&ctx.args[i + 1]).unwrap_or(-1)
+        } else {
+            let Some(n) = ctx.int(i + 1) else { return };
+            n
+        };
         if ctx.is(i, "rank") {
-            if n == 0 || n == i64::MIN {
+            if n == i64::MIN {
                 return ctx.out.error(
-                    b"ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the last match",
+                    b"ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
+                );
+            }
+            if n == 0 {
+                return ctx.out.error(
+                    b"ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list",
                 );
             }
             options.rank = n;

@@ -23,7 +23,11 @@ macro_rules! store {
 }
 pub(crate) use store;
 
+/// The read half of a `ZRANGESTORE` across shards ([`zsets::zrange_scored`]).
+pub(crate) const ZRANGE_SCORED: Handler = store!(zsets::zrange_scored);
+
 mod hashes;
+pub(crate) mod hyperloglog;
 pub(crate) mod introspect;
 mod keys;
 mod lists;
@@ -180,6 +184,14 @@ pub(crate) enum Multi {
     SInterCard,
     /// `BITOP`.
     BitOp,
+    /// `ZRANGESTORE`.
+    ZRangeStore,
+    /// `LCS`.
+    Lcs,
+    /// `PFCOUNT` of several keys.
+    PfCount,
+    /// `PFMERGE`.
+    PfMerge,
     /// `ZUNION`, `ZINTER`, `ZDIFF` (`store`: their `STORE`s; `card`: `ZINTERCARD`).
     ZAlgebra {
         op: SetOp,

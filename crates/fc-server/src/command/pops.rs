@@ -78,8 +78,12 @@ fn timeout(arg: &[u8]) -> Result<Option<Duration>, &'static [u8]> {
 type MpopArgs<'a> = (Vec<Bytes>, &'a Bytes, Option<usize>);
 
 /// `numkeys key... WHERE [COUNT count]` from `args[at]` (`LMPOP`, `ZMPOP` and their blocking
-/// forms).
-fn mpop_args(args: &[Bytes], at: usize) -> Result<MpopArgs<'_>, &'static [u8]> {
+/// forms), checked in Redis's order: numkeys, the direction word (`valid`), the count.
+fn mpop_args(
+    args: &[Bytes],
+    at: usize,
+    valid: fn(&[u8]) -> bool,
+) -> Result<MpopArgs<'_>, &'static [u8]> {
     let numkeys = fc_resp::number::parse_i64(&args[at])
         .filter(|&n| n > 0)
         .ok_or(&b"ERR numkeys should be greater than 0"[..])? as usize;
@@ -90,6 +94,9 @@ fn mpop_args(args: &[Bytes], at: usize) -> Result<MpopArgs<'_>, &'static [u8]> {
     }
     let keys = args[first..first + numkeys].to_vec();
     let word = &args[first + numkeys];
+    if !valid(word) {
+        return Err(b"ERR syntax error");
+    }
     let mut count = None;
     let mut i = first + numkeys + 1;
     while i < args.len() {
@@ -153,13 +160,20 @@ impl Block {
             }
             Self::Blmpop | Self::Lmpop | Self::Bzmpop | Self::Zmpop => {
                 let blocking = matches!(self, Self::Blmpop | Self::Bzmpop);
+                let list = matches!(self, Self::Blmpop | Self::Lmpop);
+                let valid: fn(&[u8]) -> bool = if list {
+                    |w| end_word(w).is_some()
+                } else {
+                    |w| w.eq_ignore_ascii_case(b"min") || w.eq_ignore_ascii_case(b"max")
+                };
+                let (keys, word, count) = mpop_args(args, usize::from(blocking) + 1, valid)?;
+                // The timeout is read last, as Redis's blocking pop does.
                 let wait = if blocking {
                     Some(timeout(&args[1])?)
                 } else {
                     None
                 };
-                let (keys, word, count) = mpop_args(args, usize::from(blocking) + 1)?;
-                let op = if matches!(self, Self::Blmpop | Self::Lmpop) {
+                let op = if list {
                     Op::Pop {
                         end: end_word(word).ok_or(&b"ERR syntax error"[..])?,
                         count,

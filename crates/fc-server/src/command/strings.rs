@@ -48,6 +48,8 @@ fn positive_ms<R: Reply>(ctx: &mut Ctx<'_, R>, i: usize, scale: i64) -> Option<u
 pub(super) fn set<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let mut options = SetOptions::default();
     let mut expiry_given = false;
+    // EX/PX/EXAT/PXAT's argument, checked once every option has been read (as Redis does).
+    let mut expiry_at = None;
     let mut i = 3;
     while i < ctx.args.len() {
         let word = ctx.args[i].to_ascii_lowercase();
@@ -65,21 +67,24 @@ pub(super) fn set<R: Reply>(ctx: &mut Ctx<'_, R>) {
                 expiry_given = true;
             }
             b"ex" | b"px" | b"exat" | b"pxat" if !expiry_given && has_value => {
-                let scale = if word[0] == b'e' { 1000 } else { 1 };
-                let Some(ms) = positive_ms(ctx, i + 1, scale) else {
-                    return;
-                };
-                options.expiry = if word.len() == 2 {
-                    SetExpiry::InMs(ms)
-                } else {
-                    SetExpiry::AtMs(ms)
-                };
+                expiry_at = Some((i, word));
                 expiry_given = true;
                 i += 1;
             }
             _ => return ctx.syntax_error(),
         }
         i += 1;
+    }
+    if let Some((i, word)) = expiry_at {
+        let scale = if word[0] == b'e' { 1000 } else { 1 };
+        let Some(ms) = positive_ms(ctx, i + 1, scale) else {
+            return;
+        };
+        options.expiry = if word.len() == 2 {
+            SetExpiry::InMs(ms)
+        } else {
+            SetExpiry::AtMs(ms)
+        };
     }
     let route = ctx.key_route();
     let r = ctx
@@ -135,6 +140,8 @@ pub(super) fn getdel<R: Reply>(ctx: &mut Ctx<'_, R>) {
     ctx.reply(r, bulk_or_null);
 }
 
+/// `GETEX key [EX s|PX ms|EXAT ts|PXAT ts-ms|PERSIST]`: the options' syntax first, then the
+/// key (missing: nil, another type: WRONGTYPE), then the time (Redis's order).
 pub(super) fn getex<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let expiry = match ctx.args.len() {
         2 => GetExExpiry::Keep,
@@ -146,6 +153,16 @@ pub(super) fn getex<R: Reply>(ctx: &mut Ctx<'_, R>) {
                 b"px" | b"pxat" => 1,
                 _ => return ctx.syntax_error(),
             };
+            let valid = fc_resp::number::parse_i64(&ctx.args[3])
+                .and_then(|n| n.checked_mul(scale).filter(|_| n > 0));
+            if valid.is_none() {
+                // The key decides first: nil when missing, WRONGTYPE for another type.
+                match ctx.store.get_string(&ctx.args[1]) {
+                    Ok(None) => return ctx.out.null(),
+                    Err(e) => return ctx.store_error(&e),
+                    Ok(Some(_)) => {}
+                }
+            }
             let Some(ms) = positive_ms(ctx, 3, scale) else {
                 return;
             };
@@ -326,22 +343,37 @@ fn bit_unit<R: Reply>(ctx: &mut Ctx<'_, R>, i: usize) -> Option<bool> {
     }
 }
 
+/// `key`'s string for `BITCOUNT`/`BITPOS`: `Err(())` after replying (another type); `None`
+/// when missing.
+fn bit_string<R: Reply>(ctx: &mut Ctx<'_, R>) -> Result<Option<Vec<u8>>, ()> {
+    ctx.store
+        .get_string(&ctx.args[1])
+        .map_err(|e| ctx.store_error(&e))
+}
+
+/// `BITCOUNT key [start end [BYTE|BIT]]`. As in Redis 7.0 and 7.2, the key is looked up before
+/// the arguments are read (a missing key counts 0 whatever follows it).
 pub(super) fn bitcount<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    let Ok(value) = bit_string(ctx) else { return };
+    let Some(value) = value else {
+        return ctx.out.integer(0);
+    };
     let range = match ctx.args.len() {
         2 => None,
         4 | 5 => {
             let Some(start) = ctx.int(2) else { return };
             let Some(end) = ctx.int(3) else { return };
+            // Both from the end and crossed: empty, before the unit is read (BITPOS has no
+            // such rule).
+            if start < 0 && end < 0 && start > end {
+                return ctx.out.integer(0);
+            }
             let Some(bits) = bit_unit(ctx, 4) else {
                 return;
             };
             Some((start, end, bits))
         }
         _ => return ctx.syntax_error(),
-    };
-    let value = match ctx.store.get_string(&ctx.args[1]) {
-        Ok(v) => v.unwrap_or_default(),
-        Err(e) => return ctx.store_error(&e),
     };
     let n = match range {
         None => value.iter().map(|b| u64::from(b.count_ones())).sum(),
@@ -360,12 +392,18 @@ pub(super) fn bitcount<R: Reply>(ctx: &mut Ctx<'_, R>) {
     ctx.out.integer(n as i64);
 }
 
+/// `BITPOS key bit [start [end [BYTE|BIT]]]`: the bit argument first, then the key (a missing
+/// key is all zeros), then the range (Redis 7.0 and 7.2's order).
 pub(super) fn bitpos<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let Some(wanted) = ctx.int(2) else { return };
     if !(0..=1).contains(&wanted) {
         return ctx.out.error(b"ERR The bit argument must be 1 or 0.");
     }
     let wanted = wanted == 1;
+    let Ok(value) = bit_string(ctx) else { return };
+    let Some(value) = value else {
+        return ctx.out.integer(if wanted { -1 } else { 0 });
+    };
     let start = match ctx.args.get(3) {
         Some(_) => match ctx.int(3) {
             Some(n) => n,
@@ -388,12 +426,6 @@ pub(super) fn bitpos<R: Reply>(ctx: &mut Ctx<'_, R>) {
     if ctx.args.len() > 6 {
         return ctx.syntax_error();
     }
-    let value = match ctx.store.get_string(&ctx.args[1]) {
-        Ok(Some(v)) => v,
-        // A missing key is a string of zero bits.
-        Ok(None) => return ctx.out.integer(if wanted { -1 } else { 0 }),
-        Err(e) => return ctx.store_error(&e),
-    };
     let unit = if bits { 1 } else { 8 };
     let Some((s, e)) = bit_range(start, end, value.len() as i64 * 8 / unit) else {
         return ctx.out.integer(-1);

@@ -10,7 +10,8 @@ use super::Route::{AllWorkers, Atomic, Cursor, Key, Multi, PerKey, Pop, Session}
 use super::Session as S;
 use super::pops::Block as B;
 use super::{
-    A, Begin, Doc, F, Find, KeySpec, Merge, Ps, Spec, hashes, keys, lists, sets, strings, zsets,
+    A, Begin, Doc, F, Find, KeySpec, Merge, Ps, Spec, hashes, hyperloglog, keys, lists, sets,
+    strings, zsets,
 };
 use super::{Multi as M, SetOp};
 
@@ -1479,6 +1480,34 @@ pub(crate) static COMMANDS: &[Spec] = &[
         route: Session(S::Lastsave),
     },
     Spec {
+        name: "lcs",
+        arity: -3,
+        flags: F::READONLY,
+        acl: A::READ | A::STRING | A::SLOW,
+        keys: (1, 2, 1),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["RO", "access"],
+            begin: Begin::Index(1),
+            find: Find::Range {
+                last: 1,
+                step: 1,
+                limit: 0,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "string",
+            since: "7.0.0",
+            complexity: "O(N*M) where N and M are the lengths of s1 and s2, respectively",
+            summary: "Find longest common substring",
+        },
+        route: Multi {
+            handler: None,
+            multi: M::Lcs,
+        },
+    },
+    Spec {
         name: "lindex",
         arity: 3,
         flags: F::READONLY,
@@ -2022,6 +2051,99 @@ pub(crate) static COMMANDS: &[Spec] = &[
             summary: "Get the expiration Unix timestamp for a key in milliseconds",
         },
         route: Key(store!(keys::pexpiretime)),
+    },
+    Spec {
+        name: "pfadd",
+        arity: -2,
+        flags: F::WRITE | F::DENYOOM | F::FAST,
+        acl: A::WRITE | A::HYPERLOGLOG | A::FAST,
+        keys: (1, 1, 1),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["RW", "insert"],
+            begin: Begin::Index(1),
+            find: Find::Range {
+                last: 0,
+                step: 1,
+                limit: 0,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "hyperloglog",
+            since: "2.8.9",
+            complexity: "O(1) to add every element.",
+            summary: "Adds the specified elements to the specified HyperLogLog.",
+        },
+        route: Key(store!(hyperloglog::pfadd)),
+    },
+    Spec {
+        name: "pfcount",
+        arity: -2,
+        flags: F::READONLY,
+        acl: A::READ | A::HYPERLOGLOG | A::SLOW,
+        keys: (1, -1, 1),
+        key_specs: &[KeySpec {
+            notes: "RW because it may change the internal representation of the key, and propagate to replicas",
+            flags: &["RW", "access"],
+            begin: Begin::Index(1),
+            find: Find::Range {
+                last: -1,
+                step: 1,
+                limit: 0,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "hyperloglog",
+            since: "2.8.9",
+            complexity: "O(1) with a very small average constant time when called with a single key. O(N) with N being the number of keys, and much bigger constant times, when called with multiple keys.",
+            summary: "Return the approximated cardinality of the set(s) observed by the HyperLogLog at key(s).",
+        },
+        route: Multi {
+            handler: Some(store!(hyperloglog::pfcount)),
+            multi: M::PfCount,
+        },
+    },
+    Spec {
+        name: "pfmerge",
+        arity: -2,
+        flags: F::WRITE | F::DENYOOM,
+        acl: A::WRITE | A::HYPERLOGLOG | A::SLOW,
+        keys: (1, -1, 1),
+        key_specs: &[
+            KeySpec {
+                notes: "",
+                flags: &["RW", "access", "insert"],
+                begin: Begin::Index(1),
+                find: Find::Range {
+                    last: 0,
+                    step: 1,
+                    limit: 0,
+                },
+            },
+            KeySpec {
+                notes: "",
+                flags: &["RO", "access"],
+                begin: Begin::Index(2),
+                find: Find::Range {
+                    last: -1,
+                    step: 1,
+                    limit: 0,
+                },
+            },
+        ],
+        tips: &[],
+        doc: Doc {
+            group: "hyperloglog",
+            since: "2.8.9",
+            complexity: "O(N) to merge N HyperLogLogs, but with high constant times.",
+            summary: "Merge N different HyperLogLogs into a single one.",
+        },
+        route: Multi {
+            handler: Some(store!(hyperloglog::pfmerge)),
+            multi: M::PfMerge,
+        },
     },
     Spec {
         name: "ping",
@@ -3944,7 +4066,10 @@ pub(crate) static COMMANDS: &[Spec] = &[
             complexity: "O(log(N)+M) with N being the number of elements in the sorted set and M the number of elements stored into the destination key.",
             summary: "Store a range of members from sorted set into another key",
         },
-        route: Key(store!(zsets::zrangestore)),
+        route: Multi {
+            handler: Some(store!(zsets::zrangestore)),
+            multi: M::ZRangeStore,
+        },
     },
     Spec {
         name: "zrank",

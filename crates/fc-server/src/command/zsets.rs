@@ -210,14 +210,16 @@ fn range_args<'a, R: Reply>(
     let mut i = at + 2;
     while i < ctx.args.len() {
         match ctx.args[i].to_ascii_lowercase().as_slice() {
+            // BYSCORE/BYLEX once, REV once (a second is a syntax error, as in Redis).
             b"byscore" if by == By::Rank => by = By::Score,
             b"bylex" if by == By::Rank => by = By::Lex,
-            b"rev" => rev = true,
+            b"rev" if !rev => rev = true,
             b"withscores" if scores_allowed => with_scores = true,
             b"limit" if i + 2 < ctx.args.len() => {
                 let offset = ctx.int(i + 1)?;
                 let n = ctx.int(i + 2)?;
-                limit = Some((offset.max(0) as usize, n));
+                // A negative offset skips everything (Redis counts it down past zero).
+                limit = Some((usize::try_from(offset).unwrap_or(usize::MAX), n));
                 i += 2;
             }
             _ => {
@@ -227,7 +229,8 @@ fn range_args<'a, R: Reply>(
         }
         i += 1;
     }
-    if limit.is_some() && by == By::Rank {
+    // Redis refuses only a LIMIT with a count (`LIMIT n -1` is no limit, and ignored by rank).
+    if by == By::Rank && limit.is_some_and(|(_, n)| n != -1) {
         ctx.out.error(
             b"ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
         );
@@ -260,7 +263,10 @@ fn range_args<'a, R: Reply>(
             };
             ZRange::Lex(min, max)
         }
-        By::Rank => ZRange::Rank(ctx.int(lo)?, ctx.int(hi)?),
+        By::Rank => {
+            limit = None;
+            ZRange::Rank(ctx.int(lo)?, ctx.int(hi)?)
+        }
     };
     Some(RangeArgs {
         range,
@@ -291,6 +297,16 @@ pub(super) fn zrangestore<R: Reply>(ctx: &mut Ctx<'_, R>) {
     ctx.reply(r, count);
 }
 
+/// `[_, src, min, max, options...]`: the range `ZRANGESTORE dst src min max options...`
+/// would store, with scores (its options and errors are `ZRANGESTORE`'s): the read half of a
+/// `ZRANGESTORE` whose keys are on different shards (`crate::multi`).
+pub(crate) fn zrange_scored<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    let Some(a) = range_args(ctx, 2, false) else {
+        return;
+    };
+    reply_range(ctx, a.range, a.rev, a.limit, true);
+}
+
 /// `ZRANGEBYSCORE key min max [WITHSCORES] [LIMIT offset count]`.
 pub(super) fn zrangebyscore<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let (mut with_scores, mut limit) = (false, None);
@@ -301,7 +317,8 @@ pub(super) fn zrangebyscore<R: Reply>(ctx: &mut Ctx<'_, R>) {
         } else if ctx.is(i, "limit") && i + 2 < ctx.args.len() {
             let Some(offset) = ctx.int(i + 1) else { return };
             let Some(n) = ctx.int(i + 2) else { return };
-            limit = Some((offset.max(0) as usize, n));
+            // A negative offset skips everything (Redis counts it down past zero).
+            limit = Some((usize::try_from(offset).unwrap_or(usize::MAX), n));
             i += 2;
         } else {
             return ctx.syntax_error();
@@ -347,7 +364,8 @@ fn range_options<R: Reply>(
         } else if ctx.is(i, "limit") && i + 2 < ctx.args.len() {
             let offset = ctx.int(i + 1)?;
             let n = ctx.int(i + 2)?;
-            limit = Some((offset.max(0) as usize, n));
+            // A negative offset skips everything (Redis counts it down past zero).
+            limit = Some((usize::try_from(offset).unwrap_or(usize::MAX), n));
             i += 2;
         } else {
             ctx.syntax_error();
@@ -411,21 +429,28 @@ pub(super) fn zlexcount<R: Reply>(ctx: &mut Ctx<'_, R>) {
 fn zpop<R: Reply>(ctx: &mut Ctx<'_, R>, highest: bool) {
     let with_count = match ctx.args.len() {
         2 => None,
-        3 => {
-            let Some(n) = ctx.int(2) else { return };
-            if n < 0 {
+        3 => match fc_resp::number::parse_i64(&ctx.args[2]) {
+            Some(n) if n >= 0 => Some(n as usize),
+            _ => {
                 return ctx
                     .out
                     .error(b"ERR value is out of range, must be positive");
             }
-            Some(n as usize)
-        }
+        },
         _ => return ctx.syntax_error(),
     };
     let r = ctx
         .store
         .zpop(&ctx.args[1], highest, with_count.unwrap_or(1));
     match r {
+        // Without a count, one flat [member, score] in every protocol (Redis 7).
+        Ok(entries) if with_count.is_none() => {
+            ctx.out.array_len(2 * entries.len());
+            for (m, s) in entries {
+                ctx.out.bulk(&m);
+                ctx.out.double(s);
+            }
+        }
         Ok(entries) => write_entries(ctx, entries, true),
         Err(e) => ctx.store_error(&e),
     }

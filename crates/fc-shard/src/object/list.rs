@@ -397,6 +397,11 @@ impl Shard {
         to: ListEnd,
         clock: &Clock,
     ) -> RedisObjectResult<Option<Vec<u8>>> {
+        // Redis's order: a missing source is nil whatever the destination holds; then the
+        // source's type, then the destination's.
+        if self.read_list(source.0, source.1, clock, |_| ())?.is_none() {
+            return Ok(None);
+        }
         self.expect_kind(destination.0, destination.1, KIND_LIST, clock)?;
         self.grouped(|shard| {
             let Some(mut popped) = shard.pop(source.0, source.1, from, 1, clock)? else {

@@ -11,7 +11,9 @@
 //! [`crate::shard::Shard::write_object`], which own the type check, creation, deletion of an
 //! emptied object, accounting and eviction).
 
+pub mod geo;
 pub(crate) mod hash;
+pub mod hll;
 pub(crate) mod list;
 pub(crate) mod number;
 pub(crate) mod set;

@@ -175,6 +175,10 @@ impl Shard {
         member: &[u8],
         clock: &Clock,
     ) -> RedisObjectResult<bool> {
+        // Redis's order: a missing source is 0 whatever the destination holds.
+        if !self.exists(source.0, source.1, clock) {
+            return Ok(false);
+        }
         self.expect_kind(source.0, source.1, KIND_SET, clock)?;
         self.expect_kind(destination.0, destination.1, KIND_SET, clock)?;
         self.grouped(|shard| {

@@ -75,6 +75,10 @@ impl ScoreBound {
     }
 }
 
+/// Sorted sets up to this size walk lexicographic ranges as Redis's listpack encoding does
+/// ([`ZSet::lex_scan`]); larger ones search them as sorted (Redis's skiplist assumes so too).
+const LEX_SCAN_MAX: usize = 128;
+
 /// One end of a lexicographic range (`-`, `+`, `[member`, `(member`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LexBound<'a> {
@@ -291,8 +295,9 @@ impl ZSet {
         before + inside
     }
 
-    /// The rank range (`start..end`) a [`ZRange`] selects.
-    pub(crate) fn ranks(&self, range: ZRange<'_>) -> std::ops::Range<usize> {
+    /// The rank range (`start..end`) a [`ZRange`] selects (`rev`: walked from the high end,
+    /// which matters only to a lexicographic range over members of different scores).
+    pub(crate) fn ranks(&self, range: ZRange<'_>, rev: bool) -> std::ops::Range<usize> {
         let len = self.len();
         match range {
             ZRange::Rank(start, stop) => super::list::clamp_range(start, stop, len),
@@ -301,11 +306,62 @@ impl ZSet {
                 let end = self.rank_before(|(s, _)| !max.admits_from_above(s));
                 start..end.max(start)
             }
+            ZRange::Lex(min, max) if len <= LEX_SCAN_MAX => self.lex_scan(min, max, rev),
             ZRange::Lex(min, max) => {
                 let start = self.rank_before(|(_, m)| min.admits_from_below(m));
                 let end = self.rank_before(|(_, m)| !max.admits_from_above(m));
                 start..end.max(start)
             }
+        }
+    }
+
+    /// A lexicographic range the way Redis walks a small sorted set (its listpack encoding):
+    /// from the low end, the first member at or above `min`, then members while they are at
+    /// or below `max` (`rev`: from the high end, the first at or below `max`, then while at or
+    /// above `min`). Over members of one score this is the sorted range; over different
+    /// scores, where Redis calls the result unspecified, it is what Redis answers.
+    fn lex_scan(&self, min: LexBound<'_>, max: LexBound<'_>, rev: bool) -> std::ops::Range<usize> {
+        let members: Vec<&[u8]> = self.entries(0..self.len()).map(|(_, m)| m).collect();
+        // Redis's early exits: crossed bounds, the last member below `min`, the first above
+        // `max`.
+        fn order<'b>(b: LexBound<'b>) -> (u8, &'b [u8]) {
+            match b {
+                LexBound::Min => (0, &[]),
+                LexBound::Inclusive(v) | LexBound::Exclusive(v) => (1, v),
+                LexBound::Max => (2, &[]),
+            }
+        }
+        let exclusive = |b: LexBound<'_>| matches!(b, LexBound::Exclusive(_));
+        let crossed = match order(min).cmp(&order(max)) {
+            std::cmp::Ordering::Greater => true,
+            std::cmp::Ordering::Equal => exclusive(min) || exclusive(max),
+            std::cmp::Ordering::Less => false,
+        };
+        let (Some(first), Some(last)) = (members.first(), members.last()) else {
+            return 0..0;
+        };
+        if crossed || !min.admits_from_below(last) || !max.admits_from_above(first) {
+            return 0..0;
+        }
+        if rev {
+            let Some(last) = members.iter().rposition(|m| max.admits_from_above(m)) else {
+                return 0..0;
+            };
+            let run = members[..=last]
+                .iter()
+                .rev()
+                .take_while(|m| min.admits_from_below(m))
+                .count();
+            last + 1 - run..last + 1
+        } else {
+            let Some(first) = members.iter().position(|m| min.admits_from_below(m)) else {
+                return 0..0;
+            };
+            let run = members[first..]
+                .iter()
+                .take_while(|m| max.admits_from_above(m))
+                .count();
+            first..first + run
         }
     }
 
@@ -477,7 +533,7 @@ impl Shard {
     ) -> RedisObjectResult<usize> {
         let removed = self.write_object(tag, key, KIND_ZSET, None, clock, |object, emit| {
             let zset = as_zset_mut(object);
-            let ranks = zset.ranks(range);
+            let ranks = zset.ranks(range, false);
             let doomed: Vec<Vec<u8>> = zset.entries(ranks).map(|(_, m)| m.to_vec()).collect();
             for m in &doomed {
                 zset.remove(m);
@@ -609,7 +665,7 @@ impl Shard {
                     let r = super::list::clamp_range(start, stop, z.len());
                     z.len() - r.end..z.len() - r.start
                 }
-                other => z.ranks(other),
+                other => z.ranks(other, rev),
             };
             let (offset, count) = limit.unwrap_or((0, -1));
             let take = usize::try_from(count).unwrap_or(usize::MAX);
@@ -637,7 +693,7 @@ impl Shard {
         clock: &Clock,
     ) -> RedisObjectResult<usize> {
         Ok(self
-            .read_zset(tag, key, clock, |z| z.ranks(range).len())?
+            .read_zset(tag, key, clock, |z| z.ranks(range, false).len())?
             .unwrap_or(0))
     }
 

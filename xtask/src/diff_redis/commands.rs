@@ -1,0 +1,890 @@
+//! The seeded command generator of `diff-redis`: per family, templates of commands with
+//! argument values drawn from small pools, so keys collide, types conflict, collections fill and
+//! empty, and numbers hit their limits. About one key in ten is drawn from another family's
+//! keys (WRONGTYPE paths); about one command in twenty has a damaged argument list.
+
+use super::Norm;
+
+/// The families, in `--families` spelling.
+pub(crate) const FAMILIES: &[&str] = &[
+    "strings", "bitmaps", "keys", "lists", "hashes", "sets", "zsets", "blocking", "hll", "server",
+];
+
+/// A command and how its reply is normalized.
+pub(crate) struct Cmd {
+    pub(crate) args: Vec<Vec<u8>>,
+    pub(crate) norm: Norm,
+}
+
+impl Cmd {
+    pub(crate) fn plain(args: Vec<Vec<u8>>) -> Self {
+        Self {
+            args,
+            norm: Norm::default(),
+        }
+    }
+}
+
+const UNORDERED: Norm = Norm {
+    unordered: true,
+    pairs: false,
+    doubles: false,
+    millis: false,
+};
+const PAIRS: Norm = Norm {
+    unordered: false,
+    pairs: true,
+    doubles: false,
+    millis: false,
+};
+const DOUBLES: Norm = Norm {
+    unordered: false,
+    pairs: false,
+    doubles: true,
+    millis: false,
+};
+const MILLIS: Norm = Norm {
+    unordered: false,
+    pairs: false,
+    doubles: false,
+    millis: true,
+};
+
+pub(crate) struct Gen {
+    state: u64,
+    families: Vec<&'static str>,
+}
+
+impl Gen {
+    pub(crate) fn new(seed: u64, families: &[&str]) -> Self {
+        let families = FAMILIES
+            .iter()
+            .copied()
+            .filter(|f| families.contains(f))
+            .collect();
+        Self {
+            state: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+            families,
+        }
+    }
+
+    fn next(&mut self) -> u64 {
+        // xorshift64*
+        let mut x = self.state;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.state = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    /// True with probability `percent`/100.
+    pub(crate) fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.below(items.len() as u64) as usize]
+    }
+
+    fn int(&mut self, lo: i64, hi: i64) -> String {
+        (lo + self.below((hi - lo + 1) as u64) as i64).to_string()
+    }
+
+    /// A key of `family` (its prefix), now and then another family's.
+    fn key(&mut self, prefix: &str) -> String {
+        let prefix = if self.chance(8) {
+            self.pick(&["s", "b", "l", "h", "t", "z", "p"])
+        } else {
+            prefix
+        };
+        format!("{prefix}:{}", self.below(4))
+    }
+
+    fn keys(&mut self, prefix: &str, n: u64) -> Vec<String> {
+        (0..n).map(|_| self.key(prefix)).collect()
+    }
+
+    /// One to `max` keys.
+    fn keys_upto(&mut self, prefix: &str, max: u64) -> Vec<String> {
+        let n = 1 + self.below(max);
+        self.keys(prefix, n)
+    }
+
+    fn value(&mut self) -> String {
+        match self.below(10) {
+            0 => String::new(),
+            1..=3 => self.int(-5, 20),
+            4 => self
+                .pick(&[
+                    "1.5",
+                    "-0.25",
+                    "3e2",
+                    "inf",
+                    "abc",
+                    " 1",
+                    "9223372036854775807",
+                ])
+                .to_string(),
+            _ => self
+                .pick(&["a", "b", "c", "hello", "x y", "é", "foobar", "\x00\x01"])
+                .to_string(),
+        }
+    }
+
+    fn member(&mut self) -> String {
+        self.pick(&["a", "b", "c", "d", "e", "f", "g", "m1", "m2", ""])
+            .to_string()
+    }
+
+    fn score(&mut self) -> String {
+        match self.below(12) {
+            0 => self
+                .pick(&[
+                    "inf", "-inf", "+inf", "1.5", "-2.5", "0.1", "1e3", "nan", "x", "(1",
+                ])
+                .to_string(),
+            _ => self.int(-3, 10),
+        }
+    }
+
+    fn count(&mut self) -> String {
+        match self.below(10) {
+            0 => self
+                .pick(&[
+                    "-1",
+                    "0",
+                    "x",
+                    "9223372036854775807",
+                    "-9223372036854775808",
+                ])
+                .to_string(),
+            _ => self.int(1, 5),
+        }
+    }
+
+    fn index(&mut self) -> String {
+        match self.below(12) {
+            0 => self
+                .pick(&["x", "9223372036854775807", "-9223372036854775808", "1.5"])
+                .to_string(),
+            _ => self.int(-6, 6),
+        }
+    }
+
+    /// A score bound of ZRANGEBYSCORE and friends.
+    fn score_bound(&mut self) -> String {
+        match self.below(8) {
+            0 => self
+                .pick(&["-inf", "+inf", "inf", "(inf", "x", "(x"])
+                .to_string(),
+            1 => format!("({}", self.int(-2, 8)),
+            _ => self.int(-2, 8),
+        }
+    }
+
+    fn lex_bound(&mut self) -> String {
+        match self.below(8) {
+            0 => self.pick(&["-", "+", "a", "x"]).to_string(),
+            1..=4 => format!("[{}", self.member()),
+            _ => format!("({}", self.member()),
+        }
+    }
+
+    /// The next command: a family, then one of its templates.
+    pub(crate) fn command(&mut self) -> Cmd {
+        let at = self.below(self.families.len() as u64) as usize;
+        let family = self.families[at];
+        let mut cmd = match family {
+            "strings" => self.strings(),
+            "bitmaps" => self.bitmaps(),
+            "keys" => self.keyspace(),
+            "lists" => self.lists(),
+            "hashes" => self.hashes(),
+            "sets" => self.sets(),
+            "zsets" => self.zsets(),
+            "blocking" => self.blocking(),
+            "hll" => self.hll(),
+            _ => self.server(),
+        };
+        // Damaged argument lists: one argument dropped, or a junk one appended (not to
+        // ZRANK/ZREVRANK: Redis 7.2's WITHSCORE changed their arity, docs/REDIS-COMPAT.md).
+        let rank = cmd.args[0].eq_ignore_ascii_case(b"zrank")
+            || cmd.args[0].eq_ignore_ascii_case(b"zrevrank");
+        if cmd.args.len() > 1 && !rank && self.chance(4) {
+            if self.chance(50) {
+                let at = 1 + self.below(cmd.args.len() as u64 - 1) as usize;
+                cmd.args.remove(at);
+            } else {
+                cmd.args.push(b"junk".to_vec());
+            }
+        }
+        cmd
+    }
+
+    fn strings(&mut self) -> Cmd {
+        let k = self.key("s");
+        let v = self.value();
+        let args: Vec<String> = match self.below(24) {
+            0 | 1 => {
+                let mut a = vec!["SET".into(), k, v];
+                if self.chance(40) {
+                    a.push(
+                        self.pick(&["NX", "XX", "GET", "KEEPTTL", "EX", "PX"])
+                            .into(),
+                    );
+                    // Expiries far beyond the run (a key expiring mid-run would expire at a
+                    // different command on each server).
+                    if a[3] == "EX" || a[3] == "PX" {
+                        a.push(self.pick(&["100000", "1000000", "0", "-1", "x"]).into());
+                    }
+                }
+                a
+            }
+            2 | 3 => vec!["GET".into(), k],
+            4 => vec!["GETSET".into(), k, v],
+            5 => vec!["GETDEL".into(), k],
+            6 => {
+                let mut a = vec!["GETEX".into(), k];
+                if self.chance(50) {
+                    a.push(self.pick(&["PERSIST", "EX", "PX", "EXAT"]).into());
+                    if a[2] != "PERSIST" {
+                        a.push(self.pick(&["100000", "0", "x", "99999999999"]).into());
+                    }
+                }
+                a
+            }
+            7 => vec!["APPEND".into(), k, v],
+            8 => vec!["STRLEN".into(), k],
+            9 => vec!["INCR".into(), k],
+            10 => vec!["DECR".into(), k],
+            11 => {
+                let n = self.index();
+                vec![self.pick(&["INCRBY", "DECRBY"]).into(), k, n]
+            }
+            12 => {
+                let n = self.score();
+                return Cmd {
+                    args: to_args(vec!["INCRBYFLOAT".into(), k, n]),
+                    norm: DOUBLES,
+                };
+            }
+            13 => {
+                let off = self.pick(&["0", "1", "3", "10", "-1", "x"]).into();
+                vec!["SETRANGE".into(), k, off, v]
+            }
+            14 => {
+                let (a, b) = (self.index(), self.index());
+                vec!["GETRANGE".into(), k, a, b]
+            }
+            15 => {
+                let mut a = vec!["MSET".into()];
+                for _ in 0..=self.below(3) {
+                    a.push(self.key("s"));
+                    a.push(self.value());
+                }
+                a
+            }
+            16 => {
+                let mut a = vec!["MGET".into()];
+                a.extend(self.keys_upto("s", 4));
+                a
+            }
+            17 => {
+                let mut a = vec!["MSETNX".into()];
+                for _ in 0..=self.below(3) {
+                    a.push(self.key("s"));
+                    a.push(self.value());
+                }
+                a
+            }
+            18 => vec!["SETNX".into(), k, v],
+            19 => {
+                let t = self.pick(&["100000", "0", "-5", "x"]).into();
+                vec![self.pick(&["SETEX", "PSETEX"]).into(), k, t, v]
+            }
+            20 => {
+                let k2 = self.key("s");
+                let mut a = vec!["LCS".into(), k, k2];
+                if self.chance(50) {
+                    a.push(self.pick(&["LEN", "IDX"]).into());
+                }
+                a
+            }
+            21 => vec!["SUBSTR".into(), k, self.index(), self.index()],
+            _ => vec!["GET".into(), k],
+        };
+        Cmd::plain(to_args(args))
+    }
+
+    fn bitmaps(&mut self) -> Cmd {
+        let k = self.key("b");
+        let off = || ["0", "1", "7", "8", "15", "100", "-1", "x", "4294967296"];
+        let args: Vec<String> = match self.below(10) {
+            0..=2 => {
+                let o = self.pick(&off());
+                let b = self.pick(&["0", "1", "1", "2"]);
+                vec!["SETBIT".into(), k, o.into(), b.into()]
+            }
+            3 => vec!["GETBIT".into(), k, self.pick(&off()).into()],
+            4 | 5 => {
+                let mut a = vec!["BITCOUNT".into(), k];
+                if self.chance(60) {
+                    a.push(self.index());
+                    a.push(self.index());
+                    if self.chance(40) {
+                        a.push(self.pick(&["BIT", "BYTE", "bit", "x"]).into());
+                    }
+                }
+                a
+            }
+            6 | 7 => {
+                let mut a = vec!["BITPOS".into(), k, self.pick(&["0", "1", "2"]).into()];
+                for _ in 0..self.below(3) {
+                    a.push(self.index());
+                }
+                if a.len() == 5 && self.chance(40) {
+                    a.push(self.pick(&["BIT", "BYTE"]).into());
+                }
+                a
+            }
+            8 => {
+                let op = self.pick(&["AND", "OR", "XOR", "NOT", "nand"]);
+                let mut a = vec!["BITOP".into(), op.into(), self.key("b")];
+                a.extend(self.keys_upto("b", 3));
+                a
+            }
+            _ => {
+                // Strings to work on: a few bytes.
+                let v = self.pick(&["foobar", "\u{7f}\u{ff}", "", "\x00\x00\x01", "abc"]);
+                vec!["SET".into(), k, v.into()]
+            }
+        };
+        Cmd::plain(to_args(args))
+    }
+
+    fn keyspace(&mut self) -> Cmd {
+        let any = self.pick(&["s", "b", "l", "h", "t", "z"]).to_string();
+        let k = self.key(&any);
+        let args: Vec<String> = match self.below(18) {
+            0 => {
+                let mut a = vec!["DEL".into()];
+                a.extend(self.keys_upto(&any, 2));
+                a
+            }
+            1 => {
+                let mut a = vec!["EXISTS".into()];
+                a.extend(self.keys_upto(&any, 3));
+                a
+            }
+            2 | 3 => vec!["TYPE".into(), k],
+            4 | 5 => {
+                let cmd = self.pick(&["EXPIRE", "PEXPIRE", "EXPIREAT"]).to_string();
+                let t = match cmd.as_str() {
+                    "EXPIREAT" => self.pick(&["4102444800", "0", "x"]).into(),
+                    _ => self.pick(&["100000", "1000000", "0", "-1", "x"]).into(),
+                };
+                let mut a = vec![cmd, k, t];
+                if self.chance(30) {
+                    a.push(self.pick(&["NX", "XX", "GT", "LT", "NX"]).into());
+                }
+                a
+            }
+            6 => vec!["TTL".into(), k],
+            7 => {
+                return Cmd {
+                    args: to_args(vec!["PTTL".into(), k]),
+                    norm: MILLIS,
+                };
+            }
+            8 => vec!["PERSIST".into(), k],
+            9 => vec![self.pick(&["RENAME", "RENAMENX"]).into(), k, self.key(&any)],
+            10 => {
+                let mut a = vec!["COPY".into(), k, self.key(&any)];
+                if self.chance(50) {
+                    a.push("REPLACE".into());
+                }
+                a
+            }
+            11 => {
+                let mut a = vec!["UNLINK".into()];
+                a.extend(self.keys_upto(&any, 2));
+                a
+            }
+            12 => {
+                let mut a = vec!["TOUCH".into()];
+                a.extend(self.keys_upto(&any, 2));
+                a
+            }
+            13 => {
+                return Cmd {
+                    args: to_args(vec!["KEYS".into(), format!("{any}:*")]),
+                    norm: UNORDERED,
+                };
+            }
+            14 => vec!["DBSIZE".into()],
+            15 => {
+                return Cmd {
+                    args: to_args(vec!["EXPIRETIME".into(), k]),
+                    norm: MILLIS,
+                };
+            }
+            16 => {
+                return Cmd {
+                    args: to_args(vec!["PEXPIRETIME".into(), k]),
+                    norm: MILLIS,
+                };
+            }
+            _ => vec!["EXISTS".into(), k],
+        };
+        Cmd::plain(to_args(args))
+    }
+
+    fn lists(&mut self) -> Cmd {
+        let k = self.key("l");
+        let args: Vec<String> = match self.below(22) {
+            0..=2 => {
+                let mut a = vec![self.pick(&["LPUSH", "RPUSH", "LPUSHX", "RPUSHX"]).into(), k];
+                for _ in 0..=self.below(3) {
+                    a.push(self.member());
+                }
+                a
+            }
+            3 | 4 => {
+                let mut a = vec![self.pick(&["LPOP", "RPOP"]).into(), k];
+                if self.chance(40) {
+                    a.push(self.count());
+                }
+                a
+            }
+            5 => vec!["LLEN".into(), k],
+            6 | 7 => vec!["LRANGE".into(), k, self.index(), self.index()],
+            8 => vec!["LINDEX".into(), k, self.index()],
+            9 => vec!["LSET".into(), k, self.index(), self.member()],
+            10 => {
+                let w = self.pick(&["BEFORE", "AFTER", "middle"]);
+                vec!["LINSERT".into(), k, w.into(), self.member(), self.member()]
+            }
+            11 => vec!["LREM".into(), k, self.index(), self.member()],
+            12 => vec!["LTRIM".into(), k, self.index(), self.index()],
+            13 => {
+                let mut a = vec!["LPOS".into(), k, self.member()];
+                for _ in 0..self.below(3) {
+                    let o = self.pick(&["RANK", "COUNT", "MAXLEN"]);
+                    a.push(o.into());
+                    // Not RANK LONG_MIN: an error since Redis 7.2 (docs/REDIS-COMPAT.md).
+                    let i = self.index();
+                    a.push(if i == "-9223372036854775808" {
+                        "-1".into()
+                    } else {
+                        i
+                    });
+                }
+                a
+            }
+            14 => {
+                let (w1, w2) = (
+                    self.pick(&["LEFT", "RIGHT"]),
+                    self.pick(&["LEFT", "RIGHT", "UP"]),
+                );
+                vec!["LMOVE".into(), k, self.key("l"), w1.into(), w2.into()]
+            }
+            15 => vec!["RPOPLPUSH".into(), k, self.key("l")],
+            16 => {
+                let n = 1 + self.below(3);
+                let mut a = vec!["LMPOP".into(), n.to_string()];
+                a.extend(self.keys("l", n));
+                a.push(self.pick(&["LEFT", "RIGHT", "MIDDLE"]).into());
+                if self.chance(40) {
+                    a.push("COUNT".into());
+                    a.push(self.count());
+                }
+                a
+            }
+            _ => vec!["LRANGE".into(), k, "0".into(), "-1".into()],
+        };
+        Cmd::plain(to_args(args))
+    }
+
+    fn hashes(&mut self) -> Cmd {
+        let k = self.key("h");
+        let f = self.member();
+        let args: Vec<String> = match self.below(20) {
+            0..=2 => {
+                let mut a = vec![self.pick(&["HSET", "HMSET"]).into(), k];
+                for _ in 0..=self.below(3) {
+                    a.push(self.member());
+                    a.push(self.value());
+                }
+                a
+            }
+            3 => vec!["HGET".into(), k, f],
+            4 => {
+                let mut a = vec!["HDEL".into(), k];
+                a.extend((0..=self.below(2)).map(|_| self.member()));
+                a
+            }
+            5 => vec!["HLEN".into(), k],
+            6 => vec!["HEXISTS".into(), k, f],
+            7 => vec!["HINCRBY".into(), k, f, self.index()],
+            8 => {
+                let n = self.score();
+                return Cmd {
+                    args: to_args(vec!["HINCRBYFLOAT".into(), k, f, n]),
+                    norm: DOUBLES,
+                };
+            }
+            9 => {
+                let mut a = vec!["HMGET".into(), k];
+                a.extend((0..=self.below(3)).map(|_| self.member()));
+                a
+            }
+            10 => vec!["HSETNX".into(), k, f, self.value()],
+            11 => vec!["HSTRLEN".into(), k, f],
+            12 | 13 => {
+                return Cmd {
+                    args: to_args(vec!["HGETALL".into(), k]),
+                    norm: PAIRS,
+                };
+            }
+            14 => {
+                return Cmd {
+                    args: to_args(vec![self.pick(&["HKEYS", "HVALS"]).into(), k]),
+                    norm: UNORDERED,
+                };
+            }
+            _ => vec!["HGET".into(), k, f],
+        };
+        Cmd::plain(to_args(args))
+    }
+
+    fn sets(&mut self) -> Cmd {
+        let k = self.key("t");
+        let args: Vec<String> = match self.below(20) {
+            0..=3 => {
+                let mut a = vec!["SADD".into(), k];
+                a.extend((0..=self.below(4)).map(|_| self.member()));
+                a
+            }
+            4 => {
+                let mut a = vec!["SREM".into(), k];
+                a.extend((0..=self.below(2)).map(|_| self.member()));
+                a
+            }
+            5 => vec!["SCARD".into(), k],
+            6 => vec!["SISMEMBER".into(), k, self.member()],
+            7 => {
+                let mut a = vec!["SMISMEMBER".into(), k];
+                a.extend((0..=self.below(3)).map(|_| self.member()));
+                a
+            }
+            8 | 9 => {
+                return Cmd {
+                    args: to_args(vec!["SMEMBERS".into(), k]),
+                    norm: UNORDERED,
+                };
+            }
+            10..=12 => {
+                let op = self.pick(&["SINTER", "SUNION", "SDIFF"]).to_string();
+                let mut a = vec![op];
+                a.extend(self.keys_upto("t", 3));
+                return Cmd {
+                    args: to_args(a),
+                    norm: UNORDERED,
+                };
+            }
+            13 | 14 => {
+                let op = self.pick(&["SINTERSTORE", "SUNIONSTORE", "SDIFFSTORE"]);
+                let mut a = vec![op.into(), self.key("t")];
+                a.extend(self.keys_upto("t", 3));
+                a
+            }
+            15 => {
+                let n = 1 + self.below(3);
+                let mut a = vec!["SINTERCARD".into(), n.to_string()];
+                a.extend(self.keys("t", n));
+                if self.chance(40) {
+                    a.push("LIMIT".into());
+                    a.push(self.pick(&["0", "1", "2", "-1"]).into());
+                }
+                a
+            }
+            16 => vec!["SMOVE".into(), k, self.key("t"), self.member()],
+            _ => vec!["SCARD".into(), k],
+        };
+        Cmd::plain(to_args(args))
+    }
+
+    fn zsets(&mut self) -> Cmd {
+        let k = self.key("z");
+        let with = |g: &mut Self, a: &mut Vec<String>| {
+            if g.chance(40) {
+                a.push("WITHSCORES".into());
+            }
+        };
+        let args: Vec<String> = match self.below(30) {
+            0..=3 => {
+                let mut a = vec!["ZADD".into(), k];
+                if self.chance(25) {
+                    a.push(self.pick(&["NX", "XX", "GT", "LT", "CH", "INCR"]).into());
+                }
+                for _ in 0..=self.below(3) {
+                    a.push(self.score());
+                    a.push(self.member());
+                }
+                a
+            }
+            4 => {
+                let mut a = vec!["ZREM".into(), k];
+                a.extend((0..=self.below(2)).map(|_| self.member()));
+                a
+            }
+            5 => vec!["ZCARD".into(), k],
+            6 => vec!["ZSCORE".into(), k, self.member()],
+            7 => {
+                let mut a = vec!["ZMSCORE".into(), k];
+                a.extend((0..=self.below(2)).map(|_| self.member()));
+                a
+            }
+            8 => vec!["ZINCRBY".into(), k, self.score(), self.member()],
+            9 => vec![self.pick(&["ZRANK", "ZREVRANK"]).into(), k, self.member()],
+            10..=12 => {
+                let mut a = vec!["ZRANGE".into(), k];
+                match self.below(3) {
+                    0 => {
+                        a.push(self.index());
+                        a.push(self.index());
+                    }
+                    1 => {
+                        a.push(self.score_bound());
+                        a.push(self.score_bound());
+                        a.push("BYSCORE".into());
+                    }
+                    _ => {
+                        a.push(self.lex_bound());
+                        a.push(self.lex_bound());
+                        a.push("BYLEX".into());
+                    }
+                }
+                if self.chance(30) {
+                    a.push("REV".into());
+                }
+                if self.chance(25) {
+                    a.push("LIMIT".into());
+                    a.push(self.int(-1, 2));
+                    a.push(self.int(-1, 3));
+                }
+                with(self, &mut a);
+                a
+            }
+            13 => {
+                let mut a = vec![
+                    self.pick(&["ZRANGEBYSCORE", "ZREVRANGEBYSCORE"]).into(),
+                    k,
+                    self.score_bound(),
+                    self.score_bound(),
+                ];
+                with(self, &mut a);
+                a
+            }
+            14 => vec![
+                self.pick(&["ZRANGEBYLEX", "ZREVRANGEBYLEX", "ZLEXCOUNT"])
+                    .into(),
+                k,
+                self.lex_bound(),
+                self.lex_bound(),
+            ],
+            15 => vec!["ZCOUNT".into(), k, self.score_bound(), self.score_bound()],
+            16 => {
+                let mut a = vec!["ZREVRANGE".into(), k, self.index(), self.index()];
+                with(self, &mut a);
+                a
+            }
+            17 => vec!["ZREMRANGEBYRANK".into(), k, self.index(), self.index()],
+            18 => vec![
+                "ZREMRANGEBYSCORE".into(),
+                k,
+                self.score_bound(),
+                self.score_bound(),
+            ],
+            19 => vec![
+                "ZREMRANGEBYLEX".into(),
+                k,
+                self.lex_bound(),
+                self.lex_bound(),
+            ],
+            20 => {
+                let mut a = vec![self.pick(&["ZPOPMIN", "ZPOPMAX"]).into(), k];
+                if self.chance(50) {
+                    a.push(self.count());
+                }
+                a
+            }
+            21..=23 => {
+                let op = self
+                    .pick(&[
+                        "ZUNION",
+                        "ZINTER",
+                        "ZDIFF",
+                        "ZUNIONSTORE",
+                        "ZINTERSTORE",
+                        "ZDIFFSTORE",
+                        "ZINTERCARD",
+                    ])
+                    .to_string();
+                let n = 1 + self.below(3);
+                let mut a = vec![op.clone()];
+                if op.ends_with("STORE") {
+                    a.push(self.key("z"));
+                }
+                a.push(n.to_string());
+                for _ in 0..n {
+                    a.push(if self.chance(20) {
+                        self.key("t")
+                    } else {
+                        self.key("z")
+                    });
+                }
+                if op != "ZDIFF" && op != "ZDIFFSTORE" && op != "ZINTERCARD" && self.chance(30) {
+                    a.push("WEIGHTS".into());
+                    for _ in 0..n {
+                        a.push(self.pick(&["1", "2", "-1", "0.5"]).into());
+                    }
+                }
+                if op != "ZDIFF" && op != "ZDIFFSTORE" && op != "ZINTERCARD" && self.chance(30) {
+                    a.push("AGGREGATE".into());
+                    a.push(self.pick(&["SUM", "MIN", "MAX"]).into());
+                }
+                if !op.ends_with("STORE") && op != "ZINTERCARD" {
+                    with(self, &mut a);
+                }
+                a
+            }
+            24 => {
+                let mut a = vec![
+                    "ZRANGESTORE".into(),
+                    self.key("z"),
+                    k,
+                    self.index(),
+                    self.index(),
+                ];
+                if self.chance(30) {
+                    a.push("REV".into());
+                }
+                a
+            }
+            25 => {
+                let n = 1 + self.below(2);
+                let mut a = vec!["ZMPOP".into(), n.to_string()];
+                a.extend(self.keys("z", n));
+                a.push(self.pick(&["MIN", "MAX"]).into());
+                if self.chance(40) {
+                    a.push("COUNT".into());
+                    a.push(self.count());
+                }
+                a
+            }
+            _ => {
+                let mut a = vec!["ZRANGE".into(), k, "0".into(), "-1".into()];
+                with(self, &mut a);
+                a
+            }
+        };
+        Cmd {
+            args: to_args(args),
+            norm: DOUBLES,
+        }
+    }
+
+    /// Blocking commands with short timeouts (an empty key waits them out) and on full keys.
+    fn blocking(&mut self) -> Cmd {
+        let t = self.pick(&["0.01", "0.02", "-1", "x"]).to_string();
+        let args: Vec<String> = match self.below(6) {
+            0 | 1 => {
+                let mut a = vec![self.pick(&["BLPOP", "BRPOP"]).into()];
+                a.extend(self.keys_upto("l", 2));
+                a.push(t);
+                a
+            }
+            2 => vec![
+                "BLMOVE".into(),
+                self.key("l"),
+                self.key("l"),
+                self.pick(&["LEFT", "RIGHT"]).into(),
+                self.pick(&["LEFT", "RIGHT"]).into(),
+                t,
+            ],
+            3 => vec!["BRPOPLPUSH".into(), self.key("l"), self.key("l"), t],
+            4 => {
+                let mut a = vec![self.pick(&["BZPOPMIN", "BZPOPMAX"]).into()];
+                a.extend(self.keys_upto("z", 2));
+                a.push(t);
+                return Cmd {
+                    args: to_args(a),
+                    norm: DOUBLES,
+                };
+            }
+            _ => {
+                let mut a = vec!["BLMPOP".into(), t, "1".into(), self.key("l")];
+                a.push(self.pick(&["LEFT", "RIGHT"]).into());
+                a
+            }
+        };
+        Cmd::plain(to_args(args))
+    }
+
+    /// HyperLogLogs (keys `p:*`), now and then over another family's key (a string that is
+    /// not an HLL, or another type).
+    fn hll(&mut self) -> Cmd {
+        let args: Vec<String> = match self.below(6) {
+            0..=2 => {
+                let mut a = vec!["PFADD".into(), self.key("p")];
+                // Now and then hundreds of distinct elements, to cross sparse -> dense.
+                let (n, range) = if self.chance(5) {
+                    (300, 1_000_000)
+                } else {
+                    (self.below(6), 40)
+                };
+                for _ in 0..n {
+                    a.push(format!("e{}", self.below(range)));
+                }
+                a
+            }
+            3 | 4 => {
+                let mut a = vec!["PFCOUNT".into()];
+                a.extend(self.keys_upto("p", 3));
+                a
+            }
+            _ => {
+                let mut a = vec!["PFMERGE".into(), self.key("p")];
+                for _ in 0..self.below(3) {
+                    a.push(self.key("p"));
+                }
+                a
+            }
+        };
+        Cmd::plain(to_args(args))
+    }
+
+    fn server(&mut self) -> Cmd {
+        let args: Vec<String> = match self.below(8) {
+            0 => vec!["PING".into()],
+            1 => vec!["ECHO".into(), self.value()],
+            2 => vec!["NOSUCHCOMMAND".into(), "x".into()],
+            3 => vec!["TYPE".into()],
+            4 => vec!["SELECT".into(), self.pick(&["0", "x", "-1"]).into()],
+            5 => vec!["EXISTS".into()],
+            6 => vec!["GET".into(), "a".into(), "b".into()],
+            _ => vec!["DBSIZE".into()],
+        };
+        Cmd::plain(to_args(args))
+    }
+}
+
+fn to_args(args: Vec<String>) -> Vec<Vec<u8>> {
+    args.into_iter().map(String::into_bytes).collect()
+}
