@@ -189,6 +189,21 @@ impl<'a> Encoder<'a> {
         }
     }
 
+    /// A double whose text the caller formatted (Redis replies some doubles in other forms than
+    /// [`Self::double`]'s, e.g. `GEOPOS`'s 17 decimals): `,text` in RESP3, a bulk string in
+    /// RESP2.
+    pub fn double_text(&mut self, text: &[u8]) {
+        match self.version {
+            RespVersion::Resp2 => self.bulk(text),
+            RespVersion::Resp3 => {
+                self.out.reserve(text.len() + 3);
+                self.out.put_u8(b',');
+                self.out.put_slice(text);
+                self.out.put_slice(b"\r\n");
+            }
+        }
+    }
+
     /// `#t`/`#f` in RESP3, `:1`/`:0` in RESP2.
     pub fn boolean(&mut self, value: bool) {
         self.out.extend_from_slice(match (self.version, value) {

@@ -56,6 +56,9 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
     loop {
         let read = tokio::select! {
             biased;
+            // A kill wins over input that arrived with it: CLIENT KILL's caller may rely on
+            // the client running nothing after it (its reply came first).
+            () = &mut kill => return,
             read = stream.read_buf(&mut rbuf) => read,
             Some(message) = next_message(&mut state.subs) => {
                 // Published messages go out when the connection would otherwise sleep.
@@ -71,7 +74,6 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
                 }
                 continue;
             }
-            () = &mut kill => return,
         };
         if matches!(read, Ok(0) | Err(_)) {
             return;

@@ -205,6 +205,24 @@ fn one_shard(worker: &Worker, spec: &Spec, args: &[Bytes]) -> bool {
     }
 }
 
+/// Whether a GEO search's source and every key after a `STORE`/`STOREDIST` share a shard.
+fn geo_one_shard(worker: &Worker, args: &[Bytes]) -> bool {
+    let router = &worker.shared.router;
+    let shard = |key: &Bytes| router.shard_of(&router.route_key(key));
+    let src = match command::geo::GeoCommand::of(&args[0]) {
+        Some(command::geo::GeoCommand::SearchStore) => 2,
+        _ => 1,
+    };
+    let Some(first) = args.get(src).map(shard) else {
+        return true;
+    };
+    let stores = args
+        .windows(2)
+        .filter(|w| w[0].eq_ignore_ascii_case(b"store") || w[0].eq_ignore_ascii_case(b"storedist"))
+        .map(|w| &w[1]);
+    args.get(1).map(shard).is_none_or(|s| s == first) && stores.map(shard).all(|s| s == first)
+}
+
 /// Runs a [`command::Route::Multi`] command: its handler on the owner when its keys share a
 /// shard, else composed across shards ([`run`]).
 pub(crate) async fn dispatch<R: Reply>(
@@ -216,8 +234,13 @@ pub(crate) async fn dispatch<R: Reply>(
     out: &mut R,
     txn: Option<&TxnLinks>,
 ) {
+    let local = match multi {
+        // A repeated STORE: the last one is the destination, which the key specs do not name.
+        Multi::GeoStore => geo_one_shard(worker, &args),
+        _ => one_shard(worker, spec, &args),
+    };
     if let Some(handler) = handler
-        && one_shard(worker, spec, &args)
+        && local
     {
         let owner = worker.shared.owner_of(&args[1]);
         return cross::exec_at(worker, owner, handler, args, txn)
@@ -259,12 +282,22 @@ async fn run<R: Reply>(
     txn: Option<&TxnLinks>,
 ) {
     let shared = &worker.shared;
-    let owners: BTreeSet<usize> = spec
+    let mut owners: BTreeSet<usize> = spec
         .spec_keys(&args)
         .unwrap_or_default()
         .into_iter()
         .map(|(i, _)| shared.owner_of(&args[i]))
         .collect();
+    if multi == Multi::GeoStore {
+        // Every STORE's key (the last one is used; the key specs name the first).
+        owners.extend(
+            args.windows(2)
+                .filter(|w| {
+                    w[0].eq_ignore_ascii_case(b"store") || w[0].eq_ignore_ascii_case(b"storedist")
+                })
+                .map(|w| shared.owner_of(&w[1])),
+        );
+    }
     let replies = match txn {
         Some(links) => compose(worker, multi, &args, links).await,
         None => {
@@ -471,6 +504,7 @@ async fn compose(worker: &Worker, multi: Multi, args: &[Bytes], txn: &TxnLinks) 
         Multi::BitOp => return bitop(worker, args, txn).await,
         Multi::Lcs => return lcs(worker, args, txn).await,
         Multi::PfCount | Multi::PfMerge => return hll_across(worker, multi, args, txn).await,
+        Multi::GeoStore => return geo_store(worker, args, txn).await,
         Multi::ZRangeStore => {
             // The range read on the source's owner (ZRANGESTORE's own argument checks), then
             // the destination replaced on its owner (deleted when the range is empty).
@@ -1139,4 +1173,46 @@ async fn hll_across(worker: &Worker, multi: Multi, args: &[Bytes], txn: &TxnLink
     }
     out.ok();
     out
+}
+
+/// A storing GEO search (`GEORADIUS ... STORE`, `GEOSEARCHSTORE`) whose destination is on
+/// another shard: the search on the source's owner ([`command::GEO_EXPORT`]: Redis's checks,
+/// in its order), then the destination replaced on its owner (deleted when nothing matched).
+async fn geo_store(worker: &Worker, args: &[Bytes], txn: &TxnLinks) -> Replies {
+    let src = match command::geo::GeoCommand::of(&args[0]) {
+        Some(command::geo::GeoCommand::SearchStore) => 2,
+        _ => 1,
+    };
+    let mut sub = Vec::with_capacity(args.len() + 2);
+    sub.push(b("geoexport"));
+    sub.push(args[src].clone());
+    sub.extend(args.iter().cloned());
+    let r = on_owner(worker, command::GEO_EXPORT, sub, txn).await;
+    if r.error_text().is_some() || r.overflowed() {
+        return r;
+    }
+    let mut tokens = r.tokens().iter();
+    let dest = match tokens.nth(1) {
+        Some(Token::Integer(i)) => usize::try_from(*i).ok().and_then(|i| args.get(i)),
+        _ => None,
+    };
+    let Some(dest) = dest else {
+        let mut out = Replies::new();
+        out.error(b"ERR syntax error");
+        return out;
+    };
+    let mut store = vec![b("zreplace"), dest.clone()];
+    for token in tokens {
+        match token {
+            Token::Double(v) => {
+                let mut buf = [0u8; fc_resp::number::MAX_DOUBLE_LEN];
+                store.push(Bytes::copy_from_slice(fc_resp::number::format_double(
+                    *v, &mut buf,
+                )));
+            }
+            Token::Bulk(range) => store.push(Bytes::copy_from_slice(r.bytes(range))),
+            _ => {}
+        }
+    }
+    on_owner(worker, ZSET_REPLACE, store, txn).await
 }

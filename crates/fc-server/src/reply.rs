@@ -47,6 +47,8 @@ pub(crate) trait Reply {
     fn pair(&mut self);
     /// A double.
     fn double(&mut self, value: f64);
+    /// A double already formatted (`,text` in RESP3, a bulk in RESP2).
+    fn double_text(&mut self, text: &[u8]);
     /// A boolean.
     fn boolean(&mut self, value: bool);
     /// A text meant for people (`INFO`, `CLIENT LIST`); `format` is `txt` or `mkd`.
@@ -206,6 +208,10 @@ impl Reply for Resp {
     fn double(&mut self, value: f64) {
         self.enc().double(value);
     }
+    fn double_text(&mut self, text: &[u8]) {
+        self.enc().double_text(text);
+        self.check_limit();
+    }
     fn boolean(&mut self, value: bool) {
         self.enc().boolean(value);
     }
@@ -252,6 +258,7 @@ pub(crate) enum Token {
     Pairs(usize),
     Pair,
     Double(f64),
+    DoubleText(Range<usize>),
     Boolean(bool),
     Verbatim([u8; 3], Range<usize>),
 }
@@ -380,6 +387,7 @@ impl Replies {
                 Token::Pairs(n) => out.pairs_len(*n),
                 Token::Pair => out.pair(),
                 Token::Double(v) => out.double(*v),
+                Token::DoubleText(r) => out.double_text(self.bytes(r)),
                 Token::Boolean(b) => out.boolean(*b),
                 Token::Verbatim(f, r) => out.verbatim(*f, self.bytes(r)),
             }
@@ -426,6 +434,10 @@ impl Reply for Replies {
     }
     fn double(&mut self, value: f64) {
         self.push(Token::Double(value));
+    }
+    fn double_text(&mut self, text: &[u8]) {
+        let r = self.text(text);
+        self.push(Token::DoubleText(r));
     }
     fn boolean(&mut self, value: bool) {
         self.push(Token::Boolean(value));
@@ -507,6 +519,9 @@ pub(crate) mod tests {
         fn pair(&mut self) {}
         fn double(&mut self, value: f64) {
             self.lines.push(format!("~{value}"));
+        }
+        fn double_text(&mut self, text: &[u8]) {
+            self.lines.push(format!("~{}", text.escape_ascii()));
         }
         fn boolean(&mut self, value: bool) {
             self.lines.push(format!("?{value}"));

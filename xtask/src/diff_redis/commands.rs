@@ -7,7 +7,8 @@ use super::Norm;
 
 /// The families, in `--families` spelling.
 pub(crate) const FAMILIES: &[&str] = &[
-    "strings", "bitmaps", "keys", "lists", "hashes", "sets", "zsets", "blocking", "hll", "server",
+    "strings", "bitmaps", "keys", "lists", "hashes", "sets", "zsets", "blocking", "hll", "geo",
+    "server",
 ];
 
 /// A command and how its reply is normalized.
@@ -98,7 +99,7 @@ impl Gen {
     /// A key of `family` (its prefix), now and then another family's.
     fn key(&mut self, prefix: &str) -> String {
         let prefix = if self.chance(8) {
-            self.pick(&["s", "b", "l", "h", "t", "z", "p"])
+            self.pick(&["s", "b", "l", "h", "t", "z", "p", "g"])
         } else {
             prefix
         };
@@ -209,6 +210,7 @@ impl Gen {
             "zsets" => self.zsets(),
             "blocking" => self.blocking(),
             "hll" => self.hll(),
+            "geo" => self.geo(),
             _ => self.server(),
         };
         // Damaged argument lists: one argument dropped, or a junk one appended (not to
@@ -865,6 +867,181 @@ impl Gen {
                     a.push(self.key("p"));
                 }
                 a
+            }
+        };
+        Cmd::plain(to_args(args))
+    }
+
+    /// A longitude and latitude: around a few cities, at the limits, or invalid.
+    fn lon_lat(&mut self) -> (String, String) {
+        let centers = [
+            (13.36, 38.11),
+            (15.08, 37.5),
+            (2.35, 48.85),
+            (179.9, -16.5),
+            (-0.1, 51.5),
+        ];
+        match self.below(12) {
+            0 => {
+                let (lon, lat) = *[
+                    ("180", "85.05112878"),
+                    ("-180", "-85.05112878"),
+                    ("0", "0"),
+                    ("200", "10"),
+                    ("10", "86"),
+                    ("x", "1"),
+                ]
+                .get(self.below(6) as usize)
+                .unwrap_or(&("0", "0"));
+                (lon.into(), lat.into())
+            }
+            _ => {
+                let (lon, lat) = centers[self.below(centers.len() as u64) as usize];
+                let jitter = |g: &mut Self| (g.below(2001) as f64 - 1000.0) / 1000.0;
+                let (dx, dy) = (jitter(self), jitter(self));
+                (
+                    format!("{:.6}", (lon + dx).clamp(-180.0, 180.0)),
+                    format!("{:.6}", lat + dy),
+                )
+            }
+        }
+    }
+
+    fn geo_member(&mut self) -> String {
+        self.pick(&["p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8"])
+            .to_string()
+    }
+
+    fn geo_unit(&mut self) -> String {
+        self.pick(&["m", "km", "KM", "ft", "mi", "mm"]).to_string()
+    }
+
+    fn geo_radius(&mut self) -> String {
+        self.pick(&["0", "50", "100", "250", "1000", "20000", "-1", "x"])
+            .to_string()
+    }
+
+    /// GEO searches' trailing options.
+    fn geo_options(&mut self, a: &mut Vec<String>, store: bool) {
+        for _ in 0..self.below(4) {
+            match self.below(8) {
+                0 => a.push(self.pick(&["WITHDIST", "WITHCOORD", "WITHHASH"]).into()),
+                1 | 2 => a.push(self.pick(&["ASC", "DESC"]).into()),
+                3 | 4 => {
+                    a.push("COUNT".into());
+                    a.push(self.pick(&["1", "2", "3", "0", "x"]).into());
+                    if self.chance(40) {
+                        a.push("ANY".into());
+                    }
+                }
+                5 if store => {
+                    a.push(self.pick(&["STORE", "STOREDIST"]).into());
+                    a.push(self.key("g"));
+                }
+                _ => a.push("WITHDIST".into()),
+            }
+        }
+    }
+
+    /// GEO commands over sorted sets `g:*` (members p1..p8 around a few places).
+    fn geo(&mut self) -> Cmd {
+        let k = self.key("g");
+        let args: Vec<String> = match self.below(14) {
+            0..=3 => {
+                let mut a = vec!["GEOADD".into(), k];
+                if self.chance(20) {
+                    a.push(self.pick(&["NX", "XX", "CH"]).into());
+                }
+                for _ in 0..=self.below(3) {
+                    let (lon, lat) = self.lon_lat();
+                    a.push(lon);
+                    a.push(lat);
+                    a.push(self.geo_member());
+                }
+                a
+            }
+            4 => {
+                let mut a = vec!["GEOPOS".into(), k];
+                a.extend((0..=self.below(2)).map(|_| self.geo_member()));
+                a
+            }
+            5 => {
+                let mut a = vec!["GEODIST".into(), k, self.geo_member(), self.geo_member()];
+                if self.chance(60) {
+                    a.push(self.geo_unit());
+                }
+                a
+            }
+            6 => {
+                let mut a = vec!["GEOHASH".into(), k];
+                a.extend((0..=self.below(2)).map(|_| self.geo_member()));
+                a
+            }
+            7 | 8 => {
+                let store = self.chance(30);
+                let mut a = if store {
+                    vec!["GEOSEARCHSTORE".into(), self.key("g"), k]
+                } else {
+                    vec!["GEOSEARCH".into(), k]
+                };
+                if self.chance(50) {
+                    a.push("FROMMEMBER".into());
+                    a.push(self.geo_member());
+                } else {
+                    let (lon, lat) = self.lon_lat();
+                    a.extend(["FROMLONLAT".into(), lon, lat]);
+                }
+                if self.chance(50) {
+                    a.push("BYRADIUS".into());
+                    a.push(self.geo_radius());
+                } else {
+                    a.push("BYBOX".into());
+                    a.push(self.geo_radius());
+                    a.push(self.geo_radius());
+                }
+                a.push(self.geo_unit());
+                self.geo_options(&mut a, false);
+                if store && self.chance(30) {
+                    a.push("STOREDIST".into());
+                }
+                a
+            }
+            9 | 10 => {
+                let ro = self.chance(30);
+                let (lon, lat) = self.lon_lat();
+                let name = if ro { "GEORADIUS_RO" } else { "GEORADIUS" };
+                let mut a = vec![name.into(), k, lon, lat, self.geo_radius(), self.geo_unit()];
+                self.geo_options(&mut a, !ro);
+                a
+            }
+            11 => {
+                let ro = self.chance(30);
+                let name = if ro {
+                    "GEORADIUSBYMEMBER_RO"
+                } else {
+                    "GEORADIUSBYMEMBER"
+                };
+                let mut a = vec![
+                    name.into(),
+                    k,
+                    self.geo_member(),
+                    self.geo_radius(),
+                    self.geo_unit(),
+                ];
+                self.geo_options(&mut a, !ro);
+                a
+            }
+            _ => {
+                return Cmd {
+                    args: to_args(vec![
+                        "ZRANGE".into(),
+                        k,
+                        "0".into(),
+                        "-1".into(),
+                        "WITHSCORES".into(),
+                    ]),
+                    norm: DOUBLES,
+                };
             }
         };
         Cmd::plain(to_args(args))

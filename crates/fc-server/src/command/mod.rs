@@ -23,9 +23,13 @@ macro_rules! store {
 }
 pub(crate) use store;
 
+/// The search half of a storing GEO search across shards ([`geo::export`]).
+pub(crate) const GEO_EXPORT: Handler = store!(geo::export);
+
 /// The read half of a `ZRANGESTORE` across shards ([`zsets::zrange_scored`]).
 pub(crate) const ZRANGE_SCORED: Handler = store!(zsets::zrange_scored);
 
+pub(crate) mod geo;
 mod hashes;
 pub(crate) mod hyperloglog;
 pub(crate) mod introspect;
@@ -192,6 +196,8 @@ pub(crate) enum Multi {
     PfCount,
     /// `PFMERGE`.
     PfMerge,
+    /// A GEO search that stores its result (`STORE`, `STOREDIST`, `GEOSEARCHSTORE`).
+    GeoStore,
     /// `ZUNION`, `ZINTER`, `ZDIFF` (`store`: their `STORE`s; `card`: `ZINTERCARD`).
     ZAlgebra {
         op: SetOp,
@@ -314,10 +320,6 @@ pub(crate) mod A {
 
 /// Where a key spec starts looking for keys (Redis 7 key specs).
 #[derive(Debug, Clone, Copy)]
-#[expect(
-    dead_code,
-    reason = "the keyword form arrives with the commands that use it (ZUNIONSTORE, XREAD...)"
-)]
 pub(crate) enum Begin {
     /// At this argument.
     Index(i32),
@@ -701,19 +703,21 @@ pub(crate) fn count<R: Reply>(out: &mut R, n: usize) {
     out.integer(n as i64);
 }
 
-/// Every command, by its lowercase name packed into an integer ([`packed_name`]: the lookup
-/// is on every command's path, and an integer key is one compare, not a `memcmp`).
+/// Every command of at most 16 bytes, by its lowercase name packed into an integer
+/// ([`packed_name`]: the lookup is on every command's path, and an integer key is one compare,
+/// not a `memcmp`).
 static TABLE: LazyLock<HashMap<u128, &'static Spec, foldhash::fast::FixedState>> =
     LazyLock::new(|| {
         COMMANDS
             .iter()
-            .map(|s| {
-                let key = packed_name(s.name.as_bytes())
-                    .unwrap_or_else(|| panic!("command name over 16 bytes: {}", s.name));
-                (key, s)
-            })
+            .filter_map(|s| Some((packed_name(s.name.as_bytes())?, s)))
             .collect()
     });
+
+/// The few commands whose names are longer than 16 bytes (`GEORADIUSBYMEMBER_RO`), searched
+/// one by one.
+static LONG_NAMES: LazyLock<Vec<&'static Spec>> =
+    LazyLock::new(|| COMMANDS.iter().filter(|s| s.name.len() > 16).collect());
 
 /// A command name of at most 16 bytes, lowercased, as a little-endian integer padded with
 /// zeros (the length is compared after the lookup, so `get\0` is not `get`).
@@ -727,10 +731,16 @@ fn packed_name(name: &[u8]) -> Option<u128> {
 
 /// The spec of a command name (any case).
 pub(crate) fn lookup(name: &[u8]) -> Option<&'static Spec> {
-    TABLE
-        .get(&packed_name(name)?)
-        .copied()
-        .filter(|spec| spec.name.len() == name.len())
+    match packed_name(name) {
+        Some(key) => TABLE
+            .get(&key)
+            .copied()
+            .filter(|spec| spec.name.len() == name.len()),
+        None => LONG_NAMES
+            .iter()
+            .copied()
+            .find(|spec| spec.name.as_bytes().eq_ignore_ascii_case(name)),
+    }
 }
 
 /// The last two command names a connection looked up, as sent (any case), with their specs: a
@@ -757,8 +767,11 @@ impl RecentNames {
         }
         let spec = lookup(name)?;
         let mut bytes = [0u8; 16];
-        // Found, so at most 16 bytes (`packed_name`).
-        bytes.get_mut(..name.len())?.copy_from_slice(name);
+        // A name over 16 bytes is looked up each time (not remembered).
+        let Some(slot) = bytes.get_mut(..name.len()) else {
+            return Some(spec);
+        };
+        slot.copy_from_slice(name);
         self.names[self.next] = (bytes, name.len() as u8, Some(spec));
         self.next ^= 1;
         Some(spec)

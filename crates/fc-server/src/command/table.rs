@@ -10,7 +10,7 @@ use super::Route::{AllWorkers, Atomic, Cursor, Key, Multi, PerKey, Pop, Session}
 use super::Session as S;
 use super::pops::Block as B;
 use super::{
-    A, Begin, Doc, F, Find, KeySpec, Merge, Ps, Spec, hashes, hyperloglog, keys, lists, sets,
+    A, Begin, Doc, F, Find, KeySpec, Merge, Ps, Spec, geo, hashes, hyperloglog, keys, lists, sets,
     strings, zsets,
 };
 use super::{Multi as M, SetOp};
@@ -781,6 +781,333 @@ pub(crate) static COMMANDS: &[Spec] = &[
         route: AllWorkers {
             merge: Merge::Ok,
             part: store!(keys::flushall),
+        },
+    },
+    Spec {
+        name: "geoadd",
+        arity: -5,
+        flags: F::WRITE | F::DENYOOM,
+        acl: A::WRITE | A::GEO | A::SLOW,
+        keys: (1, 1, 1),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["RW", "update"],
+            begin: Begin::Index(1),
+            find: Find::Range {
+                last: 0,
+                step: 1,
+                limit: 0,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "geo",
+            since: "3.2.0",
+            complexity: "O(log(N)) for each item added, where N is the number of elements in the sorted set.",
+            summary: "Add one or more geospatial items in the geospatial index represented using a sorted set",
+        },
+        route: Key(store!(geo::geoadd)),
+    },
+    Spec {
+        name: "geodist",
+        arity: -4,
+        flags: F::READONLY,
+        acl: A::READ | A::GEO | A::SLOW,
+        keys: (1, 1, 1),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["RO", "access"],
+            begin: Begin::Index(1),
+            find: Find::Range {
+                last: 0,
+                step: 1,
+                limit: 0,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "geo",
+            since: "3.2.0",
+            complexity: "O(log(N))",
+            summary: "Returns the distance between two members of a geospatial index",
+        },
+        route: Key(store!(geo::geodist)),
+    },
+    Spec {
+        name: "geohash",
+        arity: -2,
+        flags: F::READONLY,
+        acl: A::READ | A::GEO | A::SLOW,
+        keys: (1, 1, 1),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["RO", "access"],
+            begin: Begin::Index(1),
+            find: Find::Range {
+                last: 0,
+                step: 1,
+                limit: 0,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "geo",
+            since: "3.2.0",
+            complexity: "O(log(N)) for each member requested, where N is the number of elements in the sorted set.",
+            summary: "Returns members of a geospatial index as standard geohash strings",
+        },
+        route: Key(store!(geo::geohash)),
+    },
+    Spec {
+        name: "geopos",
+        arity: -2,
+        flags: F::READONLY,
+        acl: A::READ | A::GEO | A::SLOW,
+        keys: (1, 1, 1),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["RO", "access"],
+            begin: Begin::Index(1),
+            find: Find::Range {
+                last: 0,
+                step: 1,
+                limit: 0,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "geo",
+            since: "3.2.0",
+            complexity: "O(N) where N is the number of members requested.",
+            summary: "Returns longitude and latitude of members of a geospatial index",
+        },
+        route: Key(store!(geo::geopos)),
+    },
+    Spec {
+        name: "georadius",
+        arity: -6,
+        flags: F::WRITE | F::DENYOOM | F::MOVABLEKEYS,
+        acl: A::WRITE | A::GEO | A::SLOW,
+        keys: (1, 1, 1),
+        key_specs: &[
+            KeySpec {
+                notes: "",
+                flags: &["RO", "access"],
+                begin: Begin::Index(1),
+                find: Find::Range {
+                    last: 0,
+                    step: 1,
+                    limit: 0,
+                },
+            },
+            KeySpec {
+                notes: "",
+                flags: &["OW", "update"],
+                begin: Begin::Keyword {
+                    keyword: "STORE",
+                    start_from: 6,
+                },
+                find: Find::Range {
+                    last: 0,
+                    step: 1,
+                    limit: 0,
+                },
+            },
+            KeySpec {
+                notes: "",
+                flags: &["OW", "update"],
+                begin: Begin::Keyword {
+                    keyword: "STOREDIST",
+                    start_from: 6,
+                },
+                find: Find::Range {
+                    last: 0,
+                    step: 1,
+                    limit: 0,
+                },
+            },
+        ],
+        tips: &[],
+        doc: Doc {
+            group: "geo",
+            since: "3.2.0",
+            complexity: "O(N+log(M)) where N is the number of elements inside the bounding box of the circular area delimited by center and radius and M is the number of items inside the index.",
+            summary: "Query a sorted set representing a geospatial index to fetch members matching a given maximum distance from a point",
+        },
+        route: Multi {
+            handler: Some(store!(geo::georadius)),
+            multi: M::GeoStore,
+        },
+    },
+    Spec {
+        name: "georadius_ro",
+        arity: -6,
+        flags: F::READONLY,
+        acl: A::READ | A::GEO | A::SLOW,
+        keys: (1, 1, 1),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["RO", "access"],
+            begin: Begin::Index(1),
+            find: Find::Range {
+                last: 0,
+                step: 1,
+                limit: 0,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "geo",
+            since: "3.2.10",
+            complexity: "O(N+log(M)) where N is the number of elements inside the bounding box of the circular area delimited by center and radius and M is the number of items inside the index.",
+            summary: "A read-only variant for GEORADIUS",
+        },
+        route: Key(store!(geo::georadius_ro)),
+    },
+    Spec {
+        name: "georadiusbymember",
+        arity: -5,
+        flags: F::WRITE | F::DENYOOM | F::MOVABLEKEYS,
+        acl: A::WRITE | A::GEO | A::SLOW,
+        keys: (1, 1, 1),
+        key_specs: &[
+            KeySpec {
+                notes: "",
+                flags: &["RO", "access"],
+                begin: Begin::Index(1),
+                find: Find::Range {
+                    last: 0,
+                    step: 1,
+                    limit: 0,
+                },
+            },
+            KeySpec {
+                notes: "",
+                flags: &["OW", "update"],
+                begin: Begin::Keyword {
+                    keyword: "STORE",
+                    start_from: 5,
+                },
+                find: Find::Range {
+                    last: 0,
+                    step: 1,
+                    limit: 0,
+                },
+            },
+            KeySpec {
+                notes: "",
+                flags: &["OW", "update"],
+                begin: Begin::Keyword {
+                    keyword: "STOREDIST",
+                    start_from: 5,
+                },
+                find: Find::Range {
+                    last: 0,
+                    step: 1,
+                    limit: 0,
+                },
+            },
+        ],
+        tips: &[],
+        doc: Doc {
+            group: "geo",
+            since: "3.2.0",
+            complexity: "O(N+log(M)) where N is the number of elements inside the bounding box of the circular area delimited by center and radius and M is the number of items inside the index.",
+            summary: "Query a sorted set representing a geospatial index to fetch members matching a given maximum distance from a member",
+        },
+        route: Multi {
+            handler: Some(store!(geo::georadiusbymember)),
+            multi: M::GeoStore,
+        },
+    },
+    Spec {
+        name: "georadiusbymember_ro",
+        arity: -5,
+        flags: F::READONLY,
+        acl: A::READ | A::GEO | A::SLOW,
+        keys: (1, 1, 1),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["RO", "access"],
+            begin: Begin::Index(1),
+            find: Find::Range {
+                last: 0,
+                step: 1,
+                limit: 0,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "geo",
+            since: "3.2.10",
+            complexity: "O(N+log(M)) where N is the number of elements inside the bounding box of the circular area delimited by center and radius and M is the number of items inside the index.",
+            summary: "A read-only variant for GEORADIUSBYMEMBER",
+        },
+        route: Key(store!(geo::georadiusbymember_ro)),
+    },
+    Spec {
+        name: "geosearch",
+        arity: -7,
+        flags: F::READONLY,
+        acl: A::READ | A::GEO | A::SLOW,
+        keys: (1, 1, 1),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["RO", "access"],
+            begin: Begin::Index(1),
+            find: Find::Range {
+                last: 0,
+                step: 1,
+                limit: 0,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "geo",
+            since: "6.2.0",
+            complexity: "O(N+log(M)) where N is the number of elements in the grid-aligned bounding box area around the shape provided as the filter and M is the number of items inside the shape",
+            summary: "Query a sorted set representing a geospatial index to fetch members inside an area of a box or a circle.",
+        },
+        route: Key(store!(geo::geosearch)),
+    },
+    Spec {
+        name: "geosearchstore",
+        arity: -8,
+        flags: F::WRITE | F::DENYOOM,
+        acl: A::WRITE | A::GEO | A::SLOW,
+        keys: (1, 2, 1),
+        key_specs: &[
+            KeySpec {
+                notes: "",
+                flags: &["OW", "update"],
+                begin: Begin::Index(1),
+                find: Find::Range {
+                    last: 0,
+                    step: 1,
+                    limit: 0,
+                },
+            },
+            KeySpec {
+                notes: "",
+                flags: &["RO", "access"],
+                begin: Begin::Index(2),
+                find: Find::Range {
+                    last: 0,
+                    step: 1,
+                    limit: 0,
+                },
+            },
+        ],
+        tips: &[],
+        doc: Doc {
+            group: "geo",
+            since: "6.2.0",
+            complexity: "O(N+log(M)) where N is the number of elements in the grid-aligned bounding box area around the shape provided as the filter and M is the number of items inside the shape",
+            summary: "Query a sorted set representing a geospatial index to fetch members inside an area of a box or a circle, and store the result in another key.",
+        },
+        route: Multi {
+            handler: Some(store!(geo::geosearchstore)),
+            multi: M::GeoStore,
         },
     },
     Spec {
