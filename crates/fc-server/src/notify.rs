@@ -205,7 +205,7 @@ fn for_events(cmd: &[u8], mutation: &Mutation<'_>, mut emit: impl FnMut(&[u8], &
                 b"incrbyfloat" => "incrbyfloat",
                 b"append" => "append",
                 b"setrange" => "setrange",
-                b"setbit" => "setbit",
+                b"setbit" | b"bitfield" => "setbit",
                 b"pfadd" | b"pfmerge" => "pfadd",
                 // PFCOUNT caches the count in the key: Redis sends no event for it.
                 b"pfcount" => return,

@@ -326,7 +326,49 @@ impl Gen {
     fn bitmaps(&mut self) -> Cmd {
         let k = self.key("b");
         let off = || ["0", "1", "7", "8", "15", "100", "-1", "x", "4294967296"];
-        let args: Vec<String> = match self.below(10) {
+        let args: Vec<String> = match self.below(13) {
+            10..=12 => {
+                let name = if self.chance(20) {
+                    "BITFIELD_RO"
+                } else {
+                    "BITFIELD"
+                };
+                let mut a = vec![name.into(), k];
+                for _ in 0..self.below(4) {
+                    let ty = self
+                        .pick(&[
+                            "u1", "u8", "i8", "i5", "u63", "i64", "u16", "i32", "u64", "x8",
+                        ])
+                        .to_string();
+                    let off = self
+                        .pick(&["0", "1", "7", "13", "#1", "#3", "100", "-1", "x"])
+                        .to_string();
+                    let v = self
+                        .pick(&[
+                            "0",
+                            "1",
+                            "-1",
+                            "100",
+                            "127",
+                            "-129",
+                            "255",
+                            "9223372036854775807",
+                            "-9223372036854775808",
+                            "x",
+                        ])
+                        .to_string();
+                    match self.below(5) {
+                        0 | 1 => a.extend(["GET".into(), ty, off]),
+                        2 => a.extend(["SET".into(), ty, off, v]),
+                        3 => a.extend(["INCRBY".into(), ty, off, v]),
+                        _ => a.extend([
+                            "OVERFLOW".into(),
+                            self.pick(&["WRAP", "SAT", "FAIL", "x"]).into(),
+                        ]),
+                    }
+                }
+                a
+            }
             0..=2 => {
                 let o = self.pick(&off());
                 let b = self.pick(&["0", "1", "1", "2"]);

@@ -29,6 +29,7 @@ pub(crate) const GEO_EXPORT: Handler = store!(geo::export);
 /// The read half of a `ZRANGESTORE` across shards ([`zsets::zrange_scored`]).
 pub(crate) const ZRANGE_SCORED: Handler = store!(zsets::zrange_scored);
 
+mod bitfield;
 pub(crate) mod geo;
 mod hashes;
 pub(crate) mod hyperloglog;

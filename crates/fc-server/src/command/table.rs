@@ -10,8 +10,8 @@ use super::Route::{AllWorkers, Atomic, Cursor, Key, Multi, PerKey, Pop, Session}
 use super::Session as S;
 use super::pops::Block as B;
 use super::{
-    A, Begin, Doc, F, Find, KeySpec, Merge, Ps, Spec, geo, hashes, hyperloglog, keys, lists, sets,
-    strings, zsets,
+    A, Begin, Doc, F, Find, KeySpec, Merge, Ps, Spec, bitfield, geo, hashes, hyperloglog, keys,
+    lists, sets, strings, zsets,
 };
 use super::{Multi as M, SetOp};
 
@@ -98,6 +98,56 @@ pub(crate) static COMMANDS: &[Spec] = &[
             summary: "Count set bits in a string",
         },
         route: Key(store!(strings::bitcount)),
+    },
+    Spec {
+        name: "bitfield",
+        arity: -2,
+        flags: F::WRITE | F::DENYOOM,
+        acl: A::WRITE | A::BITMAP | A::SLOW,
+        keys: (1, 1, 1),
+        key_specs: &[KeySpec {
+            notes: "This command allows both access and modification of the key",
+            flags: &["RW", "access", "update", "variable_flags"],
+            begin: Begin::Index(1),
+            find: Find::Range {
+                last: 0,
+                step: 1,
+                limit: 0,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "bitmap",
+            since: "3.2.0",
+            complexity: "O(1) for each subcommand specified",
+            summary: "Perform arbitrary bitfield integer operations on strings",
+        },
+        route: Key(store!(bitfield::bitfield)),
+    },
+    Spec {
+        name: "bitfield_ro",
+        arity: -2,
+        flags: F::READONLY | F::FAST,
+        acl: A::READ | A::BITMAP | A::FAST,
+        keys: (1, 1, 1),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["RO", "access"],
+            begin: Begin::Index(1),
+            find: Find::Range {
+                last: 0,
+                step: 1,
+                limit: 0,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "bitmap",
+            since: "6.0.0",
+            complexity: "O(1) for each subcommand specified",
+            summary: "Perform arbitrary bitfield integer operations on strings. Read-only variant of BITFIELD",
+        },
+        route: Key(store!(bitfield::bitfield_ro)),
     },
     Spec {
         name: "bitop",

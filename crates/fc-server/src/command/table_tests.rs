@@ -16,6 +16,8 @@ use crate::reply::tests::TextSink;
 const SAMPLES: &[&str] = &[
     "append s x",
     "bitcount s 0 -1 bit",
+    "bitfield s set u8 0 65 get i4 4 incrby u2 100 1",
+    "bitfield_ro s get u8 0",
     "bitpos s 1",
     "dbsize",
     "debug digest",
