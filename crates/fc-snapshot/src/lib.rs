@@ -7,7 +7,10 @@
 //! deleting log segments a kept image covers, restart recovery (newest complete image per
 //! shard, the older one if the newest is damaged, then the log after it), and
 //! [`PersistentStore`] — an [`EmbeddedStore`] that does all of it in-process, with no runtime.
-//! Layouts and what each step may lose: `docs/DURABILITY.md`.
+//! Layouts and what each step may lose: `docs/DURABILITY.md`. Also [`rdb`]: Redis's
+//! serialized-value format (`DUMP` / `RESTORE` payloads: RDB object encoding, RDB version,
+//! CRC64), written as redis-server 7.0 writes it and read in every encoding Redis 2.4–7.2
+//! writes, so that keys move between redis-server and fast-cache.
 //!
 //! **Must not depend on:** tokio or any runtime, the network, or workspace crates above
 //! `fc-wal`.
@@ -39,6 +42,7 @@
 //! ```
 
 mod image;
+pub mod rdb;
 
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
