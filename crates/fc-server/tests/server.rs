@@ -178,6 +178,49 @@ fn exact_error_replies() {
     server.shutdown();
 }
 
+/// INCRBYFLOAT/HINCRBYFLOAT reply bytes as redis-server 7.0.15 (x86-64) sent them for the same
+/// pipeline: `long double` sums (`0.1 + 0.1 + 0.1` is `0.3`, `2^63 - 1` stays exact), the type
+/// checked before the increment is read (INCRBYFLOAT) or after (HINCRBYFLOAT), `strtold`'s
+/// syntax (hexadecimal, a range error), `-0` written `0`.
+#[test]
+fn float_increments_byte_for_byte() {
+    let server = two_workers();
+    let commands: &[&[&str]] = &[
+        &["INCRBYFLOAT", "f", "0.1"],
+        &["INCRBYFLOAT", "f", "0.1"],
+        &["INCRBYFLOAT", "f", "0.1"],
+        &["SET", "big", "9223372036854775807"],
+        &["INCRBYFLOAT", "big", "0"],
+        &["HINCRBYFLOAT", "h", "f", "0.1"],
+        &["HINCRBYFLOAT", "h", "f", "0.2"],
+        &["RPUSH", "lst", "x"],
+        &["INCRBYFLOAT", "lst", "abc"],
+        &["HINCRBYFLOAT", "lst", "f", "inf"],
+        &["HINCRBYFLOAT", "lst", "f", "abc"],
+        &["INCRBYFLOAT", "f", "1e5000"],
+        &["INCRBYFLOAT", "f", "0x1p-2"],
+        &["INCRBYFLOAT", "f", "inf"],
+        &["INCRBYFLOAT", "f", "-0.55"],
+        &["INCRBYFLOAT", "f", "-1e-30"],
+    ];
+    let mut request = Vec::new();
+    for args in commands {
+        request.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+        for a in *args {
+            request.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+        }
+    }
+    let want: &[u8] = b"$3\r\n0.1\r\n$3\r\n0.2\r\n$3\r\n0.3\r\n+OK\r\n\
+        $19\r\n9223372036854775807\r\n$3\r\n0.1\r\n$3\r\n0.3\r\n:1\r\n\
+        -WRONGTYPE Operation against a key holding the wrong kind of value\r\n\
+        -ERR value is NaN or Infinity\r\n-ERR value is not a valid float\r\n\
+        -ERR value is not a valid float\r\n$4\r\n0.55\r\n\
+        -ERR increment would produce NaN or Infinity\r\n$1\r\n0\r\n$1\r\n0\r\n";
+    let got = raw(&server, &request);
+    assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(want));
+    server.shutdown();
+}
+
 #[test]
 fn malformed_input_closes_only_that_client() {
     let server = two_workers();

@@ -89,6 +89,9 @@ pub enum StoreError {
     /// A floating-point increment would produce NaN or an infinity.
     #[error("ERR increment would produce NaN or Infinity")]
     NanOrInfinity,
+    /// A `HINCRBYFLOAT` increment that is itself infinite (`inf`).
+    #[error("ERR value is NaN or Infinity")]
+    IncrementNanOrInfinity,
     /// A string would grow past Redis's 512 MiB bulk limit.
     #[error("ERR string exceeds maximum allowed size (proto-max-bulk-len)")]
     StringTooLong,
@@ -133,6 +136,7 @@ impl StoreError {
                 | Self::HashValueNotAFloat
                 | Self::Overflow
                 | Self::NanOrInfinity
+                | Self::IncrementNanOrInfinity
                 | Self::StringTooLong
                 | Self::OffsetOutOfRange
                 | Self::NoSuchKey

@@ -45,9 +45,9 @@
 //! Methods named after Redis's commands on [`EmbeddedStore`] (and [`SharedEmbeddedStore`]) and
 //! [`LocalEmbeddedStore`]: `hset`, `lpush`, `sadd`, `zadd`, `incr_by`, `set_with`, `scan`, ...
 //! A key of another type gives [`StoreError::WrongType`]; every Redis-visible error's `Display`
-//! is Redis's reply text. Differences from Redis: `INCRBYFLOAT`/`HINCRBYFLOAT` compute in `f64`
-//! (Redis: `long double`), so a sum like `0.1 + 0.2` prints `0.30000000000000004`; `-0` scores
-//! are stored as `0`; operations over several keys need them on one shard (a hash tag).
+//! is Redis's reply text. `INCRBYFLOAT`/`HINCRBYFLOAT` compute in x87 `long double` as Redis does
+//! on x86-64 and store the same text. Differences from Redis: `-0` scores are stored as `0`;
+//! operations over several keys need them on one shard (a hash tag).
 //!
 //! ## Example
 //! ```

@@ -66,19 +66,22 @@ fn counters_follow_redis() {
 fn incrbyfloat_follows_redis_documentation() {
     let (store, _) = clocked(1);
     store.set(b"mykey", b"10.50", None);
-    assert_eq!(store.incr_by_float(b"mykey", 0.1), Ok(b"10.6".to_vec()));
-    assert_eq!(store.incr_by_float(b"mykey", -5.0), Ok(b"5.6".to_vec()));
+    assert_eq!(store.incr_by_float(b"mykey", b"0.1"), Ok(b"10.6".to_vec()));
+    assert_eq!(store.incr_by_float(b"mykey", b"-5"), Ok(b"5.6".to_vec()));
     store.set(b"mykey", b"5.0e3", None);
-    assert_eq!(store.incr_by_float(b"mykey", 2.0e2), Ok(b"5200".to_vec()));
-    assert_eq!(store.get(b"mykey"), Some(b"5200".to_vec()));
-    assert_eq!(store.incr_by_float(b"new", 1.5), Ok(b"1.5".to_vec()));
     assert_eq!(
-        store.incr_by_float(b"new", f64::INFINITY),
+        store.incr_by_float(b"mykey", b"2.0e2"),
+        Ok(b"5200".to_vec())
+    );
+    assert_eq!(store.get(b"mykey"), Some(b"5200".to_vec()));
+    assert_eq!(store.incr_by_float(b"new", b"1.5"), Ok(b"1.5".to_vec()));
+    assert_eq!(
+        store.incr_by_float(b"new", b"inf"),
         Err(StoreError::NanOrInfinity)
     );
     store.set(b"word", b"abc", None);
     assert_eq!(
-        store.incr_by_float(b"word", 1.0),
+        store.incr_by_float(b"word", b"1.0"),
         Err(StoreError::NotAFloat)
     );
     assert_eq!(
@@ -260,21 +263,21 @@ fn hash_commands_follow_redis() {
     // HINCRBYFLOAT: Redis's documentation example.
     store.hset(b"mykey", &[(b"field", b"10.50")]).unwrap();
     assert_eq!(
-        store.hincrbyfloat(b"mykey", b"field", 0.1),
+        store.hincrbyfloat(b"mykey", b"field", b"0.1"),
         Ok(b"10.6".to_vec())
     );
     assert_eq!(
-        store.hincrbyfloat(b"mykey", b"field", -5.0),
+        store.hincrbyfloat(b"mykey", b"field", b"-5.0"),
         Ok(b"5.6".to_vec())
     );
     store.hset(b"mykey", &[(b"field", b"5.0e3")]).unwrap();
     assert_eq!(
-        store.hincrbyfloat(b"mykey", b"field", 2.0e2),
+        store.hincrbyfloat(b"mykey", b"field", b"2.0e2"),
         Ok(b"5200".to_vec())
     );
     store.hset(b"mykey", &[(b"word", b"x")]).unwrap();
     assert_eq!(
-        store.hincrbyfloat(b"mykey", b"word", 1.0),
+        store.hincrbyfloat(b"mykey", b"word", b"1"),
         Err(StoreError::HashValueNotAFloat)
     );
     // Writing keeps the TTL; the last HDEL deletes the key.

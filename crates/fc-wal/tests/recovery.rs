@@ -62,7 +62,7 @@ fn every_mutation_kind_round_trips_through_the_log() {
         store.append(b"n", b"0").unwrap();
         store.hset(b"h", &[(b"f1", b"a"), (b"f2", b"b")]).unwrap();
         store.hdel(b"h", &[b"f1"]).unwrap();
-        store.hincrbyfloat(b"h", b"x", 1.5).unwrap();
+        store.hincrbyfloat(b"h", b"x", b"1.5").unwrap();
         store.rpush(b"l", &[b"a", b"b", b"c", b"d", b"a"]).unwrap();
         store.pop(b"l", ListEnd::Left, 1).unwrap();
         store.lset(b"l", 0, b"B").unwrap();

@@ -102,15 +102,13 @@ pub(super) fn hincrby<R: Reply>(ctx: &mut Ctx<'_, R>) {
     ctx.reply(r, |out, v| out.integer(v));
 }
 
+/// The store reads the increment (as Redis does, a `long double`) before the key: "ERR value is
+/// not a valid float" for one that is not a float, "ERR value is NaN or Infinity" for an
+/// infinite one (INCRBYFLOAT has no such check).
 pub(super) fn hincrbyfloat<R: Reply>(ctx: &mut Ctx<'_, R>) {
-    let Some(d) = ctx.float(3) else {
-        return;
-    };
-    // An infinite increment is refused before the key is read (INCRBYFLOAT has no such check).
-    if !d.is_finite() {
-        return ctx.out.error(b"ERR value is NaN or Infinity");
-    }
-    let r = ctx.store.hincrbyfloat(&ctx.args[1], &ctx.args[2], d);
+    let r = ctx
+        .store
+        .hincrbyfloat(&ctx.args[1], &ctx.args[2], &ctx.args[3]);
     ctx.reply(r, |out, v| out.bulk(&v));
 }
 

@@ -217,11 +217,10 @@ pub(super) fn decrby<R: Reply>(ctx: &mut Ctx<'_, R>) {
     }
 }
 
+/// The store reads the increment (as Redis does, a `long double`, after the type check) and
+/// answers "ERR value is not a valid float" for one that is not a float.
 pub(super) fn incrbyfloat<R: Reply>(ctx: &mut Ctx<'_, R>) {
-    let Some(delta) = ctx.float(2) else {
-        return;
-    };
-    let r = ctx.store.incr_by_float(&ctx.args[1], delta);
+    let r = ctx.store.incr_by_float(&ctx.args[1], &ctx.args[2]);
     ctx.reply(r, |out, v| out.bulk(&v));
 }
 

@@ -4,11 +4,11 @@
 //! field, O(1) removal by swapping the last field into the hole, and a scan cursor that stays
 //! valid under writes, see [`super::scan_window`]).
 
-use super::number::{incr_f64, incr_i64};
+use super::number::{incr_float, incr_i64, parse_float};
 use super::{FastMap, Object, digest_parts, random_below, scan_window};
 use crate::arena::KIND_HASH;
 use crate::clock::Clock;
-use crate::error::RedisObjectResult;
+use crate::error::{RedisObjectResult, StoreError};
 use crate::glob::GlobPattern;
 use crate::mutation::Mutation;
 use crate::shard::Shard;
@@ -215,15 +215,20 @@ impl Shard {
     }
 
     /// `HINCRBYFLOAT`: the field's new value as stored (logged as the resulting `HSET`, so a
-    /// replay cannot round differently).
+    /// replay cannot round differently). `delta` is the increment's text, read as Redis reads
+    /// it (a `long double`) before the key is looked at, as is the refusal of an infinite one.
     pub(crate) fn hincrbyfloat(
         &mut self,
         tag: u32,
         key: &[u8],
         field: &[u8],
-        delta: f64,
+        delta: &[u8],
         clock: &Clock,
     ) -> RedisObjectResult<Vec<u8>> {
+        let delta = parse_float(delta).ok_or(StoreError::NotAFloat)?;
+        if !delta.is_finite() {
+            return Err(StoreError::IncrementNanOrInfinity);
+        }
         let value = self.write_object(
             tag,
             key,
@@ -232,7 +237,7 @@ impl Shard {
             clock,
             |object, emit| {
                 let hash = as_hash_mut(object);
-                let text = incr_f64(hash.get(field), delta, true)?;
+                let text = incr_float(hash.get(field), delta, true)?;
                 hash.insert(field, &text);
                 emit.emit(Mutation::HSet {
                     key: emit.key,

@@ -15,6 +15,7 @@ pub mod geo;
 pub(crate) mod hash;
 pub mod hll;
 pub(crate) mod list;
+pub(crate) mod long_double;
 pub(crate) mod number;
 pub(crate) mod set;
 pub(crate) mod string;

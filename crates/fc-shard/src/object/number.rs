@@ -1,5 +1,6 @@
 //! Numbers in string values, as Redis reads and writes them.
 
+use super::long_double::LongDouble;
 use crate::error::StoreError;
 
 /// Redis's `string2ll`: an optional `-`, then `0` alone or a digit 1-9 followed by digits; no
@@ -33,25 +34,11 @@ pub(crate) fn parse_i64(bytes: &[u8]) -> Option<i64> {
     }
 }
 
-/// Redis's `string2ld` (on `f64`): a whole decimal float (`inf` and exponents accepted), no
-/// leading space, nothing trailing, not NaN. `None` for anything else.
-pub(crate) fn parse_f64(bytes: &[u8]) -> Option<f64> {
-    if bytes.is_empty() || bytes.len() > 5 * 1024 || bytes[0].is_ascii_whitespace() {
-        return None;
-    }
-    let value: f64 = std::str::from_utf8(bytes).ok()?.parse().ok()?;
-    (!value.is_nan()).then_some(value)
-}
-
-/// The text `INCRBYFLOAT`/`HINCRBYFLOAT` store and reply: the shortest decimal that reads back
-/// as the same `f64`, never in exponent form, `-0` written `0`.
-///
-/// Redis computes these increments in `long double` and prints 17 decimals, trimmed; this
-/// engine computes in `f64`, so a sum whose binary rounding shows in 17 digits (`0.1 + 0.2`)
-/// reads `0.30000000000000004` here and `0.3` in Redis. Every other documented case agrees.
-pub(crate) fn format_f64(value: f64) -> Vec<u8> {
-    let value = if value == 0.0 { 0.0 } else { value };
-    format!("{value}").into_bytes()
+/// Redis's `string2ld`: a whole decimal or hexadecimal float (`inf` and exponents accepted)
+/// read as an x87 `long double`, no leading space, nothing trailing, not NaN, not out of range.
+/// `None` for anything else.
+pub(crate) fn parse_float(bytes: &[u8]) -> Option<LongDouble> {
+    LongDouble::parse(bytes)
 }
 
 /// `current + delta` with Redis's errors; `current` is the stored text (absent reads as 0).
@@ -67,25 +54,32 @@ pub(crate) fn incr_i64(current: Option<&[u8]>, delta: i64, hash: bool) -> Result
     value.checked_add(delta).ok_or(StoreError::Overflow)
 }
 
-/// `current + delta` for floats with Redis's errors, formatted as stored.
-pub(crate) fn incr_f64(
+/// `current + delta` for `INCRBYFLOAT`/`HINCRBYFLOAT` with Redis's errors, as the text Redis
+/// stores and replies.
+///
+/// Redis reads both numbers with `strtold`, adds them in C `long double` (on x86-64 the x87
+/// 80-bit format, 64 significant bits) and prints `%.17Lf` with the trailing zeros and dot
+/// removed: never an exponent, `-0` written `0`. This computes exactly that (see
+/// [`LongDouble`]), so `0.1 + 0.1 + 0.1` is `0.3` and `9223372036854775807 + 0` stays exact, as
+/// in Redis. A sum that overflows (or `inf` in either operand) is
+/// [`StoreError::NanOrInfinity`].
+pub(crate) fn incr_float(
     current: Option<&[u8]>,
-    delta: f64,
+    delta: LongDouble,
     hash: bool,
 ) -> Result<Vec<u8>, StoreError> {
     let value = match current {
-        None => 0.0,
-        Some(text) => parse_f64(text).ok_or(if hash {
+        None => LongDouble::ZERO,
+        Some(text) => parse_float(text).ok_or(if hash {
             StoreError::HashValueNotAFloat
         } else {
             StoreError::NotAFloat
         })?,
     };
-    let sum = value + delta;
-    if !sum.is_finite() {
-        return Err(StoreError::NanOrInfinity);
+    match value.add(delta) {
+        Some(sum) if sum.is_finite() => Ok(sum.to_human()),
+        _ => Err(StoreError::NanOrInfinity),
     }
-    Ok(format_f64(sum))
 }
 
 #[cfg(test)]
@@ -115,32 +109,70 @@ mod tests {
         }
     }
 
+    fn float(text: &str) -> LongDouble {
+        parse_float(text.as_bytes()).expect("a float")
+    }
+
     #[test]
     fn floats_as_string2ld() {
-        assert_eq!(parse_f64(b"10.5"), Some(10.5));
-        assert_eq!(parse_f64(b"5.0e3"), Some(5000.0));
-        assert_eq!(parse_f64(b"-.5"), Some(-0.5));
-        assert_eq!(parse_f64(b"inf"), Some(f64::INFINITY));
-        for bad in ["", " 1", "1 ", "nan", "abc", "1.5x"] {
-            assert_eq!(parse_f64(bad.as_bytes()), None, "{bad:?}");
+        for good in [
+            "10.5", "5.0e3", "-.5", "inf", "-inf", "0x1p4", "1e4000", "5e-4950",
+        ] {
+            assert!(parse_float(good.as_bytes()).is_some(), "{good:?}");
+        }
+        for bad in ["", " 1", "1 ", "nan", "abc", "1.5x", "1e5000", "1e-5000"] {
+            assert_eq!(parse_float(bad.as_bytes()), None, "{bad:?}");
         }
     }
 
     #[test]
-    fn floats_print_as_redis_documents() {
+    fn floats_add_as_redis_does() {
         // The INCRBYFLOAT examples of Redis's documentation.
-        assert_eq!(incr_f64(Some(b"10.50"), 0.1, false).unwrap(), b"10.6");
-        assert_eq!(incr_f64(Some(b"10.6"), -5.0, false).unwrap(), b"5.6");
-        assert_eq!(incr_f64(Some(b"5.0e3"), 200.0, false).unwrap(), b"5200");
-        assert_eq!(format_f64(-0.0), b"0");
-        assert_eq!(format_f64(1e21), b"1000000000000000000000");
         assert_eq!(
-            incr_f64(Some(b"1.7976931348623157e308"), 1e308, false),
+            incr_float(Some(b"10.50"), float("0.1"), false).unwrap(),
+            b"10.6"
+        );
+        assert_eq!(
+            incr_float(Some(b"10.6"), float("-5"), false).unwrap(),
+            b"5.6"
+        );
+        assert_eq!(
+            incr_float(Some(b"5.0e3"), float("2.0e2"), false).unwrap(),
+            b"5200"
+        );
+        // Where an f64 sum would show its rounding, the long double one does not.
+        assert_eq!(
+            incr_float(Some(b"0.2"), float("0.1"), false).unwrap(),
+            b"0.3"
+        );
+        assert_eq!(
+            incr_float(Some(b"9223372036854775807"), float("0"), false).unwrap(),
+            b"9223372036854775807"
+        );
+        assert_eq!(incr_float(None, float("-0"), false).unwrap(), b"0");
+        assert_eq!(
+            incr_float(None, float("1e21"), false).unwrap(),
+            b"1000000000000000000000"
+        );
+        // Past f64's range, printed in full.
+        let big = incr_float(Some(b"1.7976931348623157e308"), float("1e308"), false).unwrap();
+        assert_eq!(big.len(), 309);
+        assert!(big.starts_with(b"2797693134862315"));
+        assert_eq!(
+            incr_float(Some(b"1e4932"), float("1e4932"), false),
             Err(StoreError::NanOrInfinity)
         );
         assert_eq!(
-            incr_f64(Some(b"x"), 1.0, true),
+            incr_float(Some(b"inf"), float("-inf"), false),
+            Err(StoreError::NanOrInfinity)
+        );
+        assert_eq!(
+            incr_float(Some(b"x"), float("1"), true),
             Err(StoreError::HashValueNotAFloat)
+        );
+        assert_eq!(
+            incr_float(Some(b"x"), float("1"), false),
+            Err(StoreError::NotAFloat)
         );
     }
 }

@@ -3,7 +3,7 @@
 //! Every write here goes through [`Shard::set`], so it is one [`crate::Mutation::Set`] with the
 //! whole resulting value and its expiry: a replay cannot compute a different number.
 
-use super::number::{incr_f64, incr_i64};
+use super::number::{incr_float, incr_i64, parse_float};
 use crate::arena::{self, KIND_STRING};
 use crate::clock::Clock;
 use crate::error::{RedisObjectResult, StoreError};
@@ -155,16 +155,18 @@ impl Shard {
         Ok(value)
     }
 
-    /// `INCRBYFLOAT`: the new value as stored; the key keeps its expiry.
+    /// `INCRBYFLOAT`: the new value as stored; the key keeps its expiry. `delta` is the
+    /// increment's text, read as Redis reads it (a `long double`) after the type check.
     pub(crate) fn incr_by_float(
         &mut self,
         tag: u32,
         key: &[u8],
-        delta: f64,
+        delta: &[u8],
         clock: &Clock,
     ) -> RedisObjectResult<Vec<u8>> {
         let current = self.string_entry(tag, key, clock)?;
-        let text = incr_f64(current.as_ref().map(|(v, _)| &v[..]), delta, false)?;
+        let delta = parse_float(delta).ok_or(StoreError::NotAFloat)?;
+        let text = incr_float(current.as_ref().map(|(v, _)| &v[..]), delta, false)?;
         let expiry = current.and_then(|(_, e)| e);
         self.set(tag, key, &text, expiry, clock)?;
         Ok(text)

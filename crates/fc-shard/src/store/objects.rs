@@ -101,9 +101,21 @@ object_ops! {
     /// # Ok::<(), StoreError>(())
     /// ```
     write fn incr_by(delta: i64) -> i64;
-    /// `INCRBYFLOAT`: the new value as stored (see the crate docs on float formatting).
-    /// [`StoreError::NotAFloat`], [`StoreError::NanOrInfinity`].
-    write fn incr_by_float(delta: f64) -> Vec<u8>;
+    /// `INCRBYFLOAT`: the new value as stored. `delta` is the increment as the client wrote it;
+    /// both numbers are read and added as Redis does (x87 `long double`) and the sum is written
+    /// as Redis writes it (`%.17Lf`, trailing zeros trimmed), byte for byte.
+    /// [`StoreError::NotAFloat`] for a stored value or an increment that is not a float (checked
+    /// after the type), [`StoreError::NanOrInfinity`].
+    ///
+    /// ```
+    /// use fc_shard::EmbeddedStore;
+    ///
+    /// let store = EmbeddedStore::new(4);
+    /// store.set(b"f", b"0.1", None);
+    /// assert_eq!(store.incr_by_float(b"f", b"0.2")?, b"0.3");
+    /// # Ok::<(), fc_shard::StoreError>(())
+    /// ```
+    write fn incr_by_float(delta: &[u8]) -> Vec<u8>;
     /// `APPEND`: the new length. [`StoreError::StringTooLong`] past 512 MiB.
     write fn append(suffix: &[u8]) -> usize;
     /// `SETRANGE`: the new length. [`StoreError::OffsetOutOfRange`] for a negative offset,
@@ -145,9 +157,11 @@ object_ops! {
     /// `HINCRBY`: the field's new value. [`StoreError::HashValueNotAnInteger`],
     /// [`StoreError::Overflow`].
     write fn hincrby(field: &[u8], delta: i64) -> i64;
-    /// `HINCRBYFLOAT`: the field's new value as stored. [`StoreError::HashValueNotAFloat`],
-    /// [`StoreError::NanOrInfinity`].
-    write fn hincrbyfloat(field: &[u8], delta: f64) -> Vec<u8>;
+    /// `HINCRBYFLOAT`: the field's new value as stored, computed as `incr_by_float` computes
+    /// (`delta` is the increment's text). Before the key is read: [`StoreError::NotAFloat`] for
+    /// an increment that is not a float, [`StoreError::IncrementNanOrInfinity`] for an
+    /// infinite one. Then [`StoreError::HashValueNotAFloat`], [`StoreError::NanOrInfinity`].
+    write fn hincrbyfloat(field: &[u8], delta: &[u8]) -> Vec<u8>;
     /// `HGET`.
     read fn hget(field: &[u8]) -> Option<Vec<u8>>;
     /// `HMGET`: one answer per field.
