@@ -53,6 +53,10 @@ pub(crate) struct DiffRedisArgs {
     /// A short run (CI): 3,000 commands.
     #[arg(long)]
     quick: bool,
+    /// After each command, also compare this key's TYPE and whether it has a TTL (finding the
+    /// command that made a later mismatch).
+    #[arg(long)]
+    watch: Option<String>,
     /// fc-server worker threads (keys then span workers: cross-worker composition is compared).
     #[arg(long, default_value_t = 2)]
     threads: usize,
@@ -276,6 +280,24 @@ fn run_seed(
                 diverged = true;
             }
         }
+        if let Some(key) = &args.watch
+            && !diverged
+        {
+            let state = |c: &mut Conn| -> anyhow::Result<Vec<u8>> {
+                let t = c.call(&[b"TYPE".to_vec(), key.as_bytes().to_vec()])?.raw;
+                let ttl = c.call(&[b"PTTL".to_vec(), key.as_bytes().to_vec()])?;
+                Ok([t, normalize(&ttl, commands::MILLIS_NORM)].concat())
+            };
+            let (a, b) = (state(&mut pair.fc)?, state(&mut pair.redis)?);
+            if a != b {
+                println!(
+                    "WATCH {key} after #{i} {}: fc-server {}, redis-server {}",
+                    batch.last().map(|c| show_args(&c.args)).unwrap_or_default(),
+                    show(&a),
+                    show(&b)
+                );
+            }
+        }
         // The keyspace's size after each command (or transaction): a write that went astray
         // shows at the command that made it, not at a later read.
         if !diverged {
@@ -325,7 +347,100 @@ fn run_seed(
             "diff-redis: seed {seed}: {known} replies differ as docs/REDIS-COMPAT.md documents"
         );
     }
-    Ok((compared, mismatches))
+    let (moved, bad) = migrate_check(&mut pairs[0])?;
+    println!("diff-redis: seed {seed}: {moved} keys moved by DUMP/RESTORE both ways, {bad} differ");
+    Ok((compared + moved, mismatches + bad))
+}
+
+/// Moves every key the sequence left with `DUMP`/`RESTORE`, redis-server to fc-server and
+/// back, and compares the contents (sorted where order has no meaning): the payloads each
+/// writes must read back on the other.
+fn migrate_check(pair: &mut Pair) -> anyhow::Result<(usize, usize)> {
+    let keys = pair.redis.call(&[b"KEYS".to_vec(), b"*".to_vec()])?;
+    let (mut moved, mut bad) = (0, 0);
+    for key in keys.items.iter().filter_map(|k| k.data.clone()) {
+        let copy = [b"migrated:".as_slice(), &key].concat();
+        let want = content(&mut pair.redis, &key)?;
+        let from_redis = pair.redis.call(&[b"DUMP".to_vec(), key.clone()])?;
+        let Some(payload) = from_redis.data else {
+            continue;
+        };
+        let restore = |payload: Vec<u8>| {
+            vec![
+                b"RESTORE".to_vec(),
+                copy.clone(),
+                b"0".to_vec(),
+                payload,
+                b"REPLACE".to_vec(),
+            ]
+        };
+        let r = pair.fc.call(&restore(payload))?;
+        let got = content(&mut pair.fc, &copy)?;
+        moved += 1;
+        if r.raw != b"+OK\r\n" || got != want {
+            bad += 1;
+            println!(
+                "MISMATCH DUMP of {} on redis-server, RESTORE on fc-server: {} then {}, expected {}",
+                show(&key),
+                show(&r.raw),
+                show(&got),
+                show(&want)
+            );
+        }
+        let from_fc = pair.fc.call(&[b"DUMP".to_vec(), copy.clone()])?;
+        let r = pair
+            .redis
+            .call(&restore(from_fc.data.unwrap_or_default()))?;
+        let back = content(&mut pair.redis, &copy)?;
+        if r.raw != b"+OK\r\n" || back != want {
+            bad += 1;
+            println!(
+                "MISMATCH DUMP of {} on fc-server, RESTORE on redis-server: {} then {}, expected {}",
+                show(&key),
+                show(&r.raw),
+                show(&back),
+                show(&want)
+            );
+        }
+        pair.fc.call(&[b"DEL".to_vec(), copy.clone()])?;
+        pair.redis.call(&[b"DEL".to_vec(), copy])?;
+    }
+    Ok((moved, bad))
+}
+
+/// A key's type and value, with set members and hash fields sorted.
+fn content(conn: &mut Conn, key: &[u8]) -> anyhow::Result<Vec<u8>> {
+    let kind = conn.call(&[b"TYPE".to_vec(), key.to_vec()])?;
+    let (args, norm): (&[&[u8]], Norm) = match &kind.raw[..] {
+        b"+string\r\n" => (&[b"GET"], Norm::default()),
+        b"+list\r\n" => (&[b"LRANGE", b"0", b"-1"], Norm::default()),
+        b"+set\r\n" => (
+            &[b"SMEMBERS"],
+            Norm {
+                unordered: true,
+                ..Norm::default()
+            },
+        ),
+        b"+hash\r\n" => (
+            &[b"HGETALL"],
+            Norm {
+                pairs: true,
+                ..Norm::default()
+            },
+        ),
+        b"+zset\r\n" => (
+            &[b"ZRANGE", b"0", b"-1", b"WITHSCORES"],
+            Norm {
+                doubles: true,
+                ..Norm::default()
+            },
+        ),
+        _ => return Ok(kind.raw),
+    };
+    let mut call = vec![args[0].to_vec(), key.to_vec()];
+    call.extend(args[1..].iter().map(|a| a.to_vec()));
+    let reply = conn.call(&call)?;
+    Ok([kind.raw, normalize(&reply, norm)].concat())
 }
 
 /// A difference docs/REDIS-COMPAT.md documents (fc-server follows Redis 7.2 where the 7.0

@@ -53,12 +53,30 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
     // Argument vectors of commands run in place, reused by the next ones parsed.
     let mut spare: Vec<Vec<Bytes>> = Vec::with_capacity(BATCH);
     let mut names = command::RecentNames::default();
+    // Shutdown: the client finishes the requests its socket holds, then ends.
+    let mut draining = false;
     loop {
-        let read = tokio::select! {
+        if draining {
+            match stream.try_read_buf(&mut rbuf) {
+                Ok(n) if n > 0 => {}
+                _ => return,
+            }
+        }
+        let read = if draining {
+            Ok(1)
+        } else {
+            tokio::select! {
             biased;
             // A kill wins over input that arrived with it: CLIENT KILL's caller may rely on
-            // the client running nothing after it (its reply came first).
-            () = &mut kill => return,
+            // the client running nothing after it (its reply came first). A shutdown lets the
+            // requests already sent run.
+            () = &mut kill => {
+                if state.client.ended.load(Ordering::Acquire) == Ended::Shutdown as u8 {
+                    draining = true;
+                    continue;
+                }
+                return;
+            }
             read = stream.read_buf(&mut rbuf) => read,
             Some(message) = next_message(&mut state.subs) => {
                 // Published messages go out when the connection would otherwise sleep.
@@ -73,6 +91,7 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
                     return;
                 }
                 continue;
+            }
             }
         };
         if matches!(read, Ok(0) | Err(_)) {

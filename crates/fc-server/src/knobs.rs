@@ -233,6 +233,13 @@ impl Knobs {
         }
     }
 
+    /// A numeric knob's value by name (`None`: no such knob, or not a number).
+    pub(crate) fn number(&self, name: &str) -> Option<i64> {
+        let index = Self::find(name)?;
+        let values = self.values.read().unwrap_or_else(PoisonError::into_inner);
+        values[index].parse().ok()
+    }
+
     /// Sets knob `index` to a value [`Knobs::check`] returned.
     pub(crate) fn set(&self, index: usize, value: String) {
         self.values.write().unwrap_or_else(PoisonError::into_inner)[index] = value;

@@ -1139,8 +1139,9 @@ async fn hll_across(worker: &Worker, multi: Multi, args: &[Bytes], txn: &TxnLink
         let r = on_owner(worker, handler("get"), vec![b("get"), key.clone()], txn).await;
         match r.tokens().first() {
             // Each key is checked as it is read, so the first bad key decides the error.
-            Some(Token::Bulk(range)) => match hll::validate(r.bytes(range)) {
-                Ok(()) => values.push(Some(r.bytes(range).to_vec())),
+            // Header then registers, key by key (see hyperloglog::read).
+            Some(Token::Bulk(range)) => match hll::count_union(&[r.bytes(range)]) {
+                Ok(_) => values.push(Some(r.bytes(range).to_vec())),
                 Err(e) => {
                     hll_error(&mut out, e);
                     return out;

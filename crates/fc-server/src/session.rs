@@ -214,6 +214,38 @@ async fn run(
             state.restrict(out.version());
         }
         Session::Echo => out.bulk(&args[1]),
+        Session::Object => object(worker, &args, out, txn).await,
+        Session::Wait => {
+            let (Some(replicas), Some(timeout)) = (
+                fc_resp::number::parse_i64(&args[1]),
+                fc_resp::number::parse_i64(&args[2]),
+            ) else {
+                return out.error(b"ERR value is not an integer or out of range");
+            };
+            if timeout < 0 {
+                return out.error(b"ERR timeout is negative");
+            }
+            // No replica can acknowledge (replication is not built yet): Redis answers 0 at
+            // once when none is asked for or inside MULTI, else after the timeout.
+            if replicas > 0 && timeout > 0 && txn.is_none() {
+                tokio::time::sleep(std::time::Duration::from_millis(timeout as u64)).await;
+            }
+            out.integer(0);
+        }
+        Session::Role => {
+            out.array_len(3);
+            out.bulk(b"master");
+            out.integer(0);
+            out.array_len(0);
+        }
+        Session::Lolwut => {
+            let text = format!(
+                "fast-cache ver. {} (Redis {} compatible)\n",
+                env!("CARGO_PKG_VERSION"),
+                crate::REDIS_VERSION
+            );
+            out.verbatim(*b"txt", text.as_bytes());
+        }
         Session::Quit => {
             out.ok();
             state.quit = true;
@@ -663,6 +695,61 @@ async fn shutdown(worker: &Worker, state: &mut ClientState, args: &[Bytes], out:
     tracing::warn!("SHUTDOWN requested by client id={}", state.id);
     shared.shutdown_request.send_replace(true);
     state.quit = true;
+}
+
+/// `OBJECT HELP` and `OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT key` (the latter on the key's
+/// owner, with the configured encoding thresholds).
+async fn object<R: Reply>(worker: &Worker, args: &[Bytes], out: &mut R, txn: Option<&TxnLinks>) {
+    const HELP: &[&[u8]] = &[
+        b"OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        b"ENCODING <key>",
+        b"    Return the kind of internal representation used in order to store the value",
+        b"    associated with a <key>.",
+        b"FREQ <key>",
+        b"    Return the access frequency index of the <key>. The returned integer is",
+        b"    proportional to the logarithm of the recent access frequency of the key.",
+        b"IDLETIME <key>",
+        b"    Return the idle time of the <key>, that is the approximated number of",
+        b"    seconds elapsed since the last access to the key.",
+        b"REFCOUNT <key>",
+        b"    Return the number of references of the value associated with the specified",
+        b"    <key>.",
+        b"HELP",
+        b"    Prints this help.",
+    ];
+    let sub = args[1].to_ascii_lowercase();
+    match (sub.as_slice(), args.len()) {
+        (b"help", 2) => command::help(out, HELP),
+        (b"encoding" | b"freq" | b"idletime" | b"refcount", 3) => {
+            let knobs = &worker.shared.live.knobs;
+            let knob = |name: &str, default: i64| knobs.number(name).unwrap_or(default);
+            let list_bytes = match knob("list-max-listpack-size", -2) {
+                n @ -5..=-1 => 4096 << (-n - 1),
+                _ => 8192,
+            };
+            let thresholds = [
+                knob("hash-max-listpack-entries", 128),
+                knob("hash-max-listpack-value", 64),
+                knob("zset-max-listpack-entries", 128),
+                knob("zset-max-listpack-value", 64),
+                knob("set-max-intset-entries", 512),
+                // Redis 7.2's set listpack thresholds (its defaults).
+                128,
+                64,
+                list_bytes,
+            ];
+            let mut sub_args = vec![Bytes::from(sub), args[2].clone()];
+            sub_args.extend(thresholds.iter().map(|n| Bytes::from(n.to_string())));
+            let owner = worker.shared.owner_of(&args[2]);
+            cross::exec_at(worker, owner, command::OBJECT, sub_args, txn)
+                .await
+                .replay(out);
+        }
+        (b"help" | b"encoding" | b"freq" | b"idletime" | b"refcount", _) => {
+            command::wrong_subcommand_arity(out, "object", &args[1]);
+        }
+        _ => command::unknown_subcommand(out, "OBJECT", &args[1]),
+    }
 }
 
 #[cfg(test)]

@@ -86,6 +86,43 @@ const CASES: &[(&str, &[u8])] = &[
     ("LCS a b IDX WITHMATCHLEN", b"%2\r\n$7\r\nmatches\r\n*2\r\n*3\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n:4\r\n*3\r\n*2\r\n:2\r\n:3\r\n*2\r\n:0\r\n:1\r\n:2\r\n$3\r\nlen\r\n:6\r\n"),
 ];
 
+/// Further cases, all in RESP2: OBJECT, ROLE, WAIT, DUMP (Redis's bytes) and RESTORE's checks,
+/// ZRANDMEMBER's shapes on one-member sets, BITFIELD.
+const MORE: &[(&str, &[u8])] = &[
+    ("FLUSHALL", b"+OK\r\n"),
+    ("SET i 123", b"+OK\r\n"),
+    ("SET e hello", b"+OK\r\n"),
+    ("HSET h a b", b":1\r\n"),
+    ("ZADD z 1 a", b":1\r\n"),
+    ("SADD si 1 2 3", b":3\r\n"),
+    ("OBJECT ENCODING i", b"$3\r\nint\r\n"),
+    ("OBJECT ENCODING e", b"$6\r\nembstr\r\n"),
+    ("OBJECT ENCODING h", b"$8\r\nlistpack\r\n"),
+    ("OBJECT ENCODING z", b"$8\r\nlistpack\r\n"),
+    ("OBJECT ENCODING si", b"$6\r\nintset\r\n"),
+    ("OBJECT ENCODING nokey", b"$-1\r\n"),
+    ("OBJECT REFCOUNT i", b":2147483647\r\n"),
+    ("OBJECT FREQ i", b"-ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.\r\n"),
+    ("OBJECT NOPE x", b"-ERR unknown subcommand 'NOPE'. Try OBJECT HELP.\r\n"),
+    ("ROLE", b"*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n"),
+    ("WAIT 0 0", b":0\r\n"),
+    ("DUMP e", b"$17\r\n\x00\x05hello\n\x00cr\xdfve4 \n\r\n"),
+    ("DUMP h", b"$25\r\n\x10\r\r\x00\x00\x00\x02\x00\x81a\x02\x81b\x02\xff\n\x00\xd9<\x7f\x07(\xf0\xed\xcc\r\n"),
+    ("DUMP z", b"$24\r\n\x11\x0c\x0c\x00\x00\x00\x02\x00\x81a\x02\x01\x01\xff\n\x00\xa8\x05\xce\xb8\xd7\xa93\x02\r\n"),
+    ("DUMP si", b"$26\r\n\x0b\x0e\x02\x00\x00\x00\x03\x00\x00\x00\x01\x00\x02\x00\x03\x00\n\x00\xa5\x02\\\xe2mnM\x1b\r\n"),
+    ("DUMP nokey", b"$-1\r\n"),
+    ("RESTORE e 0 x", b"-BUSYKEY Target key name already exists.\r\n"),
+    ("RESTORE e2 -1 x", b"-ERR Invalid TTL value, must be >= 0\r\n"),
+    ("RESTORE e2 0 x", b"-ERR DUMP payload version or checksum are wrong\r\n"),
+    ("ZRANDMEMBER nokey", b"$-1\r\n"),
+    ("ZRANDMEMBER z 1 WITHSCORES", b"*2\r\n$1\r\na\r\n$1\r\n1\r\n"),
+    ("ZRANDMEMBER z -2", b"*2\r\n$1\r\na\r\n$1\r\na\r\n"),
+    ("ZRANDMEMBER z 1 x", b"-ERR syntax error\r\n"),
+    ("BITFIELD bf SET i8 0 -100 INCRBY i8 0 -100 OVERFLOW SAT INCRBY i8 0 -100 GET u4 0", b"*4\r\n:0\r\n:56\r\n:-44\r\n:13\r\n"),
+    ("BITFIELD bf OVERFLOW FAIL INCRBY u2 100 7", b"*1\r\n$-1\r\n"),
+    ("BITFIELD_RO bf SET u8 0 1", b"-ERR BITFIELD_RO only supports the GET subcommand\r\n"),
+];
+
 /// Reads one whole reply (RESP2 or RESP3) off `r`.
 fn read_reply(r: &mut BufReader<TcpStream>, out: &mut Vec<u8>) {
     let mut line = Vec::new();
@@ -117,7 +154,11 @@ fn catalog_replies_are_redis_bytes() {
     let stream = TcpStream::connect(server.addr()).unwrap();
     let mut w = stream.try_clone().unwrap();
     let mut r = BufReader::new(stream);
-    for (line, want) in CASES {
+    for (line, want) in CASES
+        .iter()
+        .chain(std::iter::once(&("HELLO 2", &b"(hello)"[..])))
+        .chain(MORE)
+    {
         let args: Vec<&str> = line.split(' ').collect();
         w.write_all(&encode(&args)).unwrap();
         let mut got = Vec::new();

@@ -44,6 +44,9 @@ const DOUBLES: Norm = Norm {
     doubles: true,
     millis: false,
 };
+/// How `PTTL`-like replies are normalized (for `--watch`).
+pub(crate) const MILLIS_NORM: Norm = MILLIS;
+
 const MILLIS: Norm = Norm {
     unordered: false,
     pairs: false,
@@ -270,10 +273,8 @@ impl Gen {
             }
             12 => {
                 let n = self.score();
-                return Cmd {
-                    args: to_args(vec!["INCRBYFLOAT".into(), k, n]),
-                    norm: DOUBLES,
-                };
+                // Compared exactly: both compute in x87 long double and print %.17Lf.
+                return Cmd::plain(to_args(vec!["INCRBYFLOAT".into(), k, n]));
             }
             13 => {
                 let off = self.pick(&["0", "1", "3", "10", "-1", "x"]).into();
@@ -577,10 +578,7 @@ impl Gen {
             7 => vec!["HINCRBY".into(), k, f, self.index()],
             8 => {
                 let n = self.score();
-                return Cmd {
-                    args: to_args(vec!["HINCRBYFLOAT".into(), k, f, n]),
-                    norm: DOUBLES,
-                };
+                return Cmd::plain(to_args(vec!["HINCRBYFLOAT".into(), k, f, n]));
             }
             9 => {
                 let mut a = vec!["HMGET".into(), k];

@@ -117,8 +117,28 @@ fn score_of<R: Reply>(ctx: &mut Ctx<'_, R>, key: usize, member: usize) -> Result
         .map_err(|e| ctx.store_error(&e))
 }
 
+/// Replies WRONGTYPE (and returns false) when `args[1]` holds something other than a sorted
+/// set (Redis checks the key even when no member is asked for).
+fn zset_or_missing<R: Reply>(ctx: &mut Ctx<'_, R>) -> bool {
+    match ctx.store.type_of(&ctx.args[1]) {
+        Ok(None | Some(fc_shard::KeyType::ZSet)) => true,
+        Ok(Some(_)) => {
+            ctx.out
+                .error(b"WRONGTYPE Operation against a key holding the wrong kind of value");
+            false
+        }
+        Err(e) => {
+            ctx.store_error(&e);
+            false
+        }
+    }
+}
+
 /// `GEOPOS key [member ...]`: each member's position (the centre of its cell), or a null array.
 pub(super) fn geopos<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    if !zset_or_missing(ctx) {
+        return;
+    }
     let mut scores = Vec::with_capacity(ctx.args.len() - 2);
     for i in 2..ctx.args.len() {
         let Ok(score) = score_of(ctx, 1, i) else {
@@ -142,6 +162,9 @@ pub(super) fn geopos<R: Reply>(ctx: &mut Ctx<'_, R>) {
 
 /// `GEOHASH key [member ...]`: each member's 11-character geohash, or nil.
 pub(super) fn geohash<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    if !zset_or_missing(ctx) {
+        return;
+    }
     let mut scores = Vec::with_capacity(ctx.args.len() - 2);
     for i in 2..ctx.args.len() {
         let Ok(score) = score_of(ctx, 1, i) else {

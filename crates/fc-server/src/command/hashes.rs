@@ -148,6 +148,10 @@ pub(super) fn hrandfield<R: Reply>(ctx: &mut Ctx<'_, R>) {
             if ctx.args.len() == 4 && !ctx.is(3, "withvalues") {
                 return ctx.syntax_error();
             }
+            // Twice the picks would overflow Redis's reply length.
+            if ctx.args.len() == 4 && n < -(i64::MAX / 2) {
+                return ctx.out.error(b"ERR value is out of range");
+            }
             (Some(n), ctx.args.len() == 4)
         }
         _ => return ctx.syntax_error(),

@@ -35,8 +35,10 @@ pub(crate) fn hll_error<R: Reply>(out: &mut R, e: HllError) {
 /// key decides the error, as in Redis); `Err(())` after replying.
 fn read<R: Reply>(ctx: &mut Ctx<'_, R>, key: &[u8]) -> Result<Option<Vec<u8>>, ()> {
     match ctx.store.get_string(key) {
-        Ok(Some(v)) => match hll::validate(&v) {
-            Ok(()) => Ok(Some(v)),
+        // Each key in turn, its header then its registers (Redis merges each key as it reads
+        // it, so the first bad key decides between WRONGTYPE and INVALIDOBJ).
+        Ok(Some(v)) => match hll::count_union(&[&v]) {
+            Ok(_) => Ok(Some(v)),
             Err(e) => {
                 hll_error(ctx.out, e);
                 Err(())

@@ -361,3 +361,106 @@ fn fastrand_u64() -> u64 {
         z ^ (z >> 31)
     })
 }
+
+/// Redis's `string2ll`: whether `value` is the canonical text of a 64-bit integer.
+fn is_integer(value: &[u8]) -> bool {
+    value.len() <= 20 && fc_resp::number::parse_i64(value).is_some()
+}
+
+/// `[sub, key, thresholds...]` from the connection (`OBJECT sub key`): `ENCODING` names the
+/// encoding Redis would use for the value by its size thresholds (passed in, as configured:
+/// hash entries/value, zset entries/value, intset entries, set listpack entries/value, list
+/// listpack bytes), so tools that check them see Redis's names; `REFCOUNT` is 1 (2147483647
+/// for the integers 0..9999, which Redis shares); `IDLETIME` is 0 (fast-cache keeps no per-key
+/// access time); `FREQ` is refused as Redis refuses it without an LFU policy.
+pub(super) fn object<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    let key = ctx.args[1].clone();
+    let sub = ctx.args[0].to_ascii_lowercase();
+    let threshold = |i: usize| -> usize {
+        ctx.args
+            .get(i)
+            .and_then(|a| std::str::from_utf8(a).ok()?.parse().ok())
+            .unwrap_or(0)
+    };
+    let (hash_n, hash_v, zset_n, zset_v, intset_n, set_n, set_v, list_bytes) = (
+        threshold(2),
+        threshold(3),
+        threshold(4),
+        threshold(5),
+        threshold(6),
+        threshold(7),
+        threshold(8),
+        threshold(9),
+    );
+    let kind = match ctx.store.type_of(&key) {
+        Ok(Some(kind)) => kind,
+        Ok(None) => return ctx.out.null(),
+        Err(e) => return ctx.store_error(&e),
+    };
+    match sub.as_slice() {
+        b"freq" => {
+            return ctx.out.error(
+                b"ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
+            );
+        }
+        b"idletime" => return ctx.out.integer(0),
+        b"refcount" => {
+            let shared = kind == fc_shard::KeyType::String
+                && ctx
+                    .store
+                    .get_string(&key)
+                    .ok()
+                    .flatten()
+                    .and_then(|v| fc_resp::number::parse_i64(&v))
+                    .is_some_and(|n| (0..10_000).contains(&n));
+            return ctx.out.integer(if shared { 2_147_483_647 } else { 1 });
+        }
+        _ => {}
+    }
+    let small = |items: &[Vec<u8>], n: usize, v: usize| {
+        items.len() <= n && items.iter().all(|i| i.len() <= v)
+    };
+    let name: &[u8] = match kind {
+        fc_shard::KeyType::String => match ctx.store.get_string(&key) {
+            Ok(Some(v)) if is_integer(&v) => b"int",
+            Ok(Some(v)) if v.len() <= 44 => b"embstr",
+            _ => b"raw",
+        },
+        fc_shard::KeyType::List => match ctx.store.lrange(&key, 0, -1) {
+            // A listpack entry costs its bytes plus about two of header and backlen.
+            Ok(items) if items.iter().map(|i| i.len() + 2).sum::<usize>() + 7 <= list_bytes => {
+                b"listpack"
+            }
+            _ => b"quicklist",
+        },
+        fc_shard::KeyType::Set => match ctx.store.smembers(&key) {
+            Ok(m) if m.len() <= intset_n && m.iter().all(|x| is_integer(x)) => b"intset",
+            Ok(m) if small(&m, set_n, set_v) => b"listpack",
+            _ => b"hashtable",
+        },
+        fc_shard::KeyType::Hash => match ctx.store.hgetall(&key) {
+            Ok(pairs)
+                if pairs.len() <= hash_n
+                    && pairs
+                        .iter()
+                        .all(|(f, v)| f.len() <= hash_v && v.len() <= hash_v) =>
+            {
+                b"listpack"
+            }
+            _ => b"hashtable",
+        },
+        fc_shard::KeyType::ZSet => {
+            match ctx
+                .store
+                .zrange(&key, fc_shard::ZRange::Rank(0, -1), false, None)
+            {
+                Ok(e) if e.len() <= zset_n && e.iter().all(|(m, _)| m.len() <= zset_v) => {
+                    b"listpack"
+                }
+                _ => b"skiplist",
+            }
+        }
+        _ => b"raw",
+    };
+    ctx.out.bulk(name);
+}

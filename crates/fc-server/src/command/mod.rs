@@ -23,6 +23,9 @@ macro_rules! store {
 }
 pub(crate) use store;
 
+/// `OBJECT`'s subcommands on the key's owner ([`keys::object`]).
+pub(crate) const OBJECT: Handler = store!(keys::object);
+
 /// The search half of a storing GEO search across shards ([`geo::export`]).
 pub(crate) const GEO_EXPORT: Handler = store!(geo::export);
 
@@ -30,6 +33,7 @@ pub(crate) const GEO_EXPORT: Handler = store!(geo::export);
 pub(crate) const ZRANGE_SCORED: Handler = store!(zsets::zrange_scored);
 
 mod bitfield;
+mod dump;
 pub(crate) mod geo;
 mod hashes;
 pub(crate) mod hyperloglog;
@@ -122,6 +126,12 @@ pub(crate) enum Session {
     Time,
     Unwatch,
     Watch,
+    /// `OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT|HELP`.
+    Object,
+    /// `WAIT numreplicas timeout`.
+    Wait,
+    Role,
+    Lolwut,
     /// The pub/sub commands (`crate::pubsub`).
     PubSub(Ps),
 }

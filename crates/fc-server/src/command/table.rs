@@ -10,8 +10,8 @@ use super::Route::{AllWorkers, Atomic, Cursor, Key, Multi, PerKey, Pop, Session}
 use super::Session as S;
 use super::pops::Block as B;
 use super::{
-    A, Begin, Doc, F, Find, KeySpec, Merge, Ps, Spec, bitfield, geo, hashes, hyperloglog, keys,
-    lists, sets, strings, zsets,
+    A, Begin, Doc, F, Find, KeySpec, Merge, Ps, Spec, bitfield, dump, geo, hashes, hyperloglog,
+    keys, lists, sets, strings, zsets,
 };
 use super::{Multi as M, SetOp};
 
@@ -658,6 +658,31 @@ pub(crate) static COMMANDS: &[Spec] = &[
             summary: "Discard all commands issued after MULTI",
         },
         route: Session(S::Discard),
+    },
+    Spec {
+        name: "dump",
+        arity: 2,
+        flags: F::READONLY,
+        acl: A::KEYSPACE | A::READ | A::SLOW,
+        keys: (1, 1, 1),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["RO", "access"],
+            begin: Begin::Index(1),
+            find: Find::Range {
+                last: 0,
+                step: 1,
+                limit: 0,
+            },
+        }],
+        tips: &["nondeterministic_output"],
+        doc: Doc {
+            group: "generic",
+            since: "2.6.0",
+            complexity: "O(1) to access the key and additional O(N*M) to serialize it, where N is the number of Redis objects composing the value and M their average size. For small string values the time complexity is thus O(1)+O(1*M) where M is small, so simply O(1).",
+            summary: "Return a serialized version of the value stored at the specified key.",
+        },
+        route: Key(store!(dump::dump)),
     },
     Spec {
         name: "echo",
@@ -2025,6 +2050,22 @@ pub(crate) static COMMANDS: &[Spec] = &[
         route: Pop(B::Lmpop),
     },
     Spec {
+        name: "lolwut",
+        arity: -1,
+        flags: F::READONLY | F::FAST,
+        acl: A::READ | A::FAST,
+        keys: (0, 0, 0),
+        key_specs: &[],
+        tips: &[],
+        doc: Doc {
+            group: "server",
+            since: "5.0.0",
+            complexity: "",
+            summary: "Display some computer art and the Redis version",
+        },
+        route: Session(S::Lolwut),
+    },
+    Spec {
         name: "lpop",
         arity: -2,
         flags: F::WRITE | F::FAST,
@@ -2328,6 +2369,22 @@ pub(crate) static COMMANDS: &[Spec] = &[
             summary: "Mark the start of a transaction block",
         },
         route: Session(S::Multi),
+    },
+    Spec {
+        name: "object",
+        arity: -2,
+        flags: 0,
+        acl: A::SLOW,
+        keys: (0, 0, 0),
+        key_specs: &[],
+        tips: &[],
+        doc: Doc {
+            group: "generic",
+            since: "2.2.3",
+            complexity: "Depends on subcommand.",
+            summary: "A container for object introspection commands",
+        },
+        route: Session(S::Object),
     },
     Spec {
         name: "persist",
@@ -2782,6 +2839,47 @@ pub(crate) static COMMANDS: &[Spec] = &[
             summary: "Reset the connection",
         },
         route: Session(S::Reset),
+    },
+    Spec {
+        name: "restore",
+        arity: -4,
+        flags: F::WRITE | F::DENYOOM,
+        acl: A::KEYSPACE | A::WRITE | A::SLOW | A::DANGEROUS,
+        keys: (1, 1, 1),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["OW", "update"],
+            begin: Begin::Index(1),
+            find: Find::Range {
+                last: 0,
+                step: 1,
+                limit: 0,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "generic",
+            since: "2.6.0",
+            complexity: "O(1) to create the new key and additional O(N*M) to reconstruct the serialized value, where N is the number of Redis objects composing the value and M their average size. For small string values the time complexity is thus O(1)+O(1*M) where M is small, so simply O(1). However for sorted set values the complexity is O(N*M*log(N)) because inserting values into sorted sets is O(log(N)).",
+            summary: "Create a key using the provided serialized value, previously obtained using DUMP.",
+        },
+        route: Key(store!(dump::restore)),
+    },
+    Spec {
+        name: "role",
+        arity: 1,
+        flags: F::NOSCRIPT | F::LOADING | F::STALE | F::FAST,
+        acl: A::ADMIN | A::FAST | A::DANGEROUS,
+        keys: (0, 0, 0),
+        key_specs: &[],
+        tips: &[],
+        doc: Doc {
+            group: "server",
+            since: "2.8.12",
+            complexity: "O(1)",
+            summary: "Return the role of the instance in the context of replication",
+        },
+        route: Session(S::Role),
     },
     Spec {
         name: "rpop",
@@ -3900,6 +3998,22 @@ pub(crate) static COMMANDS: &[Spec] = &[
         route: Session(S::Unwatch),
     },
     Spec {
+        name: "wait",
+        arity: 3,
+        flags: F::NOSCRIPT,
+        acl: A::SLOW | A::CONNECTION,
+        keys: (0, 0, 0),
+        key_specs: &[],
+        tips: &["request_policy:all_shards", "response_policy:agg_min"],
+        doc: Doc {
+            group: "generic",
+            since: "3.0.0",
+            complexity: "O(1)",
+            summary: "Wait for the synchronous replication of all the write commands sent in the context of the current connection",
+        },
+        route: Session(S::Wait),
+    },
+    Spec {
         name: "watch",
         arity: -2,
         flags: F::NOSCRIPT | F::LOADING | F::STALE | F::FAST | F::ALLOW_BUSY,
@@ -4332,6 +4446,31 @@ pub(crate) static COMMANDS: &[Spec] = &[
             summary: "Remove and return members with the lowest scores in a sorted set",
         },
         route: Key(store!(zsets::zpopmin)),
+    },
+    Spec {
+        name: "zrandmember",
+        arity: -2,
+        flags: F::READONLY,
+        acl: A::READ | A::SORTEDSET | A::SLOW,
+        keys: (1, 1, 1),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["RO", "access"],
+            begin: Begin::Index(1),
+            find: Find::Range {
+                last: 0,
+                step: 1,
+                limit: 0,
+            },
+        }],
+        tips: &["nondeterministic_output"],
+        doc: Doc {
+            group: "sorted-set",
+            since: "6.2.0",
+            complexity: "O(N) where N is the number of elements returned",
+            summary: "Get one or multiple random elements from a sorted set",
+        },
+        route: Key(store!(zsets::zrandmember)),
     },
     Spec {
         name: "zrange",

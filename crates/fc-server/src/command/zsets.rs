@@ -164,6 +164,54 @@ impl<R: Reply> fc_shard::ScoredVisitor for RangeStream<'_, R> {
     }
 }
 
+/// `ZRANDMEMBER key [count [WITHSCORES]]`: picks written as they are drawn (a count of
+/// billions stops at the output limit).
+pub(super) fn zrandmember<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    let (count, with_scores) = match ctx.args.len() {
+        2 => (None, false),
+        3 | 4 => {
+            let Some(n) = super::random_count(ctx, 2) else {
+                return;
+            };
+            if ctx.args.len() == 4 && !ctx.is(3, "withscores") {
+                return ctx.syntax_error();
+            }
+            let with_scores = ctx.args.len() == 4;
+            // Twice the picks would overflow Redis's reply length.
+            if with_scores && n < -(i64::MAX / 2) {
+                return ctx.out.error(b"ERR value is out of range");
+            }
+            (Some(n), with_scores)
+        }
+        _ => return ctx.syntax_error(),
+    };
+    if count.is_none() {
+        struct One(Option<Vec<u8>>);
+        impl fc_shard::ScoredVisitor for One {
+            fn len(&mut self, _n: usize) {}
+            fn entry(&mut self, member: &[u8], _score: f64) -> bool {
+                self.0 = Some(member.to_vec());
+                false
+            }
+        }
+        let mut one = One(None);
+        return match ctx.store.zrandmember_visit(&ctx.args[1], None, &mut one) {
+            Ok(()) => super::bulk_or_null(ctx.out, one.0),
+            Err(e) => ctx.store_error(&e),
+        };
+    }
+    let mut stream = RangeStream {
+        out: &mut *ctx.out,
+        with_scores,
+    };
+    if let Err(e) = ctx
+        .store
+        .zrandmember_visit(&ctx.args[1], count, &mut stream)
+    {
+        ctx.store_error(&e);
+    }
+}
+
 /// Replies the range of the sorted set at `args[1]`, streamed (see [`RangeStream`]).
 fn reply_range<R: Reply>(
     ctx: &mut Ctx<'_, R>,

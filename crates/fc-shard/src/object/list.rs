@@ -403,6 +403,17 @@ impl Shard {
             return Ok(None);
         }
         self.expect_kind(destination.0, destination.1, KIND_LIST, clock)?;
+        // A one-element list moved onto itself stays as it is (popping it first would delete
+        // the key and its TTL with it; Redis deletes an emptied source only after the push).
+        if source == destination
+            && let Some(Some(item)) = self.read_list(source.0, source.1, clock, |l| {
+                (l.len() == 1)
+                    .then(|| l.iter().next().map(<[u8]>::to_vec))
+                    .flatten()
+            })?
+        {
+            return Ok(Some(item));
+        }
         self.grouped(|shard| {
             let Some(mut popped) = shard.pop(source.0, source.1, from, 1, clock)? else {
                 return Ok(None);

@@ -241,14 +241,25 @@ pub(crate) fn visit_random(
     visitor: &mut dyn Visitor,
     mut pick: impl FnMut(usize, &mut dyn Visitor) -> bool,
 ) {
+    visit_random_with(len, count, visitor, |v, n| v.len(n), |i, v| pick(i, v));
+}
+
+/// [`visit_random`] for any visitor (`set_len` announces how many picks follow).
+pub(crate) fn visit_random_with<V: ?Sized>(
+    len: usize,
+    count: Option<i64>,
+    visitor: &mut V,
+    mut set_len: impl FnMut(&mut V, usize),
+    mut pick: impl FnMut(usize, &mut V) -> bool,
+) {
     match count {
         None => {
-            visitor.len(1);
+            set_len(visitor, 1);
             pick(random_below(len), visitor);
         }
         Some(n) if n >= 0 => {
             let n = (n as u64).min(len as u64) as usize;
-            visitor.len(n);
+            set_len(visitor, n);
             for i in hash::distinct_positions(len, n) {
                 if !pick(i, visitor) {
                     break;
@@ -257,7 +268,7 @@ pub(crate) fn visit_random(
         }
         Some(n) => {
             let n = n.unsigned_abs();
-            visitor.len(usize::try_from(n).unwrap_or(usize::MAX));
+            set_len(visitor, usize::try_from(n).unwrap_or(usize::MAX));
             for _ in 0..n {
                 if !pick(random_below(len), visitor) {
                     break;

@@ -684,6 +684,35 @@ impl Shard {
         Ok(())
     }
 
+    /// `ZRANDMEMBER key [count]`: one random member (`count` `None`), up to `count` distinct
+    /// ones, or `-count` with repetitions, each visited as it is drawn (a count of billions
+    /// stops when the visitor says so).
+    pub(crate) fn zrandmember_visit(
+        &self,
+        tag: u32,
+        key: &[u8],
+        count: Option<i64>,
+        visitor: &mut dyn crate::ScoredVisitor,
+        clock: &Clock,
+    ) -> RedisObjectResult<()> {
+        let visited = self.read_zset(tag, key, clock, |z| {
+            super::visit_random_with(
+                z.len(),
+                count,
+                visitor,
+                |v, n| v.len(n),
+                |i, v| match z.scores.get_index(i) {
+                    Some((m, s)) => v.entry(m, *s),
+                    None => false,
+                },
+            );
+        })?;
+        if visited.is_none() {
+            visitor.len(0);
+        }
+        Ok(())
+    }
+
     /// `ZCOUNT` / `ZLEXCOUNT` (and the size of any [`ZRange`]).
     pub(crate) fn zcount(
         &self,

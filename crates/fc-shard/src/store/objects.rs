@@ -323,6 +323,8 @@ object_ops! {
     /// `ZCOUNT` / `ZLEXCOUNT`: how many entries a range selects.
     read fn zcount(range: ZRange<'_>) -> usize;
     /// `ZSCORE`.
+    /// `ZRANDMEMBER key [count]`, each pick visited as it is drawn (see `srandmember_visit`).
+    read fn zrandmember_visit(count: Option<i64>, visitor: &mut dyn crate::ScoredVisitor) -> ();
     read fn zscore(member: &[u8]) -> Option<f64>;
     /// `ZMSCORE`.
     read fn zmscore(members: &[&[u8]]) -> Vec<Option<f64>>;
