@@ -50,10 +50,14 @@ def key_spec(spec):
     bspec, fspec = pairs(begin["spec"]), pairs(find["spec"])
     if text(begin["type"]) == "index":
         begin_rs = f"Begin::Index({fspec_int(bspec, 'index')})"
+    elif text(begin["type"]) == "unknown":
+        begin_rs = "Begin::Unknown"
     else:
         begin_rs = (f"Begin::Keyword {{ keyword: {rust_str(bspec['keyword'])}, "
                     f"start_from: {fspec_int(bspec, 'startfrom')} }}")
-    if text(find["type"]) == "range":
+    if text(find["type"]) == "unknown":
+        find_rs = "Find::Unknown"
+    elif text(find["type"]) == "range":
         find_rs = (f"Find::Range {{ last: {fspec_int(fspec, 'lastkey')}, "
                    f"step: {fspec_int(fspec, 'keystep')}, limit: {fspec_int(fspec, 'limit')} }}")
     else:

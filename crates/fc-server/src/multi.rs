@@ -151,6 +151,22 @@ fn zset_replace<R: Reply>(ctx: &mut Ctx<'_, R>) {
     ctx.out.integer(entries.len() as i64);
 }
 
+/// `[_, dest, item...]`: replaces `dest` with the list of the items (deleted when none).
+fn list_replace<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    let dest = &ctx.args[1];
+    if let Err(e) = ctx.store.try_delete(dest) {
+        return ctx.store_error(&e);
+    }
+    let items: Vec<&[u8]> = ctx.args[2..].iter().map(|m| &m[..]).collect();
+    if !items.is_empty()
+        && let Err(e) = ctx.store.push(dest, ListEnd::Right, &items, false)
+    {
+        return ctx.store_error(&e);
+    }
+    ctx.out.integer(items.len() as i64);
+}
+
+const LIST_REPLACE: Handler = store!(list_replace);
 const ZSET_REPLACE: Handler = store!(zset_replace);
 const DELETE: Handler = store!(delete);
 const DUMP: Handler = store!(dump);
@@ -205,7 +221,8 @@ fn one_shard(worker: &Worker, spec: &Spec, args: &[Bytes]) -> bool {
     }
 }
 
-/// Whether a GEO search's source and every key after a `STORE`/`STOREDIST` share a shard.
+/// Whether a GEO search's or `SORT`'s source and every key after a `STORE`/`STOREDIST` share
+/// a shard.
 fn geo_one_shard(worker: &Worker, args: &[Bytes]) -> bool {
     let router = &worker.shared.router;
     let shard = |key: &Bytes| router.shard_of(&router.route_key(key));
@@ -236,7 +253,7 @@ pub(crate) async fn dispatch<R: Reply>(
 ) {
     let local = match multi {
         // A repeated STORE: the last one is the destination, which the key specs do not name.
-        Multi::GeoStore => geo_one_shard(worker, &args),
+        Multi::GeoStore | Multi::SortStore => geo_one_shard(worker, &args),
         _ => one_shard(worker, spec, &args),
     };
     if let Some(handler) = handler
@@ -288,7 +305,7 @@ async fn run<R: Reply>(
         .into_iter()
         .map(|(i, _)| shared.owner_of(&args[i]))
         .collect();
-    if multi == Multi::GeoStore {
+    if matches!(multi, Multi::GeoStore | Multi::SortStore) {
         // Every STORE's key (the last one is used; the key specs name the first).
         owners.extend(
             args.windows(2)
@@ -505,6 +522,29 @@ async fn compose(worker: &Worker, multi: Multi, args: &[Bytes], txn: &TxnLinks) 
         Multi::Lcs => return lcs(worker, args, txn).await,
         Multi::PfCount | Multi::PfMerge => return hll_across(worker, multi, args, txn).await,
         Multi::GeoStore => return geo_store(worker, args, txn).await,
+        Multi::SortStore => {
+            // The sort on the key's owner (SORT's own checks), then the destination list
+            // replaced on its owner.
+            let r = on_owner(worker, command::SORT_EXPORT, args.to_vec(), txn).await;
+            if r.error_text().is_some() || r.overflowed() {
+                return r;
+            }
+            let mut tokens = r.tokens().iter();
+            let dest = match tokens.nth(1) {
+                Some(Token::Integer(i)) => usize::try_from(*i).ok().and_then(|i| args.get(i)),
+                _ => None,
+            };
+            let Some(dest) = dest else {
+                out.error(b"ERR syntax error");
+                return out;
+            };
+            let mut store = vec![b("lreplace"), dest.clone()];
+            store.extend(tokens.filter_map(|t| match t {
+                Token::Bulk(range) => Some(Bytes::copy_from_slice(r.bytes(range))),
+                _ => None,
+            }));
+            return on_owner(worker, LIST_REPLACE, store, txn).await;
+        }
         Multi::ZRangeStore => {
             // The range read on the source's owner (ZRANGESTORE's own argument checks), then
             // the destination replaced on its owner (deleted when the range is empty).
@@ -866,7 +906,12 @@ async fn zalgebra(
         out.integer(n as i64);
         return out;
     }
-    result.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+    // Scores compare as numbers (-0 equals 0, as in a sorted set), then members.
+    result.sort_by(|a, b| {
+        a.1.partial_cmp(&b.1)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then_with(|| a.0.cmp(&b.0))
+    });
     if store {
         let mut sub = Vec::with_capacity(2 + 2 * result.len());
         sub.push(b("zreplace"));

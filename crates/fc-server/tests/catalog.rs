@@ -123,6 +123,63 @@ const MORE: &[(&str, &[u8])] = &[
     ("BITFIELD_RO bf SET u8 0 1", b"-ERR BITFIELD_RO only supports the GET subcommand\r\n"),
 ];
 
+/// SORT and SORT_RO (keys share a hash tag, so BY/GET patterns stay on one worker).
+const SORTS: &[(&str, &[u8])] = &[
+    ("FLUSHALL", b"+OK\r\n"),
+    ("RPUSH {t}l 3 1 2 10 -5", b":5\r\n"),
+    ("SORT {t}l", b"*5\r\n$2\r\n-5\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n$2\r\n10\r\n"),
+    ("SORT {t}l DESC", b"*5\r\n$2\r\n10\r\n$1\r\n3\r\n$1\r\n2\r\n$1\r\n1\r\n$2\r\n-5\r\n"),
+    ("SORT {t}l LIMIT 1 2", b"*2\r\n$1\r\n1\r\n$1\r\n2\r\n"),
+    ("SORT {t}l LIMIT -5 2", b"*2\r\n$2\r\n-5\r\n$1\r\n1\r\n"),
+    ("SORT {t}l LIMIT 1 -1", b"*4\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n$2\r\n10\r\n"),
+    ("SORT {t}l LIMIT 5 1", b"*0\r\n"),
+    ("SORT {t}l LIMIT 10 1", b"*0\r\n"),
+    ("SORT {t}l ALPHA", b"*5\r\n$2\r\n-5\r\n$1\r\n1\r\n$2\r\n10\r\n$1\r\n2\r\n$1\r\n3\r\n"),
+    ("SORT {t}l ALPHA DESC LIMIT 0 3", b"*3\r\n$1\r\n3\r\n$1\r\n2\r\n$2\r\n10\r\n"),
+    ("MSET {t}w_1 30 {t}w_2 10 {t}w_3 20 {t}w_10 x", b"+OK\r\n"),
+    ("SORT {t}l BY {t}w_*", b"-ERR One or more scores can't be converted into double\r\n"),
+    ("SORT {t}l BY {t}w_* DESC", b"-ERR One or more scores can't be converted into double\r\n"),
+    ("SORT {t}l BY {t}w_* ALPHA", b"*5\r\n$2\r\n-5\r\n$1\r\n2\r\n$1\r\n3\r\n$1\r\n1\r\n$2\r\n10\r\n"),
+    ("SORT {t}l BY {t}w_* ALPHA DESC", b"*5\r\n$2\r\n10\r\n$1\r\n1\r\n$1\r\n3\r\n$1\r\n2\r\n$2\r\n-5\r\n"),
+    ("SORT {t}l BY nosort", b"*5\r\n$1\r\n3\r\n$1\r\n1\r\n$1\r\n2\r\n$2\r\n10\r\n$2\r\n-5\r\n"),
+    ("SORT {t}l BY nosort DESC", b"*5\r\n$2\r\n-5\r\n$2\r\n10\r\n$1\r\n2\r\n$1\r\n1\r\n$1\r\n3\r\n"),
+    ("SORT {t}l BY nosort DESC LIMIT 0 2", b"*2\r\n$2\r\n-5\r\n$2\r\n10\r\n"),
+    ("SORT {t}l BY nosort LIMIT 1 2", b"*2\r\n$1\r\n1\r\n$1\r\n2\r\n"),
+    ("SORT {t}l GET # GET {t}w_*", b"*10\r\n$2\r\n-5\r\n$-1\r\n$1\r\n1\r\n$2\r\n30\r\n$1\r\n2\r\n$2\r\n10\r\n$1\r\n3\r\n$2\r\n20\r\n$2\r\n10\r\n$1\r\nx\r\n"),
+    ("HSET {t}h_1 f one", b":1\r\n"),
+    ("HSET {t}h_2 f two", b":1\r\n"),
+    ("SORT {t}l GET {t}h_*->f GET {t}h_*->", b"*10\r\n$-1\r\n$-1\r\n$3\r\none\r\n$-1\r\n$3\r\ntwo\r\n$-1\r\n$-1\r\n$-1\r\n$-1\r\n$-1\r\n"),
+    ("SORT {t}l BY {t}h_*->f ALPHA GET #", b"*5\r\n$1\r\n3\r\n$2\r\n10\r\n$2\r\n-5\r\n$1\r\n1\r\n$1\r\n2\r\n"),
+    ("SORT {t}l STORE {t}dst", b":5\r\n"),
+    ("LRANGE {t}dst 0 -1", b"*5\r\n$2\r\n-5\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n$2\r\n10\r\n"),
+    ("SORT {t}l BY {t}w_* GET {t}w_* STORE {t}dst", b"-ERR One or more scores can't be converted into double\r\n"),
+    ("LRANGE {t}dst 0 -1", b"*5\r\n$2\r\n-5\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n$2\r\n10\r\n"),
+    ("SORT {t}nokey STORE {t}dst", b":0\r\n"),
+    ("EXISTS {t}dst", b":0\r\n"),
+    ("SORT {t}l junk", b"-ERR syntax error\r\n"),
+    ("SORT {t}l LIMIT 0 x", b"-ERR value is not an integer or out of range\r\n"),
+    ("SORT_RO {t}l STORE {t}x", b"-ERR syntax error\r\n"),
+    ("SORT_RO {t}l BY {t}w_* DESC", b"-ERR One or more scores can't be converted into double\r\n"),
+    ("SADD {t}s 5 3 9 1", b":4\r\n"),
+    ("SORT {t}s", b"*4\r\n$1\r\n1\r\n$1\r\n3\r\n$1\r\n5\r\n$1\r\n9\r\n"),
+    ("SORT {t}s DESC LIMIT 0 2", b"*2\r\n$1\r\n9\r\n$1\r\n5\r\n"),
+    ("SORT {t}s BY nosort STORE {t}dst2", b":4\r\n"),
+    ("LRANGE {t}dst2 0 -1", b"*4\r\n$1\r\n1\r\n$1\r\n3\r\n$1\r\n5\r\n$1\r\n9\r\n"),
+    ("ZADD {t}z 3 a 1 b 2 c", b":3\r\n"),
+    ("SORT {t}z ALPHA", b"*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"),
+    ("SORT {t}z BY nosort", b"*3\r\n$1\r\nb\r\n$1\r\nc\r\n$1\r\na\r\n"),
+    ("SORT {t}z BY nosort DESC", b"*3\r\n$1\r\na\r\n$1\r\nc\r\n$1\r\nb\r\n"),
+    ("SORT {t}z BY nosort LIMIT 1 1", b"*1\r\n$1\r\nc\r\n"),
+    ("SET {t}str x", b"+OK\r\n"),
+    ("SORT {t}str", b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+    ("SORT {t}str junk", b"-ERR syntax error\r\n"),
+    ("RPUSH {t}la b a B 1.5 c", b":5\r\n"),
+    ("SORT {t}la", b"-ERR One or more scores can't be converted into double\r\n"),
+    ("SORT {t}la ALPHA", b"*5\r\n$3\r\n1.5\r\n$1\r\nB\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"),
+    ("RPUSH {t}ln 1 1.0 01 1e0 inf -inf", b":6\r\n"),
+    ("SORT {t}ln", b"*6\r\n$4\r\n-inf\r\n$2\r\n01\r\n$1\r\n1\r\n$3\r\n1.0\r\n$3\r\n1e0\r\n$3\r\ninf\r\n"),
+];
+
 /// Reads one whole reply (RESP2 or RESP3) off `r`.
 fn read_reply(r: &mut BufReader<TcpStream>, out: &mut Vec<u8>) {
     let mut line = Vec::new();
@@ -158,6 +215,7 @@ fn catalog_replies_are_redis_bytes() {
         .iter()
         .chain(std::iter::once(&("HELLO 2", &b"(hello)"[..])))
         .chain(MORE)
+        .chain(SORTS)
     {
         let args: Vec<&str> = line.split(' ').collect();
         w.write_all(&encode(&args)).unwrap();

@@ -656,6 +656,7 @@ impl Gen {
                 a
             }
             16 => vec!["SMOVE".into(), k, self.key("t"), self.member()],
+            17 => return self.sort(k),
             _ => vec!["SCARD".into(), k],
         };
         Cmd::plain(to_args(args))
@@ -840,6 +841,33 @@ impl Gen {
             args: to_args(args),
             norm: DOUBLES,
         }
+    }
+
+    /// `SORT`/`SORT_RO` of a set, list or sorted set (no BY/GET patterns: their keys would span
+    /// workers, which fc-server refuses as Redis Cluster does; no `BY nosort`: over a set, the
+    /// order is each server's hash order; tests/catalog.rs covers both).
+    fn sort(&mut self, k: String) -> Cmd {
+        let prefix = self.pick(&["l", "z"]);
+        let key = if self.chance(50) { k } else { self.key(prefix) };
+        let ro = self.chance(20);
+        let mut a = vec![if ro { "SORT_RO" } else { "SORT" }.to_string(), key.clone()];
+        for _ in 0..self.below(4) {
+            match self.below(6) {
+                0 => a.push(self.pick(&["ASC", "DESC"]).into()),
+                1 | 2 => a.push("ALPHA".into()),
+                3 => {
+                    a.push("LIMIT".into());
+                    a.push(self.int(-2, 4));
+                    a.push(self.int(-2, 4));
+                }
+                _ if !ro => {
+                    a.push("STORE".into());
+                    a.push(self.key("l"));
+                }
+                _ => a.push("DESC".into()),
+            }
+        }
+        Cmd::plain(to_args(a))
     }
 
     /// Blocking commands with short timeouts (an empty key waits them out) and on full keys.

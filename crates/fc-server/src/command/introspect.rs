@@ -138,6 +138,11 @@ fn info<R: Reply>(spec: &Spec, out: &mut R) {
                 out.bulk(b"startfrom");
                 out.integer(i64::from(start_from));
             }
+            Begin::Unknown => {
+                out.bulk(b"unknown");
+                out.bulk(b"spec");
+                out.map_len(0);
+            }
         }
         out.bulk(b"find_keys");
         out.map_len(2);
@@ -168,6 +173,11 @@ fn info<R: Reply>(spec: &Spec, out: &mut R) {
                 out.integer(i64::from(first_key));
                 out.bulk(b"keystep");
                 out.integer(i64::from(step));
+            }
+            Find::Unknown => {
+                out.bulk(b"unknown");
+                out.bulk(b"spec");
+                out.map_len(0);
             }
         }
     }

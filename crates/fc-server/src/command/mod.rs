@@ -23,6 +23,9 @@ macro_rules! store {
 }
 pub(crate) use store;
 
+/// The sort half of a `SORT ... STORE` across shards ([`sort::export`]).
+pub(crate) const SORT_EXPORT: Handler = store!(sort::export);
+
 /// `OBJECT`'s subcommands on the key's owner ([`keys::object`]).
 pub(crate) const OBJECT: Handler = store!(keys::object);
 
@@ -42,6 +45,7 @@ mod keys;
 mod lists;
 pub(crate) mod pops;
 mod sets;
+mod sort;
 mod strings;
 mod table;
 #[cfg(test)]
@@ -209,6 +213,8 @@ pub(crate) enum Multi {
     PfMerge,
     /// A GEO search that stores its result (`STORE`, `STOREDIST`, `GEOSEARCHSTORE`).
     GeoStore,
+    /// `SORT ... STORE`.
+    SortStore,
     /// `ZUNION`, `ZINTER`, `ZDIFF` (`store`: their `STORE`s; `card`: `ZINTERCARD`).
     ZAlgebra {
         op: SetOp,
@@ -339,6 +345,8 @@ pub(crate) enum Begin {
         keyword: &'static str,
         start_from: i32,
     },
+    /// Not described by a spec (`SORT`'s BY/GET keys and STORE): the command finds them.
+    Unknown,
 }
 
 /// How a key spec finds its keys from where it begins.
@@ -353,6 +361,8 @@ pub(crate) enum Find {
         first_key: i32,
         step: i32,
     },
+    /// Not described by a spec (see [`Begin::Unknown`]).
+    Unknown,
 }
 
 /// One Redis 7 key spec.
@@ -507,6 +517,7 @@ impl Spec {
                         None => continue,
                     }
                 }
+                Begin::Unknown => continue,
             };
             let (first, last, step) = match ks.find {
                 Find::Range { last, step, limit } => {
@@ -536,6 +547,7 @@ impl Spec {
                     let n = n.min(argc);
                     (start, start + (n - 1) * step, step)
                 }
+                Find::Unknown => continue,
             };
             let mut i = first;
             while i <= last && i < argc && i >= 1 {

@@ -11,7 +11,7 @@ use super::Session as S;
 use super::pops::Block as B;
 use super::{
     A, Begin, Doc, F, Find, KeySpec, Merge, Ps, Spec, bitfield, dump, geo, hashes, hyperloglog,
-    keys, lists, sets, strings, zsets,
+    keys, lists, sets, sort, strings, zsets,
 };
 use super::{Multi as M, SetOp};
 
@@ -3525,6 +3525,81 @@ pub(crate) static COMMANDS: &[Spec] = &[
             handler: Some(store!(sets::smove)),
             multi: M::SMove,
         },
+    },
+    Spec {
+        name: "sort",
+        arity: -2,
+        flags: F::WRITE | F::DENYOOM | F::MOVABLEKEYS,
+        acl: A::WRITE | A::SET | A::SORTEDSET | A::LIST | A::SLOW | A::DANGEROUS,
+        keys: (1, 1, 1),
+        key_specs: &[
+            KeySpec {
+                notes: "",
+                flags: &["RO", "access"],
+                begin: Begin::Index(1),
+                find: Find::Range {
+                    last: 0,
+                    step: 1,
+                    limit: 0,
+                },
+            },
+            KeySpec {
+                notes: "For the optional BY/GET keyword. It is marked 'unknown' because the key names derive from the content of the key we sort",
+                flags: &["RO", "access"],
+                begin: Begin::Unknown,
+                find: Find::Unknown,
+            },
+            KeySpec {
+                notes: "For the optional STORE keyword. It is marked 'unknown' because the keyword can appear anywhere in the argument array",
+                flags: &["OW", "update"],
+                begin: Begin::Unknown,
+                find: Find::Unknown,
+            },
+        ],
+        tips: &[],
+        doc: Doc {
+            group: "generic",
+            since: "1.0.0",
+            complexity: "O(N+M*log(M)) where N is the number of elements in the list or set to sort, and M the number of returned elements. When the elements are not sorted, complexity is O(N).",
+            summary: "Sort the elements in a list, set or sorted set",
+        },
+        route: Multi {
+            handler: Some(store!(sort::sort)),
+            multi: M::SortStore,
+        },
+    },
+    Spec {
+        name: "sort_ro",
+        arity: -2,
+        flags: F::READONLY | F::MOVABLEKEYS,
+        acl: A::READ | A::SET | A::SORTEDSET | A::LIST | A::SLOW | A::DANGEROUS,
+        keys: (1, 1, 1),
+        key_specs: &[
+            KeySpec {
+                notes: "",
+                flags: &["RO", "access"],
+                begin: Begin::Index(1),
+                find: Find::Range {
+                    last: 0,
+                    step: 1,
+                    limit: 0,
+                },
+            },
+            KeySpec {
+                notes: "For the optional BY/GET keyword. It is marked 'unknown' because the key names derive from the content of the key we sort",
+                flags: &["RO", "access"],
+                begin: Begin::Unknown,
+                find: Find::Unknown,
+            },
+        ],
+        tips: &[],
+        doc: Doc {
+            group: "generic",
+            since: "7.0.0",
+            complexity: "O(N+M*log(M)) where N is the number of elements in the list or set to sort, and M the number of returned elements. When the elements are not sorted, complexity is O(N).",
+            summary: "Sort the elements in a list, set or sorted set. Read-only variant of SORT.",
+        },
+        route: Key(store!(sort::sort_ro)),
     },
     Spec {
         name: "spop",

@@ -115,6 +115,8 @@ const SAMPLES: &[&str] = &[
     "smembers t",
     "smismember t m1 m2",
     "smove t t2 m1",
+    "sort l",
+    "sort_ro l desc alpha",
     "spop t",
     "srandmember t 2",
     "srem t m1",
