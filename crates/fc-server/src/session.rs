@@ -345,6 +345,35 @@ async fn run(
             });
             out.simple(b"Background saving started");
         }
+        Session::Bgrewriteaof => {
+            if shared.persist.is_some() {
+                let shared = Arc::clone(shared);
+                tokio::task::spawn_local(async move {
+                    if let Err(err) = crate::save::snapshot(&shared).await {
+                        tracing::error!("BGREWRITEAOF failed: {err}");
+                    }
+                });
+            }
+            out.simple(b"Background append only file rewriting started");
+        }
+        Session::Move => match fc_resp::number::parse_i64(&args[2]) {
+            Some(0) => out.error(b"ERR source and destination objects are the same"),
+            Some(n) if i32::try_from(n).is_ok() => out.error(b"ERR DB index is out of range"),
+            Some(_) => out
+                .error(b"ERR value is out of range, value must between -2147483648 and 2147483647"),
+            None => out.error(b"ERR value is not an integer or out of range"),
+        },
+        Session::Swapdb => {
+            let db =
+                |a: &Bytes| fc_resp::number::parse_i64(a).filter(|n| i32::try_from(*n).is_ok());
+            match (db(&args[1]), db(&args[2])) {
+                (None, _) => out.error(b"ERR invalid first DB index"),
+                (_, None) => out.error(b"ERR invalid second DB index"),
+                (Some(0), Some(0)) => out.ok(),
+                _ => out.error(b"ERR DB index is out of range"),
+            }
+        }
+        Session::NoCluster => out.error(b"ERR This instance has cluster support disabled"),
         Session::Lastsave => {
             let at = shared.persist.as_ref().map_or_else(
                 || shared.started_unix,

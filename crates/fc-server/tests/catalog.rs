@@ -123,6 +123,40 @@ const MORE: &[(&str, &[u8])] = &[
     ("BITFIELD_RO bf SET u8 0 1", b"-ERR BITFIELD_RO only supports the GET subcommand\r\n"),
 ];
 
+/// One database and no cluster, as a Redis started with `--databases 1` answers (recorded from
+/// one).
+const STANDALONE: &[(&str, &[u8])] = &[
+    ("MOVE e 1", b"-ERR DB index is out of range\r\n"),
+    (
+        "MOVE e 0",
+        b"-ERR source and destination objects are the same\r\n",
+    ),
+    (
+        "MOVE e x",
+        b"-ERR value is not an integer or out of range\r\n",
+    ),
+    ("SWAPDB 0 0", b"+OK\r\n"),
+    ("SWAPDB 0 1", b"-ERR DB index is out of range\r\n"),
+    ("SWAPDB x 0", b"-ERR invalid first DB index\r\n"),
+    ("SWAPDB 0 x", b"-ERR invalid second DB index\r\n"),
+    (
+        "CLUSTER INFO",
+        b"-ERR This instance has cluster support disabled\r\n",
+    ),
+    (
+        "READONLY",
+        b"-ERR This instance has cluster support disabled\r\n",
+    ),
+    (
+        "ASKING x",
+        b"-ERR wrong number of arguments for 'asking' command\r\n",
+    ),
+    (
+        "BGREWRITEAOF",
+        b"+Background append only file rewriting started\r\n",
+    ),
+];
+
 /// SORT and SORT_RO (keys share a hash tag, so BY/GET patterns stay on one worker).
 const SORTS: &[(&str, &[u8])] = &[
     ("FLUSHALL", b"+OK\r\n"),
@@ -216,6 +250,7 @@ fn catalog_replies_are_redis_bytes() {
         .chain(std::iter::once(&("HELLO 2", &b"(hello)"[..])))
         .chain(MORE)
         .chain(SORTS)
+        .chain(STANDALONE)
     {
         let args: Vec<&str> = line.split(' ').collect();
         w.write_all(&encode(&args)).unwrap();

@@ -136,6 +136,15 @@ pub(crate) enum Session {
     Wait,
     Role,
     Lolwut,
+    /// `MOVE key db` (one database: as Redis with `databases 1`).
+    Move,
+    /// `SWAPDB a b` (one database).
+    Swapdb,
+    /// `CLUSTER`, `ASKING`, `READONLY`, `READWRITE`: cluster support is off, as on a
+    /// standalone Redis.
+    NoCluster,
+    /// `BGREWRITEAOF`: a snapshot, which trims the log as Redis's rewrite trims its AOF.
+    Bgrewriteaof,
     /// The pub/sub commands (`crate::pubsub`).
     PubSub(Ps),
 }
