@@ -177,16 +177,7 @@ impl<'a> Encoder<'a> {
     /// a bulk string in RESP2.
     pub fn double(&mut self, value: f64) {
         let mut buf = [0; MAX_DOUBLE_LEN];
-        let text = format_double(value, &mut buf);
-        match self.version {
-            RespVersion::Resp2 => self.bulk(text),
-            RespVersion::Resp3 => {
-                self.out.reserve(text.len() + 3);
-                self.out.put_u8(b',');
-                self.out.put_slice(text);
-                self.out.put_slice(b"\r\n");
-            }
-        }
+        self.double_text(format_double(value, &mut buf));
     }
 
     /// A double whose text the caller formatted (Redis replies some doubles in other forms than

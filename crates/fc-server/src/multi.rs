@@ -530,11 +530,7 @@ async fn compose(worker: &Worker, multi: Multi, args: &[Bytes], txn: &TxnLinks) 
                 return r;
             }
             let mut tokens = r.tokens().iter();
-            let dest = match tokens.nth(1) {
-                Some(Token::Integer(i)) => usize::try_from(*i).ok().and_then(|i| args.get(i)),
-                _ => None,
-            };
-            let Some(dest) = dest else {
+            let Some(dest) = export_dest(&mut tokens, args) else {
                 out.error(b"ERR syntax error");
                 return out;
             };
@@ -1221,6 +1217,18 @@ async fn hll_across(worker: &Worker, multi: Multi, args: &[Bytes], txn: &TxnLink
     out
 }
 
+/// The destination of an export reply (`[dest index, items...]`: the array header, then the
+/// index into `args`), leaving `tokens` at the first item.
+fn export_dest<'a>(
+    tokens: &mut std::slice::Iter<'_, Token>,
+    args: &'a [Bytes],
+) -> Option<&'a Bytes> {
+    match tokens.nth(1) {
+        Some(Token::Integer(i)) => usize::try_from(*i).ok().and_then(|i| args.get(i)),
+        _ => None,
+    }
+}
+
 /// A storing GEO search (`GEORADIUS ... STORE`, `GEOSEARCHSTORE`) whose destination is on
 /// another shard: the search on the source's owner ([`command::GEO_EXPORT`]: Redis's checks,
 /// in its order), then the destination replaced on its owner (deleted when nothing matched).
@@ -1238,11 +1246,7 @@ async fn geo_store(worker: &Worker, args: &[Bytes], txn: &TxnLinks) -> Replies {
         return r;
     }
     let mut tokens = r.tokens().iter();
-    let dest = match tokens.nth(1) {
-        Some(Token::Integer(i)) => usize::try_from(*i).ok().and_then(|i| args.get(i)),
-        _ => None,
-    };
-    let Some(dest) = dest else {
+    let Some(dest) = export_dest(&mut tokens, args) else {
         let mut out = Replies::new();
         out.error(b"ERR syntax error");
         return out;

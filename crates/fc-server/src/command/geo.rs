@@ -134,18 +134,22 @@ fn zset_or_missing<R: Reply>(ctx: &mut Ctx<'_, R>) -> bool {
     }
 }
 
+/// The scores of the members from `args[2]` on (`None` each: missing), after checking the key
+/// is a sorted set or missing; `None` after replying an error.
+fn member_scores<R: Reply>(ctx: &mut Ctx<'_, R>) -> Option<Vec<Option<f64>>> {
+    if !zset_or_missing(ctx) {
+        return None;
+    }
+    (2..ctx.args.len())
+        .map(|i| score_of(ctx, 1, i).ok())
+        .collect()
+}
+
 /// `GEOPOS key [member ...]`: each member's position (the centre of its cell), or a null array.
 pub(super) fn geopos<R: Reply>(ctx: &mut Ctx<'_, R>) {
-    if !zset_or_missing(ctx) {
+    let Some(scores) = member_scores(ctx) else {
         return;
-    }
-    let mut scores = Vec::with_capacity(ctx.args.len() - 2);
-    for i in 2..ctx.args.len() {
-        let Ok(score) = score_of(ctx, 1, i) else {
-            return;
-        };
-        scores.push(score);
-    }
+    };
     ctx.out.array_len(scores.len());
     for score in scores {
         match score {
@@ -162,16 +166,9 @@ pub(super) fn geopos<R: Reply>(ctx: &mut Ctx<'_, R>) {
 
 /// `GEOHASH key [member ...]`: each member's 11-character geohash, or nil.
 pub(super) fn geohash<R: Reply>(ctx: &mut Ctx<'_, R>) {
-    if !zset_or_missing(ctx) {
+    let Some(scores) = member_scores(ctx) else {
         return;
-    }
-    let mut scores = Vec::with_capacity(ctx.args.len() - 2);
-    for i in 2..ctx.args.len() {
-        let Ok(score) = score_of(ctx, 1, i) else {
-            return;
-        };
-        scores.push(score);
-    }
+    };
     ctx.out.array_len(scores.len());
     for score in scores {
         match score {
