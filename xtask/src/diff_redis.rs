@@ -54,7 +54,7 @@ pub(crate) struct DiffRedisArgs {
     #[arg(long)]
     quick: bool,
     /// After each command, also compare this key's TYPE and whether it has a TTL (finding the
-    /// command that made a later mismatch).
+    /// command that made a later mismatch), and print its contents on both at the end.
     #[arg(long)]
     watch: Option<String>,
     /// fc-server worker threads (keys then span workers: cross-worker composition is compared).
@@ -345,6 +345,17 @@ fn run_seed(
     if known > 0 {
         println!(
             "diff-redis: seed {seed}: {known} replies differ as docs/REDIS-COMPAT.md documents"
+        );
+    }
+    if let Some(key) = &args.watch {
+        let (a, b) = (
+            content(&mut pairs[0].fc, key.as_bytes())?,
+            content(&mut pairs[0].redis, key.as_bytes())?,
+        );
+        println!(
+            "WATCH {key} at the end: fc-server {}, redis-server {}",
+            show(&a),
+            show(&b)
         );
     }
     let (moved, bad) = migrate_check(&mut pairs[0])?;

@@ -191,6 +191,13 @@ impl Gen {
         }
     }
 
+    /// A sorted set whose members all have score 0, the only kind Redis defines lexicographic
+    /// ranges for (over mixed scores the answer depends on Redis's encoding, which depends on
+    /// the key's history: docs/REDIS-COMPAT.md). No other family touches these keys.
+    fn lex_key(&mut self) -> String {
+        format!("y:{}", self.below(4))
+    }
+
     fn lex_bound(&mut self) -> String {
         match self.below(8) {
             0 => self.pick(&["-", "+", "a", "x"]).to_string(),
@@ -671,12 +678,15 @@ impl Gen {
         };
         let args: Vec<String> = match self.below(30) {
             0..=3 => {
-                let mut a = vec!["ZADD".into(), k];
+                // A third of them fill the lexicographic sets (all scores 0).
+                let lex = self.chance(33);
+                let key = if lex { self.lex_key() } else { k };
+                let mut a = vec!["ZADD".into(), key];
                 if self.chance(25) {
                     a.push(self.pick(&["NX", "XX", "GT", "LT", "CH", "INCR"]).into());
                 }
                 for _ in 0..=self.below(3) {
-                    a.push(self.score());
+                    a.push(if lex { "0".into() } else { self.score() });
                     a.push(self.member());
                 }
                 a
@@ -708,6 +718,7 @@ impl Gen {
                         a.push("BYSCORE".into());
                     }
                     _ => {
+                        a[1] = self.lex_key();
                         a.push(self.lex_bound());
                         a.push(self.lex_bound());
                         a.push("BYLEX".into());
@@ -737,7 +748,7 @@ impl Gen {
             14 => vec![
                 self.pick(&["ZRANGEBYLEX", "ZREVRANGEBYLEX", "ZLEXCOUNT"])
                     .into(),
-                k,
+                self.lex_key(),
                 self.lex_bound(),
                 self.lex_bound(),
             ],
@@ -756,7 +767,7 @@ impl Gen {
             ],
             19 => vec![
                 "ZREMRANGEBYLEX".into(),
-                k,
+                self.lex_key(),
                 self.lex_bound(),
                 self.lex_bound(),
             ],
