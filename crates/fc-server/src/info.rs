@@ -35,6 +35,21 @@ fn stats_part<R: Reply>(ctx: &mut Ctx<'_, R>) {
     }
 }
 
+/// Every worker's counters summed (keys, expires, used memory, max memory, hits, misses,
+/// expired, evicted, stored bytes).
+pub(crate) async fn totals(worker: &Worker, txn: Option<&TxnLinks>) -> [u64; FIELDS] {
+    const STATS: Handler = store!(stats_part);
+    let mut totals = [0u64; FIELDS];
+    for owner in 0..worker.shared.workers {
+        let args = vec![Bytes::from_static(b"info")];
+        let part = exec_at(worker, owner, STATS, args, txn).await;
+        for (t, v) in totals.iter_mut().zip(part.integers()) {
+            *t += v.max(0) as u64;
+        }
+    }
+    totals
+}
+
 /// `INFO [section ...]`.
 pub(crate) async fn info<R: Reply>(
     worker: &Worker,
@@ -42,16 +57,8 @@ pub(crate) async fn info<R: Reply>(
     out: &mut R,
     txn: Option<&TxnLinks>,
 ) {
-    const STATS: Handler = store!(stats_part);
     let shared = &worker.shared;
-    let mut totals = [0u64; FIELDS];
-    for owner in 0..shared.workers {
-        let args = vec![Bytes::from_static(b"info")];
-        let part = exec_at(worker, owner, STATS, args, txn).await;
-        for (t, v) in totals.iter_mut().zip(part.integers()) {
-            *t += v.max(0) as u64;
-        }
-    }
+    let totals = totals(worker, txn).await;
     let [
         keys,
         expires,

@@ -215,6 +215,7 @@ async fn run(
         }
         Session::Echo => out.bulk(&args[1]),
         Session::Object => object(worker, &args, out, txn).await,
+        Session::Memory => memory(worker, &args, out, txn).await,
         Session::Wait => {
             let (Some(replicas), Some(timeout)) = (
                 fc_resp::number::parse_i64(&args[1]),
@@ -724,6 +725,82 @@ async fn shutdown(worker: &Worker, state: &mut ClientState, args: &[Bytes], out:
     tracing::warn!("SHUTDOWN requested by client id={}", state.id);
     shared.shutdown_request.send_replace(true);
     state.quit = true;
+}
+
+/// `MEMORY USAGE key [SAMPLES n]` (on the key's owner: the bytes the key is charged, sampling
+/// nothing: fast-cache's objects keep an exact estimate), `DOCTOR`, `MALLOC-STATS`, `PURGE`,
+/// `STATS` (what fast-cache measures: the budget's use and the keys), `HELP`.
+async fn memory<R: Reply>(worker: &Worker, args: &[Bytes], out: &mut R, txn: Option<&TxnLinks>) {
+    const HELP: &[&[u8]] = &[
+        b"MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        b"DOCTOR",
+        b"    Return memory problems reports.",
+        b"MALLOC-STATS",
+        b"    Return internal statistics report from the memory allocator.",
+        b"PURGE",
+        b"    Attempt to purge dirty pages for reclamation by the allocator.",
+        b"STATS",
+        b"    Return information about the memory usage of the server.",
+        b"USAGE <key> [SAMPLES <count>]",
+        b"    Return memory in bytes used by <key> and its value. Nested values are",
+        b"    sampled up to <count> times (default: 5, 0 means sample all).",
+        b"HELP",
+        b"    Prints this help.",
+    ];
+    let sub = args[1].to_ascii_lowercase();
+    let shared = &worker.shared;
+    match (sub.as_slice(), args.len()) {
+        (b"help", 2) => command::help(out, HELP),
+        (b"usage", n) if n >= 3 => {
+            let mut i = 3;
+            while i < args.len() {
+                if args[i].eq_ignore_ascii_case(b"samples") && i + 1 < args.len() {
+                    match fc_resp::number::parse_i64(&args[i + 1]) {
+                        Some(n) if n >= 0 => {}
+                        Some(_) => return out.error(b"ERR syntax error"),
+                        None => return out.error(b"ERR value is not an integer or out of range"),
+                    }
+                    i += 2;
+                } else {
+                    return out.error(b"ERR syntax error");
+                }
+            }
+            let owner = shared.owner_of(&args[2]);
+            let part = vec![args[1].clone(), args[2].clone()];
+            cross::exec_at(worker, owner, command::MEMORY_USAGE, part, txn)
+                .await
+                .replay(out);
+        }
+        (b"doctor", 2) => {
+            let [_, _, used, ..] = crate::info::totals(worker, txn).await;
+            let text: &[u8] = if used < 5 << 20 {
+                b"Hi Sam, this instance is empty or is using very little memory, my issues detector can't be used in these conditions. Please, leave for your mission on Earth and fill it with some data. The new Sam and I will be back to our programming as soon as I finished rebooting."
+            } else {
+                b"Hi Sam, I can't find any memory issue in your instance. I can only account for what occurs on this base."
+            };
+            out.verbatim(*b"txt", text);
+        }
+        (b"malloc-stats", 2) => {
+            out.verbatim(*b"txt", b"Stats not supported for the current allocator");
+        }
+        (b"purge", 2) => out.ok(),
+        (b"stats", 2) => {
+            let [keys, _, used, ..] = crate::info::totals(worker, txn).await;
+            out.map_len(4);
+            out.bulk(b"total.allocated");
+            out.integer(used as i64);
+            out.bulk(b"keys.count");
+            out.integer(keys as i64);
+            out.bulk(b"keys.bytes-per-key");
+            out.integer(used.checked_div(keys).unwrap_or(0) as i64);
+            out.bulk(b"dataset.bytes");
+            out.integer(used as i64);
+        }
+        (b"help" | b"usage" | b"doctor" | b"malloc-stats" | b"purge" | b"stats", _) => {
+            command::wrong_subcommand_arity(out, "memory", &args[1]);
+        }
+        _ => command::unknown_subcommand(out, "MEMORY", &args[1]),
+    }
 }
 
 /// `OBJECT HELP` and `OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT key` (the latter on the key's

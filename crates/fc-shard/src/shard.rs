@@ -1312,6 +1312,34 @@ impl Shard {
     }
 
     /// The type of a live key.
+    /// `MEMORY USAGE`: the bytes `key` is charged to the budget (what `used_memory` counts for
+    /// it): its arena entry's size class, its index slot, and an object's own estimate.
+    pub(crate) fn memory_usage(
+        &self,
+        tag: u32,
+        key: &[u8],
+        clock: &Clock,
+    ) -> RedisObjectResult<Option<u64>> {
+        let Some(loc) = self.lookup_entry(tag, key, clock) else {
+            return Ok(None);
+        };
+        let chunk = self.arena.chunk(loc);
+        let entry = arena::footprint(
+            arena::key_of(chunk).len(),
+            arena::value_of(chunk).len(),
+            arena::expiry_of(chunk).is_some(),
+        ) as u64
+            + crate::eviction::INDEX_BYTES_PER_ENTRY;
+        let object = if arena::kind_of(chunk) == arena::KIND_STRING {
+            0
+        } else {
+            self.objects
+                .get(slot_of(arena::value_of(chunk)))
+                .mem_bytes() as u64
+        };
+        Ok(Some(entry + object))
+    }
+
     pub(crate) fn key_type(&self, tag: u32, key: &[u8], clock: &Clock) -> Option<KeyType> {
         let loc = self.find(tag, key)?;
         let chunk = self.arena.chunk(loc);

@@ -464,3 +464,13 @@ pub(super) fn object<R: Reply>(ctx: &mut Ctx<'_, R>) {
     };
     ctx.out.bulk(name);
 }
+
+/// `[_, key]`: the bytes `key` is charged to the memory budget (its entry's size class, its
+/// index slot and an object's estimate), or nil.
+pub(super) fn memory_usage<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    match ctx.store.memory_usage(&ctx.args[1]) {
+        Ok(Some(n)) => ctx.out.integer(n as i64),
+        Ok(None) => ctx.out.null(),
+        Err(e) => ctx.store_error(&e),
+    }
+}

@@ -26,6 +26,9 @@ pub(crate) use store;
 /// The sort half of a `SORT ... STORE` across shards ([`sort::export`]).
 pub(crate) const SORT_EXPORT: Handler = store!(sort::export);
 
+/// `MEMORY USAGE`'s part on the key's owner ([`keys::memory_usage`]).
+pub(crate) const MEMORY_USAGE: Handler = store!(keys::memory_usage);
+
 /// `OBJECT`'s subcommands on the key's owner ([`keys::object`]).
 pub(crate) const OBJECT: Handler = store!(keys::object);
 
@@ -145,6 +148,8 @@ pub(crate) enum Session {
     NoCluster,
     /// `BGREWRITEAOF`: a snapshot, which trims the log as Redis's rewrite trims its AOF.
     Bgrewriteaof,
+    /// `MEMORY USAGE|DOCTOR|MALLOC-STATS|PURGE|STATS|HELP`.
+    Memory,
     /// The pub/sub commands (`crate::pubsub`).
     PubSub(Ps),
 }

@@ -2314,6 +2314,22 @@ pub(crate) static COMMANDS: &[Spec] = &[
         route: Key(store!(lists::ltrim)),
     },
     Spec {
+        name: "memory",
+        arity: -2,
+        flags: 0,
+        acl: A::SLOW,
+        keys: (0, 0, 0),
+        key_specs: &[],
+        tips: &[],
+        doc: Doc {
+            group: "server",
+            since: "4.0.0",
+            complexity: "Depends on subcommand.",
+            summary: "A container for memory diagnostics commands",
+        },
+        route: Session(S::Memory),
+    },
+    Spec {
         name: "mget",
         arity: -2,
         flags: F::READONLY | F::FAST,

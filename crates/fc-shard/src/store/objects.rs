@@ -63,6 +63,8 @@ object_ops! {
 
     /// `TYPE`: the type of a live key.
     read fn type_of() -> Option<KeyType>;
+    /// `MEMORY USAGE`: the bytes a live key is charged (entry, index slot, object estimate).
+    read fn memory_usage() -> Option<u64>;
 
     // ----- strings ------------------------------------------------------------------------------
 
