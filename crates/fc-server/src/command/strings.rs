@@ -403,12 +403,19 @@ pub(super) fn bitpos<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let Some(value) = value else {
         return ctx.out.integer(if wanted { -1 } else { 0 });
     };
+    // Redis's order: too many arguments, the start, the unit, then the end.
+    if ctx.args.len() > 6 {
+        return ctx.syntax_error();
+    }
     let start = match ctx.args.get(3) {
         Some(_) => match ctx.int(3) {
             Some(n) => n,
             None => return,
         },
         None => 0,
+    };
+    let Some(bits) = bit_unit(ctx, 5) else {
+        return;
     };
     let end_given = ctx.args.len() > 4;
     let end = if end_given {
@@ -419,12 +426,6 @@ pub(super) fn bitpos<R: Reply>(ctx: &mut Ctx<'_, R>) {
     } else {
         -1
     };
-    let Some(bits) = bit_unit(ctx, 5) else {
-        return;
-    };
-    if ctx.args.len() > 6 {
-        return ctx.syntax_error();
-    }
     let unit = if bits { 1 } else { 8 };
     let Some((s, e)) = bit_range(start, end, value.len() as i64 * 8 / unit) else {
         return ctx.out.integer(-1);
