@@ -38,15 +38,19 @@ pub(crate) fn command<R: Reply>(args: &[Bytes], out: &mut R) {
             out.map_len(found.len());
             for spec in found {
                 out.bulk(spec.name.as_bytes());
-                out.map_len(4);
+                // Redis leaves out a complexity it has none for (LOLWUT).
+                let complexity = !spec.doc.complexity.is_empty();
+                out.map_len(3 + usize::from(complexity));
                 out.bulk(b"summary");
                 out.bulk(spec.doc.summary.as_bytes());
                 out.bulk(b"since");
                 out.bulk(spec.doc.since.as_bytes());
                 out.bulk(b"group");
                 out.bulk(spec.doc.group.as_bytes());
-                out.bulk(b"complexity");
-                out.bulk(spec.doc.complexity.as_bytes());
+                if complexity {
+                    out.bulk(b"complexity");
+                    out.bulk(spec.doc.complexity.as_bytes());
+                }
             }
         }
         b"list" => list(args, out),
