@@ -72,6 +72,13 @@ KNOBS = [
     "maxmemory-eviction-tenacity", "lfu-log-factor", "lfu-decay-time", "active-expire-effort",
 ]
 
+# The slow log's and the latency monitor's settings (crates/fc-server/src/observe.rs): acted on,
+# checked the same way (defaults, values taken, error texts).
+OBSERVABILITY = [
+    "slowlog-log-slower-than", "slowlog-max-len", "latency-monitor-threshold", "latency-tracking",
+    "latency-tracking-info-percentiles",
+]
+
 
 def attempt(conn, *args):
     """A reply, or the error's text."""
@@ -82,7 +89,7 @@ def attempt(conn, *args):
 
 
 def compare_knobs(fc, real, problems):
-    for name in KNOBS:
+    for name in KNOBS + OBSERVABILITY:
         ours, theirs = attempt(fc, "CONFIG", "GET", name), attempt(real, "CONFIG", "GET", name)
         if ours != theirs:
             problems.append(f"CONFIG GET {name}: fc-server {ours!r}, redis {theirs!r}")
@@ -157,7 +164,7 @@ def main():
     if problems:
         sys.exit(1)
     print(f"compare_redis: COMMAND INFO and DOCS of {len(names)} commands agree with redis-server "
-          f"(but for {len(EXPECTED)} known differences), and so do {len(KNOBS)} settings and INFO cluster")
+          f"(but for {len(EXPECTED)} known differences), and so do {len(KNOBS) + len(OBSERVABILITY)} settings and INFO cluster")
 
 
 if __name__ == "__main__":

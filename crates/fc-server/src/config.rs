@@ -94,6 +94,14 @@ pub struct ServerSection {
     /// Most unparsed request bytes a client may hold (`1gb`), as Redis's
     /// `client-query-buffer-limit`; at least 1mb.
     pub client_query_buffer_limit: Size,
+    /// Commands at least this many microseconds long go into the slow log (10000), as
+    /// Redis's `slowlog-log-slower-than`: -1 logs none, 0 every one.
+    pub slowlog_log_slower_than: i64,
+    /// Entries the slow log keeps (128), as Redis's `slowlog-max-len`.
+    pub slowlog_max_len: u64,
+    /// Commands at least this many milliseconds long are recorded as latency events (0: off),
+    /// as Redis's `latency-monitor-threshold`.
+    pub latency_monitor_threshold: u64,
 }
 
 impl Default for ServerSection {
@@ -109,6 +117,9 @@ impl Default for ServerSection {
             hz: defaults.hz,
             proto_max_bulk_len: Size::Bytes(defaults.proto_max_bulk_len),
             client_query_buffer_limit: Size::Bytes(defaults.client_query_buffer_limit),
+            slowlog_log_slower_than: defaults.slowlog_log_slower_than,
+            slowlog_max_len: defaults.slowlog_max_len,
+            latency_monitor_threshold: defaults.latency_monitor_threshold,
         }
     }
 }
@@ -385,6 +396,23 @@ impl FastCacheConfig {
         if !(1..=500).contains(&s.hz) {
             problem("server.hz", format!("{} is outside 1..=500", s.hz));
         }
+        if s.slowlog_log_slower_than < -1 {
+            problem(
+                "server.slowlog_log_slower_than",
+                format!("{} is below -1", s.slowlog_log_slower_than),
+            );
+        }
+        for (field, value) in [
+            ("server.slowlog_max_len", s.slowlog_max_len),
+            (
+                "server.latency_monitor_threshold",
+                s.latency_monitor_threshold,
+            ),
+        ] {
+            if i64::try_from(value).is_err() {
+                problem(field, format!("{value} is above 9223372036854775807"));
+            }
+        }
         if !problems.is_empty() {
             return Err(ConfigError::Invalid(problems));
         }
@@ -402,6 +430,9 @@ impl FastCacheConfig {
             client_query_buffer_limit,
             output_limit,
             pubsub_output_limit,
+            slowlog_log_slower_than: s.slowlog_log_slower_than,
+            slowlog_max_len: s.slowlog_max_len,
+            latency_monitor_threshold: s.latency_monitor_threshold,
             persistence: PersistenceConfig {
                 data_dir: p.data_dir.clone(),
                 appendfsync,

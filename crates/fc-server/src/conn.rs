@@ -21,6 +21,7 @@ use crate::pubsub::{Message, Subscriptions};
 use crate::reply::Resp;
 use crate::session::{self, ClientState};
 use crate::shared::Shared;
+use crate::stats::Ticks;
 use crate::worker::{Parsed, Worker};
 
 /// Replies are written out once this many bytes are pending, even mid-pipeline.
@@ -49,6 +50,10 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
     };
     let mut rbuf = BytesMut::with_capacity(16 * 1024);
     let mut out = Resp::new(16 * 1024);
+    out.count_errors(Rc::clone(&worker.stats));
+    // The arguments of the command being dispatched, kept for the slow log and monitors
+    // (see `Gate::keep_args`); reused.
+    let mut kept: Vec<Bytes> = Vec::new();
     let mut batch = Vec::with_capacity(BATCH);
     // Argument vectors of commands run in place, reused by the next ones parsed.
     let mut spare: Vec<Vec<Bytes>> = Vec::with_capacity(BATCH);
@@ -122,24 +127,44 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
             if batch.is_empty() && failure.is_none() {
                 break;
             }
-            shared
-                .commands
-                .fetch_add(batch.len() as u64, Ordering::Relaxed);
             // The hard output limit bounds the buffer while replies are built (see `Resp`).
             out.set_limit(live.output_hard());
+            // Commands are timed back to back: one clock read per command, its end the next
+            // one's start (see `observe`).
+            let mut gate = shared.observe.gate(&shared.pubsub);
+            let (ticks, stats) = (&worker.ticks, &*worker.stats);
+            let mut start = ticks.now();
             for parsed in batch.drain(..) {
                 // Messages published before this command go out before its reply.
                 if let Some(subs) = &mut state.subs {
                     subs.drain(&mut out);
                 }
-                if let Some((handler, write)) = direct(&worker, &mut state, &parsed) {
+                if let Some((spec, handler, write)) = direct(&worker, &mut state, &parsed) {
                     // The common case, run in place: a keyed command of this worker's shards
                     // with nothing to check or wait for (see `direct`). Only a write can
                     // notify a keyspace event or fill a key a client waits on.
                     if write {
                         worker.shared.notifier.record_command(&parsed.args[0]);
                     }
+                    let slot = spec.index();
+                    out.failed_slot = slot;
                     worker.execute_resp(handler, &parsed.args, parsed.route, &mut out);
+                    let end = ticks.now();
+                    let took = Ticks::since(start, end);
+                    start = end;
+                    stats.record(slot, took);
+                    if took >= gate.slow_ticks {
+                        shared.observe.after(
+                            &shared.pubsub,
+                            &state.client,
+                            shared.registry.now_ms(),
+                            spec,
+                            slot,
+                            Some(&parsed.args),
+                            took,
+                            true,
+                        );
+                    }
                     if write {
                         worker.serve_ready();
                     }
@@ -152,8 +177,34 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
                     }
                 } else {
                     let Parsed { spec, args, .. } = parsed;
-                    session::dispatch(&worker, &mut state, &mut parser, spec, args, &mut out).await;
+                    let keep = gate.keep_args;
+                    if keep {
+                        kept.clear();
+                        kept.extend_from_slice(&args);
+                    }
+                    start = worker.ticks.now();
+                    let ran =
+                        session::dispatch(&worker, &mut state, &mut parser, spec, args, &mut out)
+                            .await;
+                    let mut took = Ticks::since(start, worker.ticks.now());
+                    let ran = spec.zip(ran);
+                    let mut fed = false;
                     if let Some(wait) = state.blocked.take() {
+                        // Monitors see a blocking command when it first runs, as Redis
+                        // feeds them; its call is counted once it is served.
+                        if let Some((spec, slot)) = ran
+                            && keep
+                        {
+                            crate::observe::Observe::monitor(
+                                &shared.pubsub,
+                                &state.client,
+                                shared.registry.now_ms(),
+                                spec,
+                                slot,
+                                &kept,
+                            );
+                            fed = true;
+                        }
                         // The replies before it leave now; its own comes when it is served.
                         if !out.buf.is_empty()
                             && !send(
@@ -174,12 +225,31 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
                         state.client.blocked.store(false, Ordering::Relaxed);
                         match woken {
                             Woken::Reply(replies) => {
+                                let replayed = worker.ticks.now();
                                 replies.replay(&mut out);
+                                took += Ticks::since(replayed, worker.ticks.now());
                                 // It popped: acknowledged once the pop is safe in the log.
                                 state.wrote = true;
                             }
                             Woken::Closed => return,
                         }
+                    }
+                    if let Some((spec, slot)) = ran {
+                        // Read again after an admin command: a `CONFIG SET` applies to itself,
+                        // as in Redis, and `MONITOR` to what follows.
+                        if command::slot_flags(slot) & command::F::ADMIN != 0 {
+                            gate = shared.observe.gate(&shared.pubsub);
+                        }
+                        session::record(
+                            &worker,
+                            &state,
+                            &gate,
+                            spec,
+                            slot,
+                            keep.then_some(&kept[..]),
+                            took,
+                            !fed,
+                        );
                     }
                     worker.serve_ready();
                     if state.quit {
@@ -193,6 +263,7 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
                         .await;
                         return;
                     }
+                    start = worker.ticks.now();
                 }
                 if out.overflowed() {
                     // Redis closes a client past its hard limit, unsent.
@@ -203,8 +274,8 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
                     state.client.end(Ended::Output);
                     return;
                 }
-                if out.buf.len() >= FLUSH_AT
-                    && !send(
+                if out.buf.len() >= FLUSH_AT {
+                    if !send(
                         &worker,
                         &mut state,
                         &mut stream,
@@ -212,13 +283,19 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
                         &mut out.buf,
                     )
                     .await
-                {
-                    return;
+                    {
+                        return;
+                    }
+                    start = worker.ticks.now();
                 }
             }
             if let Some(err) = failure {
                 // Redis answers the protocol error and closes this client only.
+                let before = out.buf.len();
                 err.write_reply(&mut out.buf);
+                if out.buf.len() > before {
+                    out.count_error(b"ERR");
+                }
                 let _ = send(
                     &worker,
                     &mut state,
@@ -296,7 +373,11 @@ const BATCH: usize = 32;
 /// Anything else takes the general path. Marks the pending replies as a write's when it is
 /// one, and says whether it is.
 #[inline]
-fn direct(worker: &Worker, state: &mut ClientState, parsed: &Parsed) -> Option<(Handler, bool)> {
+fn direct(
+    worker: &Worker,
+    state: &mut ClientState,
+    parsed: &Parsed,
+) -> Option<(&'static command::Spec, Handler, bool)> {
     let spec = parsed.spec?;
     let route = parsed.route.as_ref()?;
     let handler = spec.direct()?;
@@ -314,7 +395,7 @@ fn direct(worker: &Worker, state: &mut ClientState, parsed: &Parsed) -> Option<(
                 .as_ref()
                 .is_some_and(|p| p.refuses_writes()));
     state.wrote |= usable && write;
-    usable.then_some((handler, write))
+    usable.then_some((spec, handler, write))
 }
 
 /// Parses the complete commands at the front of `rbuf` into `batch` (up to [`BATCH`]), and

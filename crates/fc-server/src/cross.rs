@@ -126,24 +126,36 @@ pub(crate) async fn run_store<R: Reply>(
             merge_parts(&parts, merge, out);
         }
         Route::AllWorkers { merge, part } => {
-            let all = async |links: Option<&TxnLinks>| {
-                let mut parts = Vec::with_capacity(shared.workers);
-                for owner in 0..shared.workers {
-                    parts.push(exec_at(worker, owner, part, args.clone(), links).await);
-                }
-                parts
-            };
             // A write of every worker (FLUSHALL, FLUSHDB) is one transaction, as on one shard.
-            let parts = match txn {
+            match txn {
                 None if spec.write() && shared.workers > 1 => {
                     let owners: BTreeSet<usize> = (0..shared.workers).collect();
-                    held(worker, &owners, async |links| all(Some(links)).await).await
+                    held(worker, &owners, async |links| {
+                        all_workers(worker, part, merge, args, out, Some(links)).await;
+                    })
+                    .await;
                 }
-                _ => all(txn).await,
-            };
-            merge_parts(&parts, merge, out);
+                _ => all_workers(worker, part, merge, args, out, txn).await,
+            }
         }
     }
+}
+
+/// Runs `part` on every worker in turn and merges their replies into `out`.
+pub(crate) async fn all_workers<R: Reply>(
+    worker: &Worker,
+    part: Handler,
+    merge: Merge,
+    args: Vec<Bytes>,
+    out: &mut R,
+    txn: Option<&TxnLinks>,
+) {
+    let workers = worker.shared.workers;
+    let mut parts = Vec::with_capacity(workers);
+    for owner in 0..workers {
+        parts.push(exec_at(worker, owner, part, args.clone(), txn).await);
+    }
+    merge_parts(&parts, merge, out);
 }
 
 /// Runs a per-key command's parts, one per `step` arguments, each on its key's owner.

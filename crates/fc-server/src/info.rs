@@ -1,32 +1,37 @@
-//! `INFO` (the fields redis_exporter and operators read) and `CONFIG GET`.
+//! `INFO` (the fields redis_exporter and operators read, the command and error statistics),
+//! `CONFIG GET/SET/RESETSTAT`, `SLOWLOG` and `LATENCY`.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
-
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 
-use crate::command::{Ctx, Handler, store};
+use crate::command::{self, Ctx, Handler, store};
 use crate::cross::{TxnLinks, exec_at};
-use crate::reply::{Replies, Reply};
+use crate::observe;
+use crate::reply::{Replies, Reply, Token};
+use crate::stats::{self, Histogram};
 use crate::worker::Worker;
 
 /// Counters each worker reports for `INFO`.
 pub(crate) const FIELDS: usize = 9;
 
 /// One worker's counters as an array of integers: keys, expires, used memory, max memory,
-/// hits, misses, expired, evicted, stored bytes.
+/// hits, misses, expired, evicted, stored bytes (hits, misses, expired and evicted counted
+/// since the last `CONFIG RESETSTAT`).
 fn stats_part<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let t = ctx.store.stats_snapshot().total();
+    let base = stats::with_current(|s| s.map_or([0; 4], |s| s.store_base.get()));
     let values = [
         t.keys,
         t.expires,
         t.used_memory,
         t.max_memory,
-        t.hits,
-        t.misses,
-        t.expired,
-        t.evicted,
+        t.hits.saturating_sub(base[0]),
+        t.misses.saturating_sub(base[1]),
+        t.expired.saturating_sub(base[2]),
+        t.evicted.saturating_sub(base[3]),
         t.stored_bytes,
     ];
     ctx.out.array_len(values.len());
@@ -51,6 +56,192 @@ pub(crate) async fn totals(worker: &Worker, txn: Option<&TxnLinks>) -> [u64; FIE
 }
 
 /// `INFO [section ...]`.
+/// One worker's command statistics (see [`Observed`]): `read` its counters and error codes,
+/// `hist <slot>...` its latency histograms (every slot's without slots), `reset` everything
+/// (`CONFIG RESETSTAT`, which also starts the store's counters over), `tracking-on` and
+/// `tracking-off` (`latency-tracking`).
+fn observe_part<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    let op = ctx.args[1].clone();
+    let base = (op.as_ref() == b"reset").then(|| {
+        let t = ctx.store.stats_snapshot().total();
+        [t.hits, t.misses, t.expired, t.evicted]
+    });
+    let out = &mut *ctx.out;
+    let args = ctx.args;
+    stats::with_current(|stats| {
+        let Some(stats) = stats else {
+            return out.array_len(0);
+        };
+        match op.as_ref() {
+            b"reset" => {
+                stats.reset();
+                stats.store_base.set(base.unwrap_or_default());
+                out.ok();
+            }
+            b"tracking-on" | b"tracking-off" => {
+                stats.set_tracking(op.as_ref() == b"tracking-on");
+                out.ok();
+            }
+            b"read" => {
+                let errors = stats.errors();
+                let slots: Vec<(usize, &stats::Slot, u64)> = stats
+                    .slots()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| (i, s, s.calls()))
+                    .filter(|(_, s, calls)| calls + s.failed.get() + s.rejected.get() > 0)
+                    .collect();
+                out.array_len(3 + 2 * errors.len() + 5 * slots.len());
+                out.integer(stats.total_errors() as i64);
+                out.integer(errors.len() as i64);
+                for (code, n) in &errors {
+                    out.bulk(code);
+                    out.integer(*n as i64);
+                }
+                out.integer(slots.len() as i64);
+                for (i, s, calls) in slots {
+                    for v in [
+                        i as u64,
+                        calls,
+                        s.ticks.get(),
+                        s.failed.get(),
+                        s.rejected.get(),
+                    ] {
+                        out.integer(v as i64);
+                    }
+                }
+            }
+            _ => {
+                // hist [slot ...]
+                let wanted: Vec<usize> = args[2..]
+                    .iter()
+                    .filter_map(|a| fc_resp::number::parse_i64(a))
+                    .map(|n| n as usize)
+                    .collect();
+                let mut values = Vec::new();
+                for i in 0..stats.slots().len() {
+                    if !(wanted.is_empty() || wanted.contains(&i)) {
+                        continue;
+                    }
+                    let Some(counts) = stats.tracked(i) else {
+                        continue;
+                    };
+                    let nonzero: Vec<(usize, u64)> = counts
+                        .into_iter()
+                        .enumerate()
+                        .filter(|(_, c)| *c > 0)
+                        .collect();
+                    if nonzero.is_empty() {
+                        continue;
+                    }
+                    values.push(i as i64);
+                    values.push(nonzero.len() as i64);
+                    for (j, c) in nonzero {
+                        values.push(j as i64);
+                        values.push(c as i64);
+                    }
+                }
+                out.array_len(values.len());
+                values.into_iter().for_each(|v| out.integer(v));
+            }
+        }
+    });
+}
+
+const OBSERVE: Handler = store!(observe_part);
+
+/// Every worker's command statistics, summed.
+#[derive(Debug, Default)]
+pub(crate) struct Observed {
+    pub(crate) total_errors: u64,
+    /// Error replies by code, in code order.
+    pub(crate) errors: BTreeMap<Vec<u8>, u64>,
+    /// Per slot with any call: calls, clock ticks, failed, rejected.
+    pub(crate) slots: BTreeMap<usize, [u64; 4]>,
+}
+
+/// Sums every worker's `read` part.
+async fn observed(worker: &Worker, txn: Option<&TxnLinks>) -> Observed {
+    let mut sum = Observed::default();
+    for owner in 0..worker.shared.workers {
+        let args = vec![Bytes::from_static(b"observe"), Bytes::from_static(b"read")];
+        let part = exec_at(worker, owner, OBSERVE, args, txn).await;
+        // An array: total, code count, (code, count)..., slot count, (slot, 4 counters)...
+        let mut tokens = part.tokens().iter().skip(1);
+        let mut int = || match tokens.next() {
+            Some(Token::Integer(n)) => *n as u64,
+            _ => 0,
+        };
+        sum.total_errors += int();
+        let codes = int();
+        let mut tokens = part.tokens().iter().skip(3);
+        for _ in 0..codes {
+            let (Some(Token::Bulk(code)), Some(Token::Integer(n))) = (tokens.next(), tokens.next())
+            else {
+                break;
+            };
+            *sum.errors.entry(part.bytes(code).to_vec()).or_insert(0) += *n as u64;
+        }
+        let slots = match tokens.next() {
+            Some(Token::Integer(n)) => *n,
+            _ => 0,
+        };
+        for _ in 0..slots {
+            let mut v = [0u64; 5];
+            for x in &mut v {
+                if let Some(Token::Integer(n)) = tokens.next() {
+                    *x = *n as u64;
+                }
+            }
+            let entry = sum.slots.entry(v[0] as usize).or_insert([0; 4]);
+            for (t, x) in entry.iter_mut().zip(&v[1..]) {
+                *t += x;
+            }
+        }
+    }
+    sum
+}
+
+/// Every worker's latency histograms of `slots` (all with an empty list), summed and
+/// converted from clock ticks to nanoseconds.
+async fn histograms(
+    worker: &Worker,
+    slots: &[usize],
+    txn: Option<&TxnLinks>,
+) -> BTreeMap<usize, Histogram> {
+    let mut sum: BTreeMap<usize, Histogram> = BTreeMap::new();
+    for owner in 0..worker.shared.workers {
+        let mut args = vec![Bytes::from_static(b"observe"), Bytes::from_static(b"hist")];
+        args.extend(slots.iter().map(|s| Bytes::from(s.to_string())));
+        let part = exec_at(worker, owner, OBSERVE, args, txn).await;
+        let mut values = part.integers();
+        while let (Some(slot), Some(n)) = (values.next(), values.next()) {
+            let h = sum.entry(slot as usize).or_default();
+            for _ in 0..n {
+                if let (Some(index), Some(count)) = (values.next(), values.next()) {
+                    worker.ticks.add_to(h, index as usize, count as u64);
+                }
+            }
+        }
+    }
+    sum
+}
+
+/// The sections `INFO` shows without arguments (and with `default`).
+const DEFAULT_SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "errorstats",
+    "cluster",
+    "keyspace",
+];
+
+/// `INFO [section ...]`: the sections named (any case; `default`, `all` and `everything` as
+/// Redis reads them), in Redis's order, separated by a blank line.
 pub(crate) async fn info<R: Reply>(
     worker: &Worker,
     args: &[Bytes],
@@ -58,7 +249,24 @@ pub(crate) async fn info<R: Reply>(
     txn: Option<&TxnLinks>,
 ) {
     let shared = &worker.shared;
-    let totals = totals(worker, txn).await;
+    let wanted: Vec<String> = args[1..]
+        .iter()
+        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
+        .collect();
+    let show = |section: &str| {
+        (wanted.is_empty() && DEFAULT_SECTIONS.contains(&section))
+            || wanted.iter().any(|w| {
+                w == section
+                    || w == "all"
+                    || w == "everything"
+                    || (w == "default" && DEFAULT_SECTIONS.contains(&section))
+            })
+    };
+    let totals = if show("memory") || show("stats") || show("keyspace") {
+        totals(worker, txn).await
+    } else {
+        [0u64; FIELDS]
+    };
     let [
         keys,
         expires,
@@ -70,64 +278,64 @@ pub(crate) async fn info<R: Reply>(
         evicted,
         _stored,
     ] = totals;
-    let wanted: Vec<String> = args[1..]
-        .iter()
-        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
-        .collect();
-    let all = wanted.is_empty()
-        || wanted
-            .iter()
-            .any(|w| w == "all" || w == "everything" || w == "default");
-    let show = |section: &str| all || wanted.iter().any(|w| w == section);
+    let observed = if show("stats") || show("commandstats") || show("errorstats") {
+        observed(worker, txn).await
+    } else {
+        Observed::default()
+    };
     let uptime = shared.started.elapsed().as_secs();
+    let mut sections: Vec<String> = Vec::new();
     let mut text = String::new();
     if show("server") {
         let _ = write!(
             text,
-            "# Server\r\nredis_version:{}\r\nfast_cache_version:{}\r\nredis_mode:standalone\r\nos:{}\r\narch_bits:64\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nio_threads_active:0\r\nworker_threads:{}\r\n\r\n",
+            "# Server\r\nredis_version:{}\r\nfast_cache_version:{}\r\nredis_mode:standalone\r\nos:{}\r\narch_bits:64\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nhz:{}\r\nio_threads_active:0\r\nworker_threads:{}\r\n",
             crate::REDIS_VERSION,
             env!("CARGO_PKG_VERSION"),
             std::env::consts::OS,
             std::process::id(),
             shared.port,
             uptime / 86_400,
+            shared.live.hz.load(Ordering::Relaxed),
             shared.workers,
         );
+        sections.push(std::mem::take(&mut text));
     }
     if show("clients") {
         let _ = write!(
             text,
-            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nclient_recent_max_output_buffer:{}\r\nblocked_clients:{}\r\ntotal_blocking_keys:{}\r\n\r\n",
-            shared.clients.load(std::sync::atomic::Ordering::Relaxed),
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nclient_recent_max_output_buffer:{}\r\nblocked_clients:{}\r\ntotal_blocking_keys:{}\r\n",
+            shared.clients.load(Ordering::Relaxed),
             shared.live.maxclients.load(Ordering::Relaxed),
             shared.max_output_buffer.load(Ordering::Relaxed),
             shared.blocked.count(),
             shared.blocked.keys_waited(),
         );
+        sections.push(std::mem::take(&mut text));
     }
     if show("memory") {
         let _ = write!(
             text,
-            "# Memory\r\nused_memory:{used}\r\nmaxmemory:{max}\r\nmaxmemory_policy:{}\r\n\r\n",
+            "# Memory\r\nused_memory:{used}\r\nmaxmemory:{max}\r\nmaxmemory_policy:{}\r\n",
             shared.config.maxmemory_policy.redis_name(),
         );
+        sections.push(std::mem::take(&mut text));
     }
     if show("persistence") {
         if let Some(persist) = &shared.persist {
             persist.info(&mut text);
         } else {
-            text.push_str("# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\n\r\n");
+            text.push_str("# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\n");
         }
+        sections.push(std::mem::take(&mut text));
     }
     if show("stats") {
         let pubsub = shared.pubsub.counts();
         let _ = write!(
             text,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nkeyspace_hits:{hits}\r\nkeyspace_misses:{misses}\r\nexpired_keys:{expired}\r\nexpired_stale_perc:{:.2}\r\nexpired_time_cap_reached_count:{}\r\nevicted_keys:{evicted}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\n\r\n",
-            shared
-                .connections
-                .load(std::sync::atomic::Ordering::Relaxed),
-            shared.commands.load(std::sync::atomic::Ordering::Relaxed),
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nkeyspace_hits:{hits}\r\nkeyspace_misses:{misses}\r\nexpired_keys:{expired}\r\nexpired_stale_perc:{:.2}\r\nexpired_time_cap_reached_count:{}\r\nevicted_keys:{evicted}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\ntotal_error_replies:{}\r\n",
+            shared.connections.load(Ordering::Relaxed),
+            observed.slots.values().map(|v| v[0]).sum::<u64>(),
             shared
                 .expiry
                 .iter()
@@ -143,21 +351,89 @@ pub(crate) async fn info<R: Reply>(
             pubsub.0,
             pubsub.1,
             pubsub.2,
+            observed.total_errors,
         );
+        sections.push(std::mem::take(&mut text));
     }
     if show("replication") {
-        text.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n\r\n");
+        sections.push("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n".to_string());
+    }
+    if show("commandstats") {
+        text.push_str("# Commandstats\r\n");
+        for (slot, [calls, ticks, failed, rejected]) in &observed.slots {
+            let nanos = worker.ticks.nanos(*ticks);
+            let usec = nanos / 1000;
+            let per_call = if *calls == 0 {
+                0.0
+            } else {
+                nanos as f64 / 1000.0 / *calls as f64
+            };
+            let _ = write!(
+                text,
+                "cmdstat_{}:calls={calls},usec={usec},usec_per_call={per_call:.2},rejected_calls={rejected},failed_calls={failed}\r\n",
+                command::slot_name(*slot)
+            );
+        }
+        sections.push(std::mem::take(&mut text));
+    }
+    if show("errorstats") {
+        text.push_str("# Errorstats\r\n");
+        for (code, count) in &observed.errors {
+            let _ = write!(
+                text,
+                "errorstat_{}:count={count}\r\n",
+                String::from_utf8_lossy(code)
+            );
+        }
+        sections.push(std::mem::take(&mut text));
+    }
+    if show("latencystats") {
+        text.push_str("# Latencystats\r\n");
+        let observe = &shared.observe;
+        if observe.tracking() {
+            let percentiles = observe.percentiles();
+            for (slot, h) in histograms(worker, &[], txn).await {
+                if h.total == 0 {
+                    continue;
+                }
+                let _ = write!(
+                    text,
+                    "latency_percentiles_usec_{}:",
+                    command::slot_name(slot)
+                );
+                for (j, p) in percentiles.iter().enumerate() {
+                    if j > 0 {
+                        text.push(',');
+                    }
+                    let _ = write!(
+                        text,
+                        "p{}={:.3}",
+                        observe::percentile_text(*p),
+                        h.value_at_percentile(*p) as f64 / 1000.0
+                    );
+                }
+                text.push_str("\r\n");
+            }
+        }
+        sections.push(std::mem::take(&mut text));
     }
     if show("cluster") {
         // Clients and tools read it to choose standalone or cluster mode.
-        text.push_str("# Cluster\r\ncluster_enabled:0\r\n\r\n");
+        sections.push("# Cluster\r\ncluster_enabled:0\r\n".to_string());
     }
     if show("keyspace") {
         text.push_str("# Keyspace\r\n");
         if keys > 0 {
             let _ = write!(text, "db0:keys={keys},expires={expires},avg_ttl=0\r\n");
         }
+        sections.push(std::mem::take(&mut text));
     }
+    // Redis separates sections with a blank line and ends with the last one's last line.
+    let text = sections
+        .iter()
+        .map(|s| format!("{}\r\n", s.trim_end_matches("\r\n")))
+        .collect::<Vec<_>>()
+        .join("\r\n");
     out.verbatim(*b"txt", text.as_bytes());
 }
 
@@ -184,6 +460,16 @@ enum Change {
     Notify(u32),
     /// A setting kept for Redis's tools ([`crate::knobs`]): its index and checked value.
     Knob(usize, String),
+    /// `slowlog-log-slower-than`.
+    SlowerThan(i64),
+    /// `slowlog-max-len`.
+    SlowlogMaxLen(u64),
+    /// `latency-monitor-threshold`.
+    LatencyThreshold(u64),
+    /// `latency-tracking`.
+    LatencyTracking(bool),
+    /// `latency-tracking-info-percentiles`.
+    Percentiles(Vec<f64>),
     /// Set to what it already is.
     Unchanged,
 }
@@ -280,28 +566,49 @@ pub(crate) async fn config<R: Reply>(
                         }
                     }
                     Change::Knob(index, value) => live.knobs.set(index, value),
+                    Change::SlowerThan(n) => worker.shared.observe.set_slower_than(n),
+                    Change::SlowlogMaxLen(n) => worker.shared.observe.set_max_len(n),
+                    Change::LatencyThreshold(n) => worker.shared.observe.set_latency_ms(n),
+                    Change::LatencyTracking(on) => {
+                        worker.shared.observe.set_tracking(on);
+                        let op: &'static [u8] = if on { b"tracking-on" } else { b"tracking-off" };
+                        for owner in 0..worker.shared.workers {
+                            let args = vec![Bytes::from_static(b"observe"), Bytes::from_static(op)];
+                            exec_at(worker, owner, OBSERVE, args, txn).await;
+                        }
+                    }
+                    Change::Percentiles(p) => worker.shared.observe.set_percentiles(p),
                     Change::Notify(flags) => worker.shared.notifier.set_flags(flags),
                 }
             }
             out.ok();
         }
-        b"resetstat" if args.len() == 2 => out.ok(),
-        b"help" if args.len() == 2 => {
+        b"resetstat" => {
+            // Redis's resetServerStats, resetCommandTableStats and resetErrorTableStats.
+            let shared = &worker.shared;
+            for owner in 0..shared.workers {
+                let args = vec![Bytes::from_static(b"observe"), Bytes::from_static(b"reset")];
+                exec_at(worker, owner, OBSERVE, args, txn).await;
+            }
+            shared.connections.store(0, Ordering::Relaxed);
+            for e in &shared.expiry {
+                e.stale_ppm.store(0, Ordering::Relaxed);
+                e.time_cap_reached.store(0, Ordering::Relaxed);
+            }
+            out.ok();
+        }
+        b"help" => {
             let lines: &[&[u8]] = &[
                 b"CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 b"GET <pattern> [<pattern> ...]",
-                b"SET <directive> <value> [<directive> <value> ...]: maxmemory, maxclients, timeout, hz, requirepass, save, client-output-buffer-limit, proto-max-bulk-len, client-query-buffer-limit; Redis's encoding, lazyfree and eviction-sampler settings are accepted and reported, and change nothing",
+                b"SET <directive> <value> [<directive> <value> ...]: maxmemory, maxclients, timeout, hz, requirepass, save, client-output-buffer-limit, proto-max-bulk-len, client-query-buffer-limit, notify-keyspace-events, slowlog-log-slower-than, slowlog-max-len, latency-monitor-threshold, latency-tracking, latency-tracking-info-percentiles; Redis's encoding, lazyfree and eviction-sampler settings are accepted and reported, and change nothing",
                 b"RESETSTAT",
             ];
             crate::command::help(out, lines);
         }
-        _ => {
-            let text = format!(
-                "ERR unknown subcommand or wrong number of arguments for '{}'. Try CONFIG HELP.",
-                String::from_utf8_lossy(&args[1])
-            );
-            out.error(text.as_bytes());
-        }
+        // `SET` with an odd count (the subcommands and their least arities are checked before
+        // the command runs), as Redis answers it.
+        _ => out.error(b"ERR syntax error"),
     }
 }
 
@@ -374,6 +681,34 @@ fn parameters(worker: &Worker) -> Vec<(&'static str, String)> {
         ("port", shared.port.to_string()),
         ("tcp-keepalive", "0".to_string()),
         ("io-threads", shared.workers.to_string()),
+        (
+            "slowlog-log-slower-than",
+            shared.observe.slower_than().to_string(),
+        ),
+        ("slowlog-max-len", shared.observe.max_len().to_string()),
+        (
+            "latency-monitor-threshold",
+            shared.observe.latency_ms().to_string(),
+        ),
+        (
+            "latency-tracking",
+            if shared.observe.tracking() {
+                "yes"
+            } else {
+                "no"
+            }
+            .to_string(),
+        ),
+        (
+            "latency-tracking-info-percentiles",
+            shared
+                .observe
+                .percentiles()
+                .iter()
+                .map(|p| observe::percentile_text(*p))
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
     ];
     params.extend(live.knobs.all());
     params
@@ -414,6 +749,34 @@ fn change(worker: &Worker, name: &[u8], value: &[u8]) -> Result<Change, String> 
             })
         }
         "requirepass" => Ok(Change::RequirePass((!text.is_empty()).then_some(text))),
+        "slowlog-log-slower-than" | "slowlog-max-len" | "latency-monitor-threshold" => {
+            let n: i64 = text
+                .parse()
+                .map_err(|_| failed("argument couldn't be parsed into an integer"))?;
+            let min = if name == "slowlog-log-slower-than" {
+                -1
+            } else {
+                0
+            };
+            if n < min {
+                return Err(failed(&format!(
+                    "argument must be between {min} and 9223372036854775807 inclusive"
+                )));
+            }
+            Ok(match name.as_str() {
+                "slowlog-log-slower-than" => Change::SlowerThan(n),
+                "slowlog-max-len" => Change::SlowlogMaxLen(n as u64),
+                _ => Change::LatencyThreshold(n as u64),
+            })
+        }
+        "latency-tracking" => match text.to_ascii_lowercase().as_str() {
+            "yes" => Ok(Change::LatencyTracking(true)),
+            "no" => Ok(Change::LatencyTracking(false)),
+            _ => Err(failed("argument must be 'yes' or 'no'")),
+        },
+        "latency-tracking-info-percentiles" => observe::parse_percentiles(&text)
+            .map(Change::Percentiles)
+            .map_err(failed),
         "notify-keyspace-events" => crate::notify::parse_flags(&text)
             .map(Change::Notify)
             .ok_or_else(|| failed("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")),
@@ -443,5 +806,187 @@ fn change(worker: &Worker, name: &[u8], value: &[u8]) -> Result<Change, String> 
                 "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
             )),
         },
+    }
+}
+
+/// `SLOWLOG GET [count] | LEN | RESET | HELP` (the subcommand and its least arity were
+/// checked before it runs).
+pub(crate) fn slowlog<R: Reply>(worker: &Worker, args: &[Bytes], out: &mut R) {
+    let observe = &worker.shared.observe;
+    let sub = args[1].to_ascii_lowercase();
+    match sub.as_slice() {
+        b"get" if args.len() <= 3 => {
+            let count = match args.get(2) {
+                None => Some(10),
+                Some(arg) => match fc_resp::number::parse_i64(arg) {
+                    Some(-1) => None,
+                    Some(n) if n >= 0 => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+                    _ => return out.error(b"ERR count should be greater than or equal to -1"),
+                },
+            };
+            let entries = observe.slowlog(count);
+            out.array_len(entries.len());
+            for e in entries {
+                out.array_len(6);
+                out.integer(e.id as i64);
+                out.integer(e.time as i64);
+                out.integer(e.micros as i64);
+                out.array_len(e.args.len());
+                e.args.iter().for_each(|a| out.bulk(a));
+                out.bulk(e.addr.as_bytes());
+                out.bulk(&e.name);
+            }
+        }
+        b"len" => out.integer(observe.slowlog_len() as i64),
+        b"reset" => {
+            observe.slowlog_reset();
+            out.ok();
+        }
+        b"help" => {
+            let lines: &[&[u8]] = &[
+                b"SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                b"GET [<count>]",
+                b"    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+                b"    Entries are made of:",
+                b"    id, timestamp, time in microseconds, arguments array, client IP and port,",
+                b"    client name",
+                b"LEN",
+                b"    Return the length of the slowlog.",
+                b"RESET",
+                b"    Reset the slowlog.",
+                b"HELP",
+                b"    Prints this help.",
+            ];
+            command::help(out, lines);
+        }
+        _ => subcommand_syntax_error(out, "SLOWLOG", &args[1]),
+    }
+}
+
+/// Redis's `addReplySubcommandSyntaxError`.
+fn subcommand_syntax_error<R: Reply>(out: &mut R, container: &str, sub: &[u8]) {
+    let text = format!(
+        "ERR unknown subcommand or wrong number of arguments for '{}'. Try {container} HELP.",
+        String::from_utf8_lossy(&sub[..sub.len().min(128)])
+    );
+    out.error(text.as_bytes());
+}
+
+/// `LATENCY LATEST | HISTORY event | RESET [event ...] | GRAPH event | DOCTOR |
+/// HISTOGRAM [command ...] | HELP` (the subcommand and its arity were checked before it
+/// runs).
+pub(crate) async fn latency<R: Reply>(
+    worker: &Worker,
+    args: &[Bytes],
+    out: &mut R,
+    txn: Option<&TxnLinks>,
+) {
+    let shared = &worker.shared;
+    let observe = &shared.observe;
+    let sub = args[1].to_ascii_lowercase();
+    match sub.as_slice() {
+        b"latest" => {
+            let events = observe.events();
+            out.array_len(events.len());
+            for (event, series) in events {
+                let latest = series.latest();
+                out.array_len(4);
+                out.bulk(event.as_bytes());
+                out.integer(latest.time as i64);
+                out.integer(latest.ms as i64);
+                out.integer(series.max as i64);
+            }
+        }
+        b"history" => {
+            let samples = observe
+                .event(&args[2])
+                .map(|(_, series)| series.samples())
+                .unwrap_or_default();
+            out.array_len(samples.len());
+            for s in samples {
+                out.array_len(2);
+                out.integer(s.time as i64);
+                out.integer(s.ms as i64);
+            }
+        }
+        b"reset" => out.integer(observe.reset_events(&args[2..]) as i64),
+        b"graph" => match observe.event(&args[2]) {
+            Some((event, series)) => {
+                out.verbatim(*b"txt", observe::graph(event, &series).as_bytes());
+            }
+            None => {
+                let text = format!(
+                    "ERR No samples available for event '{}'",
+                    String::from_utf8_lossy(&args[2])
+                );
+                out.error(text.as_bytes());
+            }
+        },
+        b"doctor" => {
+            let report = observe::doctor(
+                &observe.events(),
+                observe.slower_than(),
+                observe.latency_ms(),
+            );
+            out.verbatim(*b"txt", report.as_bytes());
+        }
+        b"histogram" => {
+            // With names: each one's slots in the order named (a container's own, then its
+            // subcommands'); without: every slot.
+            let order: Vec<usize> = if args.len() > 2 {
+                args[2..]
+                    .iter()
+                    .flat_map(|name| command::slots_named(name))
+                    .collect()
+            } else {
+                (0..command::slot_count()).collect()
+            };
+            let mut wanted = order.clone();
+            wanted.sort_unstable();
+            wanted.dedup();
+            let hists = histograms(worker, &wanted, txn).await;
+            let with_data: Vec<(usize, &Histogram)> = order
+                .iter()
+                .filter_map(|slot| hists.get(slot).map(|h| (*slot, h)))
+                .filter(|(_, h)| h.total > 0)
+                .collect();
+            out.map_len(with_data.len());
+            for (slot, h) in with_data {
+                out.bulk(command::slot_name(slot).as_bytes());
+                out.map_len(2);
+                out.bulk(b"calls");
+                out.integer(h.total as i64);
+                out.bulk(b"histogram_usec");
+                let cdf = h.cdf();
+                out.map_len(cdf.len());
+                for (micros, count) in cdf {
+                    out.integer(micros as i64);
+                    out.integer(count as i64);
+                }
+            }
+        }
+        b"help" => {
+            let lines: &[&[u8]] = &[
+                b"LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                b"DOCTOR",
+                b"    Return a human readable latency analysis report.",
+                b"GRAPH <event>",
+                b"    Return an ASCII latency graph for the <event> class.",
+                b"HISTORY <event>",
+                b"    Return time-latency samples for the <event> class.",
+                b"LATEST",
+                b"    Return the latest latency samples for all events.",
+                b"RESET [<event> ...]",
+                b"    Reset latency data of one or more <event> classes.",
+                b"    (default: reset all data for all event classes)",
+                b"HISTOGRAM [COMMAND ...]",
+                b"    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
+                b"    If no commands are specified then all histograms are replied.",
+                b"HELP",
+                b"    Prints this help.",
+            ];
+            command::help(out, lines);
+        }
+        _ => subcommand_syntax_error(out, "LATENCY", &args[1]),
     }
 }

@@ -8,8 +8,10 @@
 //! `LocalEmbeddedStore` each: no lock on the hot path); a command for a key of another
 //! worker's shard travels to it by message and its typed reply comes back the same way;
 //! multi-key commands split by key and merge typed replies in order; pipelined commands are all
-//! executed before one write of all replies. Modules by job, lowest first: `reply`, `command`,
-//! `shared`, `worker`, `save`, `cross` (fan-out, merges, transactions' held workers), `info`,
+//! executed before one write of all replies. Modules by job, lowest first: `stats` (per-worker
+//! command statistics, the clock), `reply`, `command`, `observe` (slow log, latency monitor,
+//! `MONITOR` lines), `shared`, `worker`, `save`, `cross` (fan-out, merges, transactions' held
+//! workers), `info`,
 //! `session` (a client's state and the connection-level commands), `conn` (the socket loop);
 //! `cargo xtask check-deps` fails on an import circle among them.
 //!
@@ -18,7 +20,8 @@
 //!
 //! Built: connection commands (PING, ECHO, HELLO 2/3 with AUTH/SETNAME, AUTH, SELECT, QUIT,
 //! RESET, CLIENT LIST/INFO/KILL/SETNAME/GETNAME/ID/SETINFO, COMMAND, INFO, TIME, CONFIG
-//! GET/SET, SHUTDOWN), strings, keys and TTLs, hashes, lists, sets, sorted sets, the SCAN
+//! GET/SET/RESETSTAT, SHUTDOWN, SLOWLOG, LATENCY, MONITOR, DEBUG SLEEP, INFO commandstats,
+//! errorstats and latencystats), strings, keys and TTLs, hashes, lists, sets, sorted sets, the SCAN
 //! family, MULTI/EXEC/DISCARD/WATCH/UNWATCH (atomic across workers: `EXEC` holds every worker
 //! its commands and watched keys touch), MSETNX across workers, `requirepass`, `maxclients`,
 //! `maxmemory` with an eviction policy, the idle timeout, output limits, persistence (`--data-dir`),
@@ -49,12 +52,14 @@ mod info;
 mod knobs;
 mod multi;
 mod notify;
+mod observe;
 mod persist;
 mod pubsub;
 mod reply;
 mod save;
 mod session;
 mod shared;
+mod stats;
 mod txn;
 mod watched;
 mod worker;
@@ -114,6 +119,14 @@ pub struct ServerConfig {
     pub pubsub_output_limit: OutputLimit,
     /// Write-ahead log and snapshots (off without a data directory).
     pub persistence: PersistenceConfig,
+    /// Commands at least this many microseconds long go into the slow log (Redis's
+    /// `slowlog-log-slower-than`: 10000; negative: none; 0: every one).
+    pub slowlog_log_slower_than: i64,
+    /// Entries the slow log keeps (Redis's `slowlog-max-len`: 128).
+    pub slowlog_max_len: u64,
+    /// Commands at least this many milliseconds long are latency events (Redis's
+    /// `latency-monitor-threshold`: 0, off).
+    pub latency_monitor_threshold: u64,
 }
 
 impl Default for ServerConfig {
@@ -134,6 +147,9 @@ impl Default for ServerConfig {
             output_limit: OutputLimit::default(),
             pubsub_output_limit: pubsub::DEFAULT_LIMIT,
             persistence: PersistenceConfig::default(),
+            slowlog_log_slower_than: observe::DEFAULT_SLOWER_THAN,
+            slowlog_max_len: observe::DEFAULT_MAX_LEN,
+            latency_monitor_threshold: 0,
         }
     }
 }
@@ -210,11 +226,18 @@ impl Server {
                 .collect(),
             max_output_buffer: AtomicU64::new(0),
             shutdown_request,
+            observe: observe::Observe::new(
+                observe::Settings {
+                    slower_than: config.slowlog_log_slower_than,
+                    max_len: config.slowlog_max_len,
+                    latency_ms: config.latency_monitor_threshold,
+                },
+                stats::Ticks::new(),
+            ),
             config,
             started: Instant::now(),
             started_unix: fc_snapshot::unix_ms() / 1000,
             clients: AtomicUsize::new(0),
-            commands: AtomicU64::new(0),
             connections: AtomicU64::new(0),
             next_client_id: AtomicU64::new(0),
             port: addr.port(),

@@ -14,7 +14,7 @@
 //! their own namespace (fc-server is one node: no slot checks).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use bytes::Bytes;
@@ -41,6 +41,8 @@ enum Kind {
     Message,
     PMessage,
     SMessage,
+    /// A `MONITOR` line (the payload, without its `+` and line end).
+    Monitor,
 }
 
 impl Message {
@@ -53,6 +55,8 @@ impl Message {
     /// channel payload; an array in RESP2, a push in RESP3.
     pub(crate) fn write(&self, out: &mut Resp) {
         match self.kind {
+            // A status line in both protocols, as Redis sends it.
+            Kind::Monitor => return out.simple(&self.payload),
             Kind::PMessage => {
                 out.push_len(4);
                 out.bulk(b"pmessage");
@@ -127,6 +131,10 @@ pub(crate) struct PubSub {
     channels: RwLock<ChannelMap>,
     shard_channels: RwLock<ChannelMap>,
     patterns: RwLock<HashMap<Bytes, PatternSubs>>,
+    /// Clients in `MONITOR` mode, by id (their lines share the subscription queue).
+    monitors: RwLock<HashMap<u64, Arc<Subscriber>>>,
+    /// How many there are: the one relaxed load a command pays when there are none.
+    monitor_count: AtomicUsize,
     /// The `pubsub` class of `client-output-buffer-limit`.
     hard: AtomicU64,
     soft: AtomicU64,
@@ -154,6 +162,8 @@ impl PubSub {
             channels: RwLock::default(),
             shard_channels: RwLock::default(),
             patterns: RwLock::default(),
+            monitors: RwLock::default(),
+            monitor_count: AtomicUsize::new(0),
             hard: AtomicU64::new(0),
             soft: AtomicU64::new(0),
             seconds: AtomicU64::new(0),
@@ -224,7 +234,28 @@ impl PubSub {
         received
     }
 
-    /// Whether anyone subscribes to anything (keyspace notifications skip all work when not).
+    /// Whether a client is in `MONITOR` mode.
+    #[inline]
+    pub(crate) fn monitoring(&self) -> bool {
+        self.monitor_count.load(Ordering::Relaxed) > 0
+    }
+
+    /// Sends a `MONITOR` line (without its `+` and line end) to every monitor, each under the
+    /// `pubsub` output limit: a monitor that does not read is ended, not buffered for.
+    pub(crate) fn feed_monitors(&self, line: Bytes, now_ms: u64) {
+        let limit = self.limit();
+        let message = Arc::new(Message {
+            kind: Kind::Monitor,
+            pattern: Bytes::new(),
+            channel: Bytes::new(),
+            payload: line,
+        });
+        for monitor in read(&self.monitors).values() {
+            monitor.deliver(&message, limit, now_ms);
+        }
+    }
+
+    /// The channels, patterns and shard channels subscribed to.
     pub(crate) fn counts(&self) -> (usize, usize, usize) {
         (
             read(&self.channels).len(),
@@ -244,7 +275,7 @@ pub(crate) struct Subscriptions {
 }
 
 impl Subscriptions {
-    fn new(client: &Arc<Client>) -> Self {
+    pub(crate) fn new(client: &Arc<Client>) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         Self {
             me: Arc::new(Subscriber {
@@ -293,9 +324,32 @@ impl Subscriptions {
         self.me.queued.fetch_sub(taken, Ordering::Relaxed);
     }
 
-    /// Leaves every subscription (the connection ends, `RESET`).
+    /// Starts `MONITOR` mode: the client's queue receives every monitor line. `false` when it
+    /// already was.
+    pub(crate) fn monitor(&mut self, registry: &PubSub) -> bool {
+        let mut monitors = write(&registry.monitors);
+        let id = self.me.client.id;
+        if monitors.contains_key(&id) {
+            return false;
+        }
+        monitors.insert(id, Arc::clone(&self.me));
+        registry
+            .monitor_count
+            .store(monitors.len(), Ordering::Relaxed);
+        true
+    }
+
+    /// Leaves every subscription and `MONITOR` mode (the connection ends, `RESET`).
     pub(crate) fn leave_all(&mut self, registry: &PubSub) {
         let id = self.me.client.id;
+        {
+            let mut monitors = write(&registry.monitors);
+            if monitors.remove(&id).is_some() {
+                registry
+                    .monitor_count
+                    .store(monitors.len(), Ordering::Relaxed);
+            }
+        }
         for (set, map) in [
             (&mut self.channels, &registry.channels),
             (&mut self.shard, &registry.shard_channels),

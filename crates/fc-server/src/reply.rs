@@ -14,6 +14,7 @@
 //! doubles, pair lists) are sink methods, never a version test in a handler.
 
 use std::ops::Range;
+use std::rc::Rc;
 
 use bytes::BytesMut;
 use fc_resp::{Encoder, RespVersion};
@@ -76,6 +77,9 @@ pub(crate) trait Reply {
     fn array_fill(&mut self, mark: usize, n: usize);
 }
 
+/// [`Resp::failed_slot`] when no command's failure is to be counted.
+pub(crate) const NO_SLOT: usize = usize::MAX;
+
 /// The RESP sink: a connection's write buffer and the version it speaks.
 ///
 /// With an output limit ([`Resp::set_limit`]) the buffer never grows past it while a reply is
@@ -90,6 +94,11 @@ pub(crate) struct Resp {
     /// Most bytes `buf` may hold (`usize::MAX`: no limit).
     limit: usize,
     overflowed: bool,
+    /// The statistics slot of the command whose reply is being written ([`NO_SLOT`]: none,
+    /// or its failure was counted): its first error reply counts it as failed.
+    pub(crate) failed_slot: usize,
+    /// The worker's statistics, which count each error reply by its code.
+    stats: Option<Rc<crate::stats::WorkerStats>>,
 }
 
 impl Default for Resp {
@@ -105,6 +114,33 @@ impl Resp {
             version: RespVersion::Resp2,
             limit: usize::MAX,
             overflowed: false,
+            failed_slot: NO_SLOT,
+            stats: None,
+        }
+    }
+
+    /// Counts every error reply written from now on in `stats` (`INFO errorstats`).
+    pub(crate) fn count_errors(&mut self, stats: Rc<crate::stats::WorkerStats>) {
+        self.stats = Some(stats);
+    }
+
+    /// Counts the running command as failed without an error of its own: Redis counts a
+    /// command as failed when any error reply was written while it ran, another client's
+    /// included (`CLIENT UNBLOCK id ERROR`).
+    pub(crate) fn fail_current(&mut self) {
+        if let Some(stats) = &self.stats
+            && self.failed_slot != NO_SLOT
+        {
+            stats.fail(self.failed_slot);
+            self.failed_slot = NO_SLOT;
+        }
+    }
+
+    /// An error reply written outside any command's reply (a protocol error): counted in
+    /// the error statistics only.
+    pub(crate) fn count_error(&mut self, text: &[u8]) {
+        if let Some(stats) = &self.stats {
+            stats.error(text);
         }
     }
 
@@ -163,6 +199,13 @@ impl Reply for Resp {
     }
     #[inline]
     fn error(&mut self, text: &[u8]) {
+        if let Some(stats) = &self.stats {
+            stats.error(text);
+            if self.failed_slot != NO_SLOT {
+                stats.fail(self.failed_slot);
+                self.failed_slot = NO_SLOT;
+            }
+        }
         self.enc().error(text);
     }
     #[inline]

@@ -8,6 +8,7 @@
 //! (unknown names, arity, authentication, `MISCONF`, `MULTI` queueing) by the table's
 //! properties; no command name is matched as a string here.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -16,10 +17,11 @@ use bytes::Bytes;
 use fc_resp::{Limits, RequestParser, RespVersion};
 
 use crate::clients::{Client, Ended, KillFilter};
-use crate::command::{self, F, Session, Spec};
+use crate::command::{self, F, Selected, Session, Spec};
 use crate::cross::{self, Held, TxnLinks};
+use crate::observe::Gate;
 use crate::pubsub::Subscriptions;
-use crate::reply::{Reply, Resp};
+use crate::reply::{NO_SLOT, Reply, Resp};
 use crate::shared::Shared;
 use crate::watched::WatchedKey;
 use crate::worker::Worker;
@@ -47,8 +49,12 @@ pub(crate) struct ClientState {
     pub(crate) blocked: Option<crate::blocking::Wait>,
     /// Its subscriptions (created by its first subscribe).
     pub(crate) subs: Option<Subscriptions>,
-    /// Subscribed in RESP2: only the subscription commands, `PING`, `QUIT` and `RESET` run
-    /// (the connection's in-place path is closed too).
+    /// Subscribed in RESP2: only the subscription commands, `PING`, `QUIT` and `RESET` run.
+    subscribed: bool,
+    /// In `MONITOR` mode: commands that read or write keys are refused.
+    monitor: bool,
+    /// Subscribed in RESP2 or monitoring: the connection's in-place path is closed (every
+    /// command goes through [`dispatch`]'s checks).
     pub(crate) restricted: bool,
 }
 
@@ -66,6 +72,8 @@ impl ClientState {
             wrote: false,
             blocked: None,
             subs: None,
+            subscribed: false,
+            monitor: false,
             restricted: false,
         }
     }
@@ -84,8 +92,9 @@ impl ClientState {
 
     /// Recomputes [`ClientState::restricted`].
     fn restrict(&mut self, version: RespVersion) {
-        self.restricted =
+        self.subscribed =
             version == RespVersion::Resp2 && self.subs.as_ref().is_some_and(Subscriptions::active);
+        self.restricted = self.subscribed || self.monitor;
     }
 
     fn set_multi(&mut self, queue: Option<Vec<(&'static Spec, Vec<Bytes>)>>) {
@@ -108,6 +117,45 @@ impl ClientState {
     }
 }
 
+/// Counts a command refused before it ran in its statistics slot (`rejected_calls`).
+fn rejected(worker: &Worker, slot: usize) {
+    worker.stats.reject(slot);
+}
+
+/// After a command that ran: its call and time in the worker's statistics (its failure was
+/// counted as it answered: [`Resp::failed_slot`]), and when it took at least
+/// [`Gate::slow_ticks`] the slow log, the latency monitor and (when `feed`) the monitors
+/// ([`crate::observe::Observe::after`]). `args` as the client sent them, when kept.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the command's whole context, once"
+)]
+pub(crate) fn record(
+    worker: &Worker,
+    state: &ClientState,
+    gate: &Gate,
+    spec: &'static Spec,
+    slot: usize,
+    args: Option<&[Bytes]>,
+    ticks: u64,
+    feed: bool,
+) {
+    worker.stats.record(slot, ticks);
+    if ticks >= gate.slow_ticks {
+        let shared = &worker.shared;
+        shared.observe.after(
+            &shared.pubsub,
+            &state.client,
+            shared.registry.now_ms(),
+            spec,
+            slot,
+            args,
+            ticks,
+            feed,
+        );
+    }
+}
+
 /// Leaves the registry, forgets watched keys and decrements the client count when the
 /// connection ends, however it ends.
 impl Drop for ClientState {
@@ -121,7 +169,9 @@ impl Drop for ClientState {
     }
 }
 
-/// Admits and runs one command that did not take the in-place path.
+/// Admits and runs one command that did not take the in-place path. Its statistics slot
+/// when it ran (the caller records it: [`record`]); `None` when it was refused (counted here),
+/// queued by `MULTI` or unknown.
 pub(crate) async fn dispatch(
     worker: &Worker,
     state: &mut ClientState,
@@ -129,42 +179,77 @@ pub(crate) async fn dispatch(
     spec: Option<&'static Spec>,
     args: Vec<Bytes>,
     out: &mut Resp,
-) {
+) -> Option<usize> {
+    // Refusals are not failures.
+    out.failed_slot = NO_SLOT;
     let Some(spec) = spec else {
         state.dirty |= state.multi.is_some();
-        return command::unknown_command(&args, out);
+        command::unknown_command(&args, out);
+        return None;
     };
     if !spec.arity_ok(args.len()) {
         state.dirty |= state.multi.is_some();
-        return command::wrong_arity(&args[0], out);
+        command::wrong_arity(&args[0], out);
+        rejected(worker, spec.index());
+        return None;
     }
-    if !state.authed && !spec.has(F::NO_AUTH) {
-        return state.refuse(out, b"NOAUTH Authentication required.");
-    }
-    if state.restricted && !crate::pubsub::allowed_in_subscribed_mode(out.version(), spec) {
-        let text = format!(
-            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
-            spec.name
-        );
-        return state.refuse(out, text.as_bytes());
-    }
-    if spec.write()
+    let slot = match command::select(spec, &args) {
+        Selected::Slot(slot) => slot,
+        Selected::UnknownSub => {
+            state.dirty |= state.multi.is_some();
+            let container = String::from_utf8_lossy(&args[0]).to_ascii_uppercase();
+            command::unknown_subcommand(out, &container, &args[1]);
+            return None;
+        }
+        Selected::SubArity(slot) => {
+            state.dirty |= state.multi.is_some();
+            command::wrong_subcommand_arity(out, spec.name, &args[1]);
+            rejected(worker, slot);
+            return None;
+        }
+    };
+    // Redis's order: authentication, transactions, the log, subscribed mode, monitors.
+    let refusal: Option<Cow<'static, [u8]>> = if !state.authed && !spec.has(F::NO_AUTH) {
+        Some(Cow::Borrowed(b"NOAUTH Authentication required."))
+    } else if state.multi.is_some() && spec.has(F::NO_MULTI) {
+        Some(Cow::Borrowed(
+            b"ERR Command not allowed inside a transaction",
+        ))
+    } else if spec.write()
         && let Some(persist) = &worker.shared.persist
         && let Some(refusal) = persist.misconf()
     {
-        return state.refuse(out, refusal.as_bytes());
-    }
-    if state.multi.is_some() && spec.has(F::NO_MULTI) {
-        return state.refuse(out, b"ERR Command not allowed inside a transaction");
+        Some(Cow::Owned(refusal.into_bytes()))
+    } else if state.subscribed && !crate::pubsub::allowed_in_subscribed_mode(out.version(), spec) {
+        Some(Cow::Owned(format!(
+            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+            command::slot_name(slot)
+        ).into_bytes()))
+    } else if state.monitor
+        && command::slot_flags(slot) & (F::WRITE | F::READONLY | F::MAY_REPLICATE) != 0
+    {
+        Some(Cow::Borrowed(
+            b"ERR Replica can't interact with the keyspace",
+        ))
+    } else {
+        None
+    };
+    if let Some(text) = refusal {
+        state.refuse(out, &text);
+        rejected(worker, slot);
+        return None;
     }
     state.wrote |= spec.write() || spec.session() == Some(Session::Exec);
     if spec.queues()
         && let Some(queue) = &mut state.multi
     {
         queue.push((spec, args));
-        return out.simple(b"QUEUED");
+        out.simple(b"QUEUED");
+        return None;
     }
+    out.failed_slot = slot;
     run(worker, state, parser, spec, args, out, None).await;
+    Some(slot)
 }
 
 /// Runs one admitted command (in a transaction: with the workers `txn` holds).
@@ -190,7 +275,7 @@ async fn run(
     let shared = &worker.shared;
     match session {
         // Subscribed in RESP2, PING answers as a message would: `["pong", argument or ""]`.
-        Session::Ping if state.restricted && args.len() <= 2 => {
+        Session::Ping if state.subscribed && args.len() <= 2 => {
             out.array_len(2);
             out.bulk(b"pong");
             out.bulk(args.get(1).map_or(&b""[..], |a| &a[..]));
@@ -251,6 +336,24 @@ async fn run(
             out.ok();
             state.quit = true;
         }
+        Session::Debug => debug(worker, &args, out, txn).await,
+        Session::Monitor => {
+            // Redis refuses it in a transaction, and ignores it (no reply) when the client
+            // already monitors.
+            if txn.is_some() {
+                return out.error(b"ERR MONITOR isn't allowed for DENY BLOCKING client");
+            }
+            let subs = state
+                .subs
+                .get_or_insert_with(|| Subscriptions::new(&state.client));
+            if subs.monitor(&shared.pubsub) {
+                state.monitor = true;
+                state.restrict(out.version());
+                out.ok();
+            }
+        }
+        Session::Slowlog => crate::info::slowlog(worker, &args, out),
+        Session::Latency => crate::info::latency(worker, &args, out, txn).await,
         Session::Select => match fc_resp::number::parse_i64(&args[1]) {
             Some(0) => out.ok(),
             Some(_) => out.error(b"ERR DB index is out of range"),
@@ -271,6 +374,7 @@ async fn run(
             if let Some(subs) = &mut state.subs {
                 subs.leave_all(&shared.pubsub);
             }
+            state.monitor = false;
             state.set_version(out, RespVersion::Resp2);
             state.client.set_name(None);
             state.set_multi(None);
@@ -421,7 +525,16 @@ async fn exec(
         return out.null_array();
     }
     out.array_len(queue.len());
+    // Each command is timed and counted as its own call, as Redis counts them.
+    let gate = shared.observe.gate(&shared.pubsub);
     for (spec, args) in queue {
+        let slot = match command::select(spec, &args) {
+            Selected::Slot(slot) => slot,
+            _ => spec.index(),
+        };
+        let kept = gate.keep_args.then(|| args.clone());
+        out.failed_slot = slot;
+        let start = worker.ticks.now();
         Box::pin(run(
             worker,
             state,
@@ -432,6 +545,17 @@ async fn exec(
             Some(&held.links),
         ))
         .await;
+        let took = crate::stats::Ticks::since(start, worker.ticks.now());
+        record(
+            worker,
+            state,
+            &gate,
+            spec,
+            slot,
+            kept.as_deref(),
+            took,
+            true,
+        );
     }
     held.release(worker);
 }
@@ -503,6 +627,11 @@ fn hello(
             }
             i += 3;
         } else if args[i].eq_ignore_ascii_case(b"setname") && i + 1 < args.len() {
+            if !crate::observe::valid_client_name(&args[i + 1]) {
+                return out.error(
+                    b"ERR Client names cannot contain spaces, newlines or special characters.",
+                );
+            }
             name = Some(args[i + 1].clone());
             i += 2;
         } else {
@@ -668,6 +797,11 @@ fn client(worker: &Worker, state: &mut ClientState, args: &[Bytes], out: &mut Re
             };
             let unblocked =
                 u64::try_from(id).is_ok_and(|id| worker.shared.blocked.unblock(id, error));
+            if unblocked && error {
+                // The error the unblocked client gets counts against this call too, as in
+                // Redis (its failed calls follow the server's error count).
+                out.fail_current();
+            }
             out.integer(i64::from(unblocked));
         }
         (b"help", 2) => {
@@ -801,6 +935,38 @@ async fn memory<R: Reply>(worker: &Worker, args: &[Bytes], out: &mut R, txn: Opt
         }
         _ => command::unknown_subcommand(out, "MEMORY", &args[1]),
     }
+}
+
+/// `DEBUG SLEEP seconds`: blocks this worker (its clients and the work other workers send
+/// it) for that long, as Redis blocks its one thread; the other subcommands run on every
+/// worker (`DEBUG DIGEST`: the sum of their digests).
+async fn debug(worker: &Worker, args: &[Bytes], out: &mut Resp, txn: Option<&TxnLinks>) {
+    if args[1].eq_ignore_ascii_case(b"sleep") {
+        if args.len() != 3 {
+            let text = format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
+                String::from_utf8_lossy(&args[1])
+            );
+            return out.error(text.as_bytes());
+        }
+        // Redis's strtod: what does not read as a number sleeps for 0.
+        let seconds = std::str::from_utf8(&args[2])
+            .ok()
+            .and_then(|t| t.trim().parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s > 0.0)
+            .unwrap_or(0.0);
+        std::thread::sleep(std::time::Duration::from_micros((seconds * 1e6) as u64));
+        return out.ok();
+    }
+    cross::all_workers(
+        worker,
+        command::DEBUG_PART,
+        command::Merge::Digest,
+        args.to_vec(),
+        out,
+        txn,
+    )
+    .await;
 }
 
 /// `OBJECT HELP` and `OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT key` (the latter on the key's

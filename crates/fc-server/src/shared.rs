@@ -58,7 +58,6 @@ pub(crate) struct Shared {
     /// Unix seconds at startup (`LASTSAVE` without persistence).
     pub(crate) started_unix: u64,
     pub(crate) clients: AtomicUsize,
-    pub(crate) commands: AtomicU64,
     pub(crate) connections: AtomicU64,
     pub(crate) next_client_id: AtomicU64,
     pub(crate) port: u16,
@@ -84,6 +83,8 @@ pub(crate) struct Shared {
     pub(crate) sink: Arc<crate::txn::ServerSink>,
     /// Set by `SHUTDOWN`; the server's owner stops it.
     pub(crate) shutdown_request: tokio::sync::watch::Sender<bool>,
+    /// The slow log, the latency monitor and their settings.
+    pub(crate) observe: crate::observe::Observe,
 }
 
 impl Shared {

@@ -39,6 +39,10 @@ pub(crate) struct Worker {
     unlocked: Notify,
     /// Routes of the keys of the batch being parsed (see [`Worker::route_and_prefetch_bucket`]).
     routes: RefCell<Vec<EmbeddedKeyRoute>>,
+    /// Its command and error counters (`INFO commandstats`...), its thread's alone.
+    pub(crate) stats: Rc<crate::stats::WorkerStats>,
+    /// The clock commands are timed with.
+    pub(crate) ticks: crate::stats::Ticks,
 }
 
 impl Worker {
@@ -410,6 +414,9 @@ pub(crate) fn run<F, Fut>(
             local.spawn_local(crate::persist::committer(Arc::clone(persist), log));
         }
     }
+    let ticks = shared.observe.ticks().clone();
+    let stats = Rc::new(crate::stats::WorkerStats::new(&ticks));
+    crate::stats::set_current(Rc::clone(&stats));
     let worker = Rc::new(Worker {
         index,
         store: RefCell::new(store),
@@ -417,6 +424,8 @@ pub(crate) fn run<F, Fut>(
         locked: Cell::new(false),
         unlocked: Notify::new(),
         routes: RefCell::new(Vec::new()),
+        stats,
+        ticks,
     });
     local.spawn_local(active_expiry(Rc::clone(&worker)));
     local.block_on(&runtime, async move {

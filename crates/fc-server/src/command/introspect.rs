@@ -38,7 +38,7 @@ pub(crate) fn command<R: Reply>(args: &[Bytes], out: &mut R) {
             out.map_len(found.len());
             for spec in found {
                 out.bulk(spec.name.as_bytes());
-                // Redis leaves out a complexity it has none for (LOLWUT).
+                // Redis leaves out a complexity it has none for (`MONITOR`, `LOLWUT`).
                 let complexity = !spec.doc.complexity.is_empty();
                 out.map_len(3 + usize::from(complexity));
                 out.bulk(b"summary");

@@ -308,7 +308,11 @@ pub(super) fn debug_part<R: Reply>(ctx: &mut Ctx<'_, R>) {
         let d = ctx.store.digest();
         ctx.out.integer(d as i64);
     } else {
-        super::unknown_subcommand(ctx.out, "DEBUG", &ctx.args[1]);
+        let text = format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
+            String::from_utf8_lossy(&ctx.args[1])
+        );
+        ctx.out.error(text.as_bytes());
     }
 }
 

@@ -50,6 +50,7 @@ pub(crate) mod pops;
 mod sets;
 mod sort;
 mod strings;
+mod subs;
 mod table;
 #[cfg(test)]
 mod table_tests;
@@ -64,7 +65,11 @@ use fc_shard::{EmbeddedKeyRoute, LocalEmbeddedStore, StoreError};
 
 use crate::reply::{Replies, Reply, Resp};
 
+pub(crate) use subs::{Selected, select, slot_count, slot_flags, slot_name, slots_named};
 pub(crate) use table::COMMANDS;
+
+/// `DEBUG`'s part on each worker (`DEBUG DIGEST`, the unknown subcommands).
+pub(crate) const DEBUG_PART: Handler = store!(keys::debug_part);
 
 /// A store handler, instantiated for every sink (see [`store!`]).
 #[derive(Clone, Copy)]
@@ -150,6 +155,14 @@ pub(crate) enum Session {
     Bgrewriteaof,
     /// `MEMORY USAGE|DOCTOR|MALLOC-STATS|PURGE|STATS|HELP`.
     Memory,
+    /// `DEBUG SLEEP` on the connection's worker, the rest on every worker.
+    Debug,
+    /// `MONITOR`.
+    Monitor,
+    /// `SLOWLOG GET|LEN|RESET|HELP`.
+    Slowlog,
+    /// `LATENCY LATEST|HISTORY|RESET|GRAPH|DOCTOR|HISTOGRAM|HELP`.
+    Latency,
     /// The pub/sub commands (`crate::pubsub`).
     PubSub(Ps),
 }
@@ -399,8 +412,10 @@ pub(crate) struct Doc {
     pub(crate) summary: &'static str,
 }
 
-/// One command.
+/// One command. Aligned to 256 bytes so that its position in the table (its statistics slot,
+/// [`Spec::index`], computed for every command run) is a subtraction and a shift.
 #[derive(Debug)]
+#[repr(align(256))]
 pub(crate) struct Spec {
     /// Lowercase name.
     pub(crate) name: &'static str,
@@ -836,9 +851,10 @@ pub(crate) fn help<R: Reply>(out: &mut R, lines: &[&[u8]]) {
 
 /// Redis's reply for an unknown subcommand of `command` (named in capitals, as in the text).
 pub(crate) fn unknown_subcommand<R: Reply>(out: &mut R, command: &str, sub: &[u8]) {
+    // Redis prints at most 128 bytes of it (`%.128s`).
     let text = format!(
         "ERR unknown subcommand '{}'. Try {command} HELP.",
-        String::from_utf8_lossy(sub)
+        String::from_utf8_lossy(&sub[..sub.len().min(128)])
     );
     out.error(text.as_bytes());
 }

@@ -20,7 +20,6 @@ const SAMPLES: &[&str] = &[
     "bitfield_ro s get u8 0",
     "bitpos s 1",
     "dbsize",
-    "debug digest",
     "decr n",
     "decrby n 2",
     "del s",
@@ -217,7 +216,7 @@ fn handler(name: &str) -> super::Handler {
 /// `DEBUG DIGEST` of `store`, as the text sink writes it.
 fn digest(store: &mut LocalEmbeddedStore) -> Vec<String> {
     let mut out = TextSink::default();
-    (handler("debug").text)(&mut Ctx {
+    (super::DEBUG_PART.text)(&mut Ctx {
         store,
         args: &args("debug digest"),
         route: None,
