@@ -19,6 +19,10 @@
 //!      segments (`session:1:layer:0` → `session:1` with the default `:` and 2), when the key has
 //!      more segments than that;
 //!    - otherwise the whole key.
+//!
+//!    A *namespaced* key (see [`namespaced`]: `\xFF<database>:<key>`, a Redis database other
+//!    than 0) takes the route slice of its `<key>` part, so a key lives on the same shard in
+//!    every database (`MOVE` and `SWAPDB` stay within a shard).
 //! 3. `route_hash = XXH3_64(route slice, seed = 0)`; equal to `key_hash` when the slice is the key
 //!    (the common case costs one hash).
 //! 4. `shard = route_hash >> (64 - log2(shard_count))` — the top bits; `shard_count` is a power of
@@ -55,6 +59,54 @@ pub const MAX_SHARDS: usize = 1 << 16;
 #[must_use]
 pub fn hash_bytes(bytes: &[u8]) -> u64 {
     xxh3_64(bytes)
+}
+
+/// The first byte of a namespaced key (one of a database other than 0): `0xFF`, which no UTF-8
+/// text begins with.
+pub const NAMESPACE_MARK: u8 = 0xFF;
+
+/// The stored form of `key` in database `db`: the key itself in database 0 (unless it begins
+/// with [`NAMESPACE_MARK`]), else `\xFF<db in decimal>:<key>`. One-to-one, and undone by
+/// [`split_namespace`].
+#[must_use]
+pub fn namespaced(db: u32, key: &[u8]) -> Vec<u8> {
+    if db == 0 && key.first() != Some(&NAMESPACE_MARK) {
+        return key.to_vec();
+    }
+    let mut out = Vec::with_capacity(key.len() + 12);
+    out.push(NAMESPACE_MARK);
+    out.extend_from_slice(db.to_string().as_bytes());
+    out.push(b':');
+    out.extend_from_slice(key);
+    out
+}
+
+/// The database and the key of a stored key made by [`namespaced`]: `(0, key)` for a plain key
+/// (and for one that begins with the mark without the canonical `<decimal>:` after it, which
+/// [`namespaced`] never makes).
+#[inline]
+#[must_use]
+pub fn split_namespace(stored: &[u8]) -> (u32, &[u8]) {
+    if stored.first() != Some(&NAMESPACE_MARK) {
+        return (0, stored);
+    }
+    split_marked(stored).unwrap_or((0, stored))
+}
+
+#[cold]
+fn split_marked(stored: &[u8]) -> Option<(u32, &[u8])> {
+    let rest = &stored[1..];
+    let colon = rest.iter().take(11).position(|&b| b == b':')?;
+    let digits = &rest[..colon];
+    // Canonical decimal only (no sign, no leading zero but "0" itself).
+    if digits.is_empty()
+        || !digits.iter().all(u8::is_ascii_digit)
+        || (digits.len() > 1 && digits[0] == b'0')
+    {
+        return None;
+    }
+    let db: u32 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some((db, &rest[colon + 1..]))
 }
 
 /// Returns the Redis Cluster hash tag of `key`, or `None` when it has none.
@@ -136,6 +188,7 @@ impl EmbeddedRouteMode {
     #[inline]
     #[must_use]
     pub fn route_slice<'k>(&self, key: &'k [u8]) -> &'k [u8] {
+        let key = split_namespace(key).1;
         if let Some(tag) = hash_tag(key) {
             return tag;
         }
@@ -419,6 +472,44 @@ impl ShardRouter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn namespaces_round_trip_and_route_like_their_key() {
+        let router = ShardRouter::new(1024, EmbeddedRouteMode::FullKey);
+        for key in [
+            &b"user:1"[..],
+            b"",
+            b"{tag}x",
+            b"\xFF",
+            b"\xFF9:x",
+            b"\xFF00:y",
+        ] {
+            for db in [0, 1, 9, 15, 4_000_000_000, u32::MAX] {
+                let stored = namespaced(db, key);
+                assert_eq!(split_namespace(&stored), (db, key), "{db} {key:?}");
+                let own = hash_bytes(hash_tag(key).unwrap_or(key));
+                assert_eq!(router.route_key(&stored).route_hash(), own);
+            }
+        }
+        // Database 0 stores a plain key as itself; only marked keys are escaped.
+        assert_eq!(namespaced(0, b"k"), b"k");
+        assert_eq!(namespaced(0, b"\xFFk"), b"\xFF0:\xFFk");
+        assert_eq!(namespaced(12, b"k"), b"\xFF12:k");
+        // Non-canonical marks are plain keys of database 0.
+        for odd in [
+            &b"\xFF01:k"[..],
+            b"\xFF:k",
+            b"\xFF-1:k",
+            b"\xFF99999999999:k",
+            b"\xFFx",
+        ] {
+            assert_eq!(split_namespace(odd), (0, odd));
+        }
+        // The hash tag of the key part still groups keys.
+        let a = router.route_key(&namespaced(3, b"{u}:a"));
+        let b = router.route_key(b"{u}:b");
+        assert_eq!(router.shard_of(&a), router.shard_of(&b));
+    }
 
     #[test]
     fn hash_tag_rules_match_redis_cluster() {

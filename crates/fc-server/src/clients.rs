@@ -153,6 +153,8 @@ pub(crate) struct Client {
     pub(crate) lib: Mutex<(String, String)>,
     pub(crate) resp: AtomicU8,
     pub(crate) in_multi: AtomicBool,
+    /// The selected database (`SELECT`).
+    pub(crate) db: std::sync::atomic::AtomicU32,
     /// Waiting in a blocking pop.
     pub(crate) blocked: AtomicBool,
     /// Channels, patterns and shard channels subscribed to.
@@ -211,7 +213,7 @@ impl Client {
         let age = now_ms.saturating_sub(self.created_ms) / 1000;
         let idle = now_ms.saturating_sub(self.active_ms.load(Ordering::Relaxed)) / 1000;
         format!(
-            "id={} addr={} laddr={} fd=0 name={} age={age} idle={idle} flags={} db=0 sub={} psub={} ssub={} multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={cmd} user=default redir=-1 resp={} lib-name={lib_name} lib-ver={lib_ver}\n",
+            "id={} addr={} laddr={} fd=0 name={} age={age} idle={idle} flags={} db={} sub={} psub={} ssub={} multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={cmd} user=default redir=-1 resp={} lib-name={lib_name} lib-ver={lib_ver}\n",
             self.id,
             self.addr,
             self.laddr,
@@ -231,6 +233,7 @@ impl Client {
             } else {
                 "N"
             },
+            self.db.load(Ordering::Relaxed),
             self.subs.load(Ordering::Relaxed),
             self.psubs.load(Ordering::Relaxed),
             self.ssubs.load(Ordering::Relaxed),
@@ -285,6 +288,7 @@ impl Clients {
             lib: Mutex::new((String::new(), String::new())),
             resp: AtomicU8::new(2),
             in_multi: AtomicBool::new(false),
+            db: std::sync::atomic::AtomicU32::new(0),
             blocked: AtomicBool::new(false),
             subs: AtomicU64::new(0),
             psubs: AtomicU64::new(0),

@@ -81,6 +81,8 @@ pub struct ServerSection {
     pub requirepass: Option<String>,
     /// Most simultaneous clients (10000).
     pub maxclients: usize,
+    /// Databases `SELECT` can name, as Redis's `databases` (16).
+    pub databases: u32,
     /// Seconds a client may stay idle (0: forever).
     pub timeout: u64,
     /// `normal <hard> <soft> <seconds>` (`"normal 0 0 0"`, Redis's default).
@@ -112,6 +114,7 @@ impl Default for ServerSection {
             threads: None,
             requirepass: None,
             maxclients: defaults.maxclients,
+            databases: defaults.databases,
             timeout: 0,
             client_output_buffer_limit: OutputLimit::default().normal_text(),
             hz: defaults.hz,
@@ -297,6 +300,12 @@ impl FastCacheConfig {
         if s.maxclients == 0 {
             problem("server.maxclients", "must be at least 1".into());
         }
+        if s.databases == 0 || s.databases > 1 << 20 {
+            problem(
+                "server.databases",
+                format!("{} must be between 1 and 1048576", s.databases),
+            );
+        }
         let (output_limit, pubsub_output_limit) =
             match OutputLimit::parse_classes(&s.client_output_buffer_limit) {
                 Ok((Some(normal), pubsub)) => {
@@ -422,6 +431,7 @@ impl FastCacheConfig {
             threads,
             requirepass: s.requirepass.clone().filter(|p| !p.is_empty()),
             maxclients: s.maxclients,
+            databases: s.databases,
             maxmemory: (maxmemory > 0).then_some(maxmemory),
             maxmemory_policy: policy,
             timeout: s.timeout,

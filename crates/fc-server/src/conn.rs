@@ -368,7 +368,8 @@ const BATCH: usize = 32;
 
 /// The handler of `parsed` when it can run right here, synchronously, exactly as
 /// [`session::dispatch`] would run it: a known single-key command ([`command::Spec::direct`])
-/// with a valid argument count, from an authenticated client outside `MULTI`, whose key this
+/// with a valid argument count, from an authenticated client of database 0 outside `MULTI`
+/// (with no argument that begins with the namespace mark), whose key this
 /// worker owns while no transaction holds the worker, and (for a write) with a healthy log.
 /// Anything else takes the general path. Marks the pending replies as a write's when it is
 /// one, and says whether it is.
@@ -382,7 +383,13 @@ fn direct(
     let route = parsed.route.as_ref()?;
     let handler = spec.direct()?;
     let write = spec.write();
+    // Database 0's plain keys only: any other key is rewritten by `dispatch` first
+    // (`command::into_db`).
     let usable = state.authed
+        && state.db == 0
+        && !parsed.args[1..]
+            .iter()
+            .any(|a| a.first() == Some(&fc_shard::NAMESPACE_MARK))
         && !state.in_multi()
         && !state.restricted
         && spec.arity_ok(parsed.args.len())

@@ -158,6 +158,27 @@ pub(crate) async fn all_workers<R: Reply>(
     merge_parts(&parts, merge, out);
 }
 
+/// Runs `part` on every worker as one transaction (holding them all, unless this connection's
+/// transaction already does): a write of the whole keyspace (`SWAPDB`).
+pub(crate) async fn all_workers_held(
+    worker: &Worker,
+    part: Handler,
+    args: Vec<Bytes>,
+    txn: Option<&TxnLinks>,
+) {
+    let mut sink = Replies::new();
+    match txn {
+        None if worker.shared.workers > 1 => {
+            let owners: BTreeSet<usize> = (0..worker.shared.workers).collect();
+            held(worker, &owners, async |links| {
+                all_workers(worker, part, Merge::Ok, args, &mut sink, Some(links)).await;
+            })
+            .await;
+        }
+        _ => all_workers(worker, part, Merge::Ok, args, &mut sink, txn).await,
+    }
+}
+
 /// Runs a per-key command's parts, one per `step` arguments, each on its key's owner.
 async fn per_key(
     worker: &Worker,

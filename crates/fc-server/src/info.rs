@@ -55,6 +55,39 @@ pub(crate) async fn totals(worker: &Worker, txn: Option<&TxnLinks>) -> [u64; FIE
     totals
 }
 
+/// One worker's keys and expiring keys per database, as a flat array of
+/// `db, keys, expires` triples (`INFO keyspace`).
+fn keyspace_part<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    let counts = ctx.store.db_counts();
+    ctx.out.array_len(counts.len() * 3);
+    for (db, (keys, expires)) in counts {
+        ctx.out.integer(i64::from(db));
+        ctx.out.integer(keys as i64);
+        ctx.out.integer(expires as i64);
+    }
+}
+
+/// Every worker's keys and expiring keys per database, in database order.
+async fn keyspace(
+    worker: &Worker,
+    txn: Option<&TxnLinks>,
+) -> std::collections::BTreeMap<i64, (i64, i64)> {
+    const KEYSPACE: Handler = store!(keyspace_part);
+    let mut dbs = std::collections::BTreeMap::new();
+    for owner in 0..worker.shared.workers {
+        let args = vec![Bytes::from_static(b"info")];
+        let part = exec_at(worker, owner, KEYSPACE, args, txn).await;
+        for triple in part.integers().collect::<Vec<_>>().chunks(3) {
+            if let [db, keys, expires] = *triple {
+                let entry: &mut (i64, i64) = dbs.entry(db).or_default();
+                entry.0 += keys;
+                entry.1 += expires;
+            }
+        }
+    }
+    dbs
+}
+
 /// `INFO [section ...]`.
 /// One worker's command statistics (see [`Observed`]): `read` its counters and error codes,
 /// `hist <slot>...` its latency histograms (every slot's without slots), `reset` everything
@@ -268,8 +301,8 @@ pub(crate) async fn info<R: Reply>(
         [0u64; FIELDS]
     };
     let [
-        keys,
-        expires,
+        _keys,
+        _expires,
         used,
         max,
         hits,
@@ -423,8 +456,10 @@ pub(crate) async fn info<R: Reply>(
     }
     if show("keyspace") {
         text.push_str("# Keyspace\r\n");
-        if keys > 0 {
-            let _ = write!(text, "db0:keys={keys},expires={expires},avg_ttl=0\r\n");
+        for (db, (keys, expires)) in keyspace(worker, txn).await {
+            if keys > 0 {
+                let _ = write!(text, "db{db}:keys={keys},expires={expires},avg_ttl=0\r\n");
+            }
         }
         sections.push(std::mem::take(&mut text));
     }
@@ -676,7 +711,7 @@ fn parameters(worker: &Worker) -> Vec<(&'static str, String)> {
             persist.map_or("everysec", |p| p.fsync.name()).to_string(),
         ),
         ("dir", dir),
-        ("databases", "1".to_string()),
+        ("databases", shared.config.databases.to_string()),
         ("bind", c.bind.ip().to_string()),
         ("port", shared.port.to_string()),
         ("tcp-keepalive", "0".to_string()),

@@ -99,6 +99,8 @@ pub struct ServerConfig {
     pub requirepass: Option<String>,
     /// Most simultaneous clients; more are refused with Redis's error.
     pub maxclients: usize,
+    /// Databases `SELECT` can name (`0..databases`; Redis's default 16).
+    pub databases: u32,
     /// Memory budget in bytes (`None`: unlimited).
     pub maxmemory: Option<u64>,
     /// What a write past the budget does.
@@ -138,6 +140,7 @@ impl Default for ServerConfig {
             threads: cores,
             requirepass: None,
             maxclients: 10_000,
+            databases: 16,
             maxmemory: None,
             maxmemory_policy: EvictionPolicy::NoEviction,
             timeout: 0,

@@ -31,6 +31,9 @@ struct Cli {
     /// Most simultaneous clients [default: 10000].
     #[arg(long, env = "FAST_CACHE_MAXCLIENTS")]
     maxclients: Option<usize>,
+    /// Databases SELECT can name [default: 16].
+    #[arg(long, env = "FAST_CACHE_DATABASES")]
+    databases: Option<u32>,
     /// Seconds a client may stay idle before it is closed (0: never) [default: 0].
     #[arg(long, env = "FAST_CACHE_TIMEOUT")]
     timeout: Option<u64>,
@@ -121,6 +124,9 @@ impl Cli {
         }
         if let Some(v) = self.maxclients {
             server.maxclients = v;
+        }
+        if let Some(v) = self.databases {
+            server.databases = v;
         }
         if let Some(v) = self.timeout {
             server.timeout = v;

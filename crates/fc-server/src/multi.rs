@@ -358,7 +358,8 @@ async fn compose(worker: &Worker, multi: Multi, args: &[Bytes], txn: &TxnLinks) 
             }
         }
         Multi::Copy => {
-            let (src, dst) = (&args[1], &args[2]);
+            let src = &args[1];
+            let mut dst = args[2].clone();
             let mut replace = false;
             let mut i = 3;
             while i < args.len() {
@@ -366,9 +367,13 @@ async fn compose(worker: &Worker, multi: Multi, args: &[Bytes], txn: &TxnLinks) 
                     replace = true;
                     i += 1;
                 } else if args[i].eq_ignore_ascii_case(b"db") && i + 1 < args.len() {
-                    // One database: `DB 0` is this one.
+                    // `DB n`: the destination is the same name in database n.
+                    let databases = worker.shared.config.databases;
                     match fc_resp::number::parse_i64(&args[i + 1]) {
-                        Some(0) => {}
+                        Some(n) if (0..i64::from(databases)).contains(&n) => {
+                            let name = command::user_key(&args[2]);
+                            dst = Bytes::from(fc_shard::namespaced(n as u32, name));
+                        }
                         Some(_) => {
                             out.error(b"ERR DB index is out of range");
                             return out;
@@ -384,6 +389,7 @@ async fn compose(worker: &Worker, multi: Multi, args: &[Bytes], txn: &TxnLinks) 
                     return out;
                 }
             }
+            let dst = &dst;
             if src == dst {
                 out.error(b"ERR source and destination objects are the same");
                 return out;

@@ -154,7 +154,10 @@ impl Notifier {
             return;
         }
         COMMAND.with(|c| {
-            let name = c.borrow().to_ascii_lowercase();
+            // A keyspace-wide command's name carries its database (`command::into_db`).
+            let name = fc_shard::split_namespace(&c.borrow())
+                .1
+                .to_ascii_lowercase();
             for_events(&name, mutation, |key, event, class| {
                 self.publish(key, event, class);
             });
@@ -167,8 +170,9 @@ impl Notifier {
             return;
         }
         let now = fc_snapshot::unix_ms();
+        let (db, key) = fc_shard::split_namespace(key);
         if flags & KEYSPACE != 0 {
-            let mut channel = b"__keyspace@0__:".to_vec();
+            let mut channel = format!("__keyspace@{db}__:").into_bytes();
             channel.extend_from_slice(key);
             self.pubsub.publish(
                 &Bytes::from(channel),
@@ -178,7 +182,7 @@ impl Notifier {
             );
         }
         if flags & KEYEVENT != 0 {
-            let channel = format!("__keyevent@0__:{event}");
+            let channel = format!("__keyevent@{db}__:{event}");
             self.pubsub.publish(
                 &Bytes::from(channel),
                 &Bytes::copy_from_slice(key),
@@ -218,11 +222,19 @@ fn for_events(cmd: &[u8], mutation: &Mutation<'_>, mut emit: impl FnMut(&[u8], &
                 emit(key, "expire", G);
             }
         }
+        // FLUSHDB's deletions notify nothing, as Redis's FLUSHDB.
+        Mutation::Delete { .. } if cmd == b"flushdb" => {}
         Mutation::Delete { key } => emit(key, "del", G),
         Mutation::Expire { key, .. } => emit(key, "expire", G),
         Mutation::Persist { key } => emit(key, "persist", G),
         Mutation::Expired { key } => emit(key, "expired", EXPIRED),
         Mutation::Evicted { key } => emit(key, "evicted", EVICTED),
+        // SWAPDB notifies nothing; MOVE is a rename between databases.
+        Mutation::Rename { .. } if cmd == b"swapdb" => {}
+        Mutation::Rename { from, to } if cmd == b"move" => {
+            emit(from, "move_from", G);
+            emit(to, "move_to", G);
+        }
         Mutation::Rename { from, to } => {
             emit(from, "rename_from", G);
             emit(to, "rename_to", G);

@@ -344,7 +344,8 @@ impl Observe {
 
     fn feed(pubsub: &PubSub, client: &Client, now_ms: u64, flags: u32, args: &[Bytes]) {
         if flags & (F::SKIP_MONITOR | F::ADMIN) == 0 && pubsub.monitoring() {
-            pubsub.feed_monitors(monitor_line(&client.addr, args), now_ms);
+            let db = client.db.load(std::sync::atomic::Ordering::Relaxed);
+            pubsub.feed_monitors(monitor_line(db, &client.addr, args), now_ms);
         }
     }
 
@@ -496,12 +497,12 @@ fn slowlog_args(args: &[Bytes]) -> Vec<Bytes> {
         .collect()
 }
 
-/// A `MONITOR` line without its `+` and line end: `<unix>.<micros> [0 <addr>] "arg" ...`,
+/// A `MONITOR` line without its `+` and line end: `<unix>.<micros> [<db> <addr>] "arg" ...`,
 /// each argument quoted as Redis's `sdscatrepr` quotes it.
-fn monitor_line(addr: &str, args: &[Bytes]) -> Bytes {
+fn monitor_line(db: u32, addr: &str, args: &[Bytes]) -> Bytes {
     let (secs, micros) = unix_now();
     let mut line = Vec::with_capacity(48 + args.iter().map(|a| a.len() + 3).sum::<usize>());
-    line.extend_from_slice(format!("{secs}.{micros:06} [0 {addr}]").as_bytes());
+    line.extend_from_slice(format!("{secs}.{micros:06} [{db} {addr}]").as_bytes());
     for arg in args {
         line.push(b' ');
         repr(&mut line, arg);

@@ -56,6 +56,12 @@ pub(crate) struct ClientState {
     /// Subscribed in RESP2 or monitoring: the connection's in-place path is closed (every
     /// command goes through [`dispatch`]'s checks).
     pub(crate) restricted: bool,
+    /// The selected database (`SELECT`); keys are rewritten for it as commands are admitted
+    /// ([`command::into_db`]).
+    pub(crate) db: u32,
+    /// The database when `MULTI` began: a queued `SELECT` applies to the commands queued
+    /// after it, and `DISCARD` (or an aborted `EXEC`) goes back to this one.
+    multi_db: u32,
 }
 
 impl ClientState {
@@ -75,7 +81,15 @@ impl ClientState {
             subscribed: false,
             monitor: false,
             restricted: false,
+            db: 0,
+            multi_db: 0,
         }
+    }
+
+    /// Selects database `db`.
+    fn select(&mut self, db: u32) {
+        self.db = db;
+        self.client.db.store(db, Ordering::Relaxed);
     }
 
     /// Whether a `MULTI` is open.
@@ -240,10 +254,18 @@ pub(crate) async fn dispatch(
         return None;
     }
     state.wrote |= spec.write() || spec.session() == Some(Session::Exec);
-    if spec.queues()
-        && let Some(queue) = &mut state.multi
-    {
-        queue.push((spec, args));
+    let mut args = args;
+    command::into_db(spec, &mut args, state.db);
+    if spec.queues() && state.multi.is_some() {
+        // A queued SELECT applies to what is queued after it (it runs again at EXEC).
+        if spec.session() == Some(Session::Select)
+            && let Ok(db) = select_index(worker, &args[1])
+        {
+            state.select(db);
+        }
+        if let Some(queue) = &mut state.multi {
+            queue.push((spec, args));
+        }
         out.simple(b"QUEUED");
         return None;
     }
@@ -354,10 +376,12 @@ async fn run(
         }
         Session::Slowlog => crate::info::slowlog(worker, &args, out),
         Session::Latency => crate::info::latency(worker, &args, out, txn).await,
-        Session::Select => match fc_resp::number::parse_i64(&args[1]) {
-            Some(0) => out.ok(),
-            Some(_) => out.error(b"ERR DB index is out of range"),
-            None => out.error(b"ERR value is not an integer or out of range"),
+        Session::Select => match select_index(worker, &args[1]) {
+            Ok(db) => {
+                state.select(db);
+                out.ok();
+            }
+            Err(text) => out.error(text),
         },
         Session::Auth => {
             if args.len() > 3 {
@@ -380,6 +404,7 @@ async fn run(
             state.set_multi(None);
             state.dirty = false;
             state.unwatch();
+            state.select(0);
             if shared.live.requirepass().is_some() {
                 state.authed = false;
                 parser.require_auth(Limits::unauthenticated());
@@ -404,6 +429,7 @@ async fn run(
             }
             state.set_multi(Some(Vec::new()));
             state.dirty = false;
+            state.multi_db = state.db;
             out.ok();
         }
         Session::Exec => Box::pin(exec(worker, state, parser, out)).await,
@@ -414,6 +440,7 @@ async fn run(
             state.set_multi(None);
             state.unwatch();
             state.dirty = false;
+            state.select(state.multi_db);
             out.ok();
         }
         Session::Watch => {
@@ -461,21 +488,31 @@ async fn run(
             }
             out.simple(b"Background append only file rewriting started");
         }
-        Session::Move => match fc_resp::number::parse_i64(&args[2]) {
-            Some(0) => out.error(b"ERR source and destination objects are the same"),
-            Some(n) if i32::try_from(n).is_ok() => out.error(b"ERR DB index is out of range"),
-            Some(_) => out
-                .error(b"ERR value is out of range, value must between -2147483648 and 2147483647"),
-            None => out.error(b"ERR value is not an integer or out of range"),
-        },
+        Session::Move => move_key(worker, state, &args, out, txn).await,
         Session::Swapdb => {
+            let databases = i64::from(shared.config.databases);
             let db =
                 |a: &Bytes| fc_resp::number::parse_i64(a).filter(|n| i32::try_from(*n).is_ok());
             match (db(&args[1]), db(&args[2])) {
                 (None, _) => out.error(b"ERR invalid first DB index"),
                 (_, None) => out.error(b"ERR invalid second DB index"),
-                (Some(0), Some(0)) => out.ok(),
-                _ => out.error(b"ERR DB index is out of range"),
+                (Some(a), Some(b))
+                    if !(0..databases).contains(&a) || !(0..databases).contains(&b) =>
+                {
+                    out.error(b"ERR DB index is out of range");
+                }
+                (Some(a), Some(b)) => {
+                    if a != b {
+                        let part = command::SWAPDB_PART;
+                        let part_args = vec![
+                            Bytes::from_static(b"swapdb"),
+                            Bytes::from(a.to_string()),
+                            Bytes::from(b.to_string()),
+                        ];
+                        cross::all_workers_held(worker, part, part_args, txn).await;
+                    }
+                    out.ok();
+                }
             }
         }
         Session::NoCluster => out.error(b"ERR This instance has cluster support disabled"),
@@ -503,6 +540,9 @@ async fn exec(
         return out.error(b"ERR EXEC without MULTI");
     };
     state.set_multi(None);
+    // The queued commands were rewritten for their databases as they were queued; the
+    // connection's database is MULTI's again until a queued SELECT runs.
+    state.select(state.multi_db);
     if std::mem::take(&mut state.dirty) {
         state.unwatch();
         return out.error(b"EXECABORT Transaction discarded because of previous errors.");
@@ -1022,6 +1062,55 @@ async fn object<R: Reply>(worker: &Worker, args: &[Bytes], out: &mut R, txn: Opt
         }
         _ => command::unknown_subcommand(out, "OBJECT", &args[1]),
     }
+}
+
+/// The database `SELECT` names: `Err` with Redis's error text when it is not a number or not
+/// below `databases`.
+fn select_index(worker: &Worker, arg: &[u8]) -> Result<u32, &'static [u8]> {
+    match fc_resp::number::parse_i64(arg) {
+        Some(n) if (0..i64::from(worker.shared.config.databases)).contains(&n) => Ok(n as u32),
+        Some(_) => Err(b"ERR DB index is out of range"),
+        None => Err(b"ERR value is not an integer or out of range"),
+    }
+}
+
+/// `MOVE key db`: a rename to the same name in database `db` on the key's shard (a key lives
+/// on the same shard in every database), refused when the name is taken there; 1 when it
+/// moved.
+async fn move_key(
+    worker: &Worker,
+    state: &ClientState,
+    args: &[Bytes],
+    out: &mut Resp,
+    txn: Option<&TxnLinks>,
+) {
+    let databases = i64::from(worker.shared.config.databases);
+    let db = match fc_resp::number::parse_i64(&args[2]) {
+        Some(n) if i32::try_from(n).is_err() => {
+            return out.error(
+                b"ERR value is out of range, value must between -2147483648 and 2147483647",
+            );
+        }
+        Some(n) if (0..databases).contains(&n) => n as u32,
+        Some(_) => return out.error(b"ERR DB index is out of range"),
+        None => return out.error(b"ERR value is not an integer or out of range"),
+    };
+    if db == state.db {
+        return out.error(b"ERR source and destination objects are the same");
+    }
+    let src = args[1].clone();
+    let dst = Bytes::from(fc_shard::namespaced(db, command::user_key(&src)));
+    let owner = worker.shared.owner_of(&src);
+    let renamed = cross::exec_at(
+        worker,
+        owner,
+        command::RENAMENX,
+        vec![Bytes::from_static(b"move"), src, dst],
+        txn,
+    )
+    .await;
+    // A missing key answers 0, as a taken name does.
+    out.integer(renamed.integer_value().unwrap_or(0));
 }
 
 #[cfg(test)]

@@ -123,8 +123,70 @@ const MORE: &[(&str, &[u8])] = &[
     ("BITFIELD_RO bf SET u8 0 1", b"-ERR BITFIELD_RO only supports the GET subcommand\r\n"),
 ];
 
+/// Databases (a Redis with its default 16): keys of one database are invisible to the others;
+/// MOVE, COPY ... DB, SWAPDB, FLUSHDB and a SELECT queued in MULTI (recorded from redis-server
+/// 7.0.15; keys without hash tags, so they spread over both workers).
+const DATABASES: &[(&str, &[u8])] = &[
+    ("FLUSHALL", b"+OK\r\n"),
+    ("SELECT 9", b"+OK\r\n"),
+    ("SET k nine", b"+OK\r\n"),
+    ("SET e exp", b"+OK\r\n"),
+    ("PEXPIRE e 100000", b":1\r\n"),
+    ("RPUSH l a b", b":2\r\n"),
+    ("DBSIZE", b":3\r\n"),
+    ("SELECT 0", b"+OK\r\n"),
+    ("DBSIZE", b":0\r\n"),
+    ("EXISTS k", b":0\r\n"),
+    ("SET k zero", b"+OK\r\n"),
+    ("MOVE k 9", b":0\r\n"),
+    ("MOVE k 3", b":1\r\n"),
+    ("MOVE missing 3", b":0\r\n"),
+    ("MOVE k 3", b":0\r\n"),
+    ("MOVE k 16", b"-ERR DB index is out of range\r\n"),
+    ("MOVE k -1", b"-ERR DB index is out of range\r\n"),
+    ("SELECT 3", b"+OK\r\n"),
+    ("GET k", b"$4\r\nzero\r\n"),
+    ("COPY k k2 DB 9", b":1\r\n"),
+    ("COPY k k2 DB 9 REPLACE", b":1\r\n"),
+    (
+        "COPY k k DB 3",
+        b"-ERR source and destination objects are the same\r\n",
+    ),
+    ("COPY k k3 DB 16", b"-ERR DB index is out of range\r\n"),
+    ("SELECT 9", b"+OK\r\n"),
+    ("GET k2", b"$4\r\nzero\r\n"),
+    ("LRANGE l 0 -1", b"*2\r\n$1\r\na\r\n$1\r\nb\r\n"),
+    ("SWAPDB 9 3", b"+OK\r\n"),
+    ("DBSIZE", b":1\r\n"),
+    ("GET k", b"$4\r\nzero\r\n"),
+    ("SWAPDB 3 9", b"+OK\r\n"),
+    ("SWAPDB 3 16", b"-ERR DB index is out of range\r\n"),
+    ("SWAPDB -1 3", b"-ERR DB index is out of range\r\n"),
+    ("SELECT 16", b"-ERR DB index is out of range\r\n"),
+    ("SELECT -1", b"-ERR DB index is out of range\r\n"),
+    (
+        "SELECT 1.5",
+        b"-ERR value is not an integer or out of range\r\n",
+    ),
+    ("SELECT 9", b"+OK\r\n"),
+    ("DBSIZE", b":4\r\n"),
+    ("FLUSHDB", b"+OK\r\n"),
+    ("DBSIZE", b":0\r\n"),
+    ("SELECT 3", b"+OK\r\n"),
+    ("DBSIZE", b":1\r\n"),
+    ("MULTI", b"+OK\r\n"),
+    ("SELECT 4", b"+QUEUED\r\n"),
+    ("SET inside 4", b"+QUEUED\r\n"),
+    ("EXEC", b"*2\r\n+OK\r\n+OK\r\n"),
+    ("DBSIZE", b":1\r\n"),
+    ("SELECT 3", b"+OK\r\n"),
+    ("EXISTS inside", b":0\r\n"),
+    ("SELECT 4", b"+OK\r\n"),
+    ("GET inside", b"$1\r\n4\r\n"),
+];
+
 /// One database and no cluster, as a Redis started with `--databases 1` answers (recorded from
-/// one).
+/// one; the server is started with `databases = 1`).
 const STANDALONE: &[(&str, &[u8])] = &[
     ("MOVE e 1", b"-ERR DB index is out of range\r\n"),
     (
@@ -250,7 +312,7 @@ fn catalog_replies_are_redis_bytes() {
         .chain(std::iter::once(&("HELLO 2", &b"(hello)"[..])))
         .chain(MORE)
         .chain(SORTS)
-        .chain(STANDALONE)
+        .chain(DATABASES)
     {
         let args: Vec<&str> = line.split(' ').collect();
         w.write_all(&encode(&args)).unwrap();
@@ -259,6 +321,30 @@ fn catalog_replies_are_redis_bytes() {
         if args[0] == "HELLO" {
             continue;
         }
+        assert_eq!(
+            got.escape_ascii().to_string(),
+            want.escape_ascii().to_string(),
+            "{line}"
+        );
+    }
+}
+
+#[test]
+fn one_database_replies_are_redis_bytes() {
+    let server = common::start(fc_server::ServerConfig {
+        shards: 8,
+        threads: 2,
+        databases: 1,
+        ..fc_server::ServerConfig::default()
+    });
+    let stream = TcpStream::connect(server.addr()).unwrap();
+    let mut w = stream.try_clone().unwrap();
+    let mut r = BufReader::new(stream);
+    for (line, want) in STANDALONE {
+        let args: Vec<&str> = line.split(' ').collect();
+        w.write_all(&encode(&args)).unwrap();
+        let mut got = Vec::new();
+        read_reply(&mut r, &mut got);
         assert_eq!(
             got.escape_ascii().to_string(),
             want.escape_ascii().to_string(),

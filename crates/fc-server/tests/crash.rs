@@ -85,10 +85,22 @@ fn connect(addr: &str) -> redis::Connection {
     }
 }
 
+/// The database writer `id` writes in (0, 1 or 2: databases other than 0 are logged and
+/// recovered too).
+fn db_of_writer(id: usize) -> usize {
+    id % 3
+}
+
+/// The database of a ledger key (`counter:<id>` or `k:<id>:<n>`).
+fn db_of_key(key: &str) -> usize {
+    db_of_writer(key.split(':').nth(1).unwrap().parse().unwrap())
+}
+
 /// Writes until its connection fails: SETs over a key range, INCRs of a counter, RPUSHes
 /// and the occasional BGSAVE, recording each key's acknowledged and in-flight values.
 fn writer(addr: String, id: usize, cycle: usize, ledger: Ledger, seed: u64) {
-    let Ok(client) = redis::Client::open(format!("redis://{addr}/")) else {
+    let db = db_of_writer(id);
+    let Ok(client) = redis::Client::open(format!("redis://{addr}/{db}")) else {
         return;
     };
     let Ok(mut con) = client.get_connection() else {
@@ -151,11 +163,23 @@ fn writer(addr: String, id: usize, cycle: usize, ledger: Ledger, seed: u64) {
 }
 
 fn check(addr: &str, ledger: &Ledger, cycle: usize) -> usize {
-    let mut con = connect(addr);
+    let mut cons: Vec<redis::Connection> = (0..3)
+        .map(|db| {
+            let mut con = connect(addr);
+            let _: () = redis::cmd("SELECT").arg(db).query(&mut con).unwrap();
+            con
+        })
+        .collect();
     let mut ledger = ledger.lock().unwrap();
     let mut checked = 0;
     for (key, known) in ledger.iter_mut() {
-        let got: Option<String> = con.get(key).unwrap();
+        let got: Option<String> = cons[db_of_key(key)].get(key).unwrap();
+        // Recovered into its own database only.
+        let elsewhere: bool = cons[(db_of_key(key) + 1) % 3].exists(key).unwrap();
+        assert!(
+            !elsewhere,
+            "cycle {cycle}: {key} appeared in another database"
+        );
         let ok = match (&got, &known.acked, &known.in_flight) {
             (Some(v), _, Some(f)) if v == f => true,
             (Some(v), Some(a), _) => v == a,

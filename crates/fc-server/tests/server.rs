@@ -162,7 +162,7 @@ fn exact_error_replies() {
     );
     assert_eq!(raw(&server, b"PING\r\n"), b"+PONG\r\n");
     assert_eq!(
-        raw(&server, b"*2\r\n$6\r\nSELECT\r\n$1\r\n1\r\n"),
+        raw(&server, b"*2\r\n$6\r\nSELECT\r\n$2\r\n16\r\n"),
         b"-ERR DB index is out of range\r\n"
     );
     let hello = raw(&server, b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n");

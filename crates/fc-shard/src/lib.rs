@@ -83,8 +83,8 @@ pub use clock::{Clock, ManualClock};
 pub use error::{RedisObjectResult, StoreError};
 pub use eviction::{EvictionPolicy, INDEX_BYTES_PER_ENTRY};
 pub use fc_route::{
-    EmbeddedKeyRoute, EmbeddedRouteMode, EmbeddedSessionRoute, PreparedPointKey, SessionPrefixRule,
-    ShardRouter,
+    EmbeddedKeyRoute, EmbeddedRouteMode, EmbeddedSessionRoute, NAMESPACE_MARK, PreparedPointKey,
+    SessionPrefixRule, ShardRouter, namespaced, split_namespace,
 };
 pub use glob::{GlobPattern, glob_match};
 pub use listener::{RemovalCause, RemovalListener};

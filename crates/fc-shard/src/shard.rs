@@ -78,6 +78,8 @@ pub(crate) struct Shard {
     sink: Sink,
     seq: u64,
     expires: u64,
+    /// Keys and expiring keys of each database other than 0 (see [`Namespaces`]).
+    namespaces: Namespaces,
     stored_bytes: u64,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -153,6 +155,7 @@ impl Shard {
             sink,
             seq: 0,
             expires: 0,
+            namespaces: Namespaces::default(),
             stored_bytes: 0,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -478,6 +481,11 @@ impl Shard {
         if head.expire_at_ms.is_some() {
             self.expires -= 1;
         }
+        self.namespaces.note(
+            arena::key_of(chunk),
+            -1,
+            -i64::from(head.expire_at_ms.is_some()),
+        );
         self.expired += 1;
         Self::emit_borrowed(
             &self.sink,
@@ -560,6 +568,7 @@ impl Shard {
                 self.stored_bytes = self.stored_bytes + value.len() as u64 - old.value_len as u64;
                 if old.expire_at_ms.is_some() {
                     self.expires -= 1;
+                    self.namespaces.note(key, 0, -1);
                 }
                 if bounded {
                     self.after_bounded_overwrite(loc, new_loc, queue, old_charge, new_charge);
@@ -569,6 +578,7 @@ impl Shard {
             _ => {
                 let loc = self.arena.insert(key, value, expire_at_ms).map_err(full)?;
                 self.index.insert(tag, loc);
+                self.namespaces.note(key, 1, 0);
                 self.stored_bytes += (key.len() + value.len()) as u64;
                 if bounded {
                     self.after_bounded_insert(tag, loc, new_charge);
@@ -578,6 +588,7 @@ impl Shard {
         };
         if expire_at_ms.is_some() {
             self.expires += 1;
+            self.namespaces.note(key, 0, 1);
         }
         self.sets += 1;
         Self::emit_borrowed(
@@ -875,6 +886,11 @@ impl Shard {
         if head.expire_at_ms.is_some() {
             self.expires -= 1;
         }
+        self.namespaces.note(
+            arena::key_of(chunk),
+            -1,
+            -i64::from(head.expire_at_ms.is_some()),
+        );
         self.evicted += 1;
         self.evicted_bytes += freed;
         Self::emit_borrowed(
@@ -903,6 +919,8 @@ impl Shard {
         if head.expire_at_ms.is_some() {
             self.expires -= 1;
         }
+        self.namespaces
+            .note(key, -1, -i64::from(head.expire_at_ms.is_some()));
         let live = !is_expired(head.expire_at_ms, clock);
         let (mutation, cause) = if live {
             self.deletes += 1;
@@ -950,6 +968,7 @@ impl Shard {
             None if !had => return false,
             None => {
                 self.expires -= 1;
+                self.namespaces.note(key, 0, -1);
                 let same = self.arena.set_expiry(loc, None);
                 debug_assert!(matches!(same, Ok(l) if l == loc), "clearing stays in place");
                 self.emit_key(loc, |key| Mutation::Persist { key });
@@ -971,6 +990,7 @@ impl Shard {
                 let loc = moved;
                 if !had {
                     self.expires += 1;
+                    self.namespaces.note(key, 0, 1);
                 }
                 self.emit_key(loc, |key| Mutation::Expire {
                     key,
@@ -1076,6 +1096,7 @@ impl Shard {
             **queues = Queues::default();
         }
         self.expires = 0;
+        self.namespaces = Namespaces::default();
         self.sweep_cursor = 0;
         self.emit(|| Mutation::Flush);
     }
@@ -1264,6 +1285,7 @@ impl Shard {
                 };
                 self.arena.set_kind(loc, kind);
                 self.index.insert(tag, loc);
+                self.namespaces.note(key, 1, 0);
                 self.stored_bytes += (key.len() + 4) as u64;
                 if bounded {
                     self.after_bounded_insert(tag, loc, charge(key.len(), 4));
@@ -1307,6 +1329,11 @@ impl Shard {
         if head.expire_at_ms.is_some() {
             self.expires -= 1;
         }
+        self.namespaces.note(
+            arena::key_of(self.arena.chunk(loc)),
+            -1,
+            -i64::from(head.expire_at_ms.is_some()),
+        );
         self.note_removal(loc, RemovalCause::Deleted);
         self.free_entry(loc);
     }
@@ -1459,21 +1486,29 @@ impl Shard {
     /// One step of `SCAN` over this shard: the keys whose index position falls in the next
     /// window after `cursor` (positions in the index's 32-bit hash order, so the cursor means
     /// the same thing however the index grows), filtered by `pattern` and `key_type`. Returns
-    /// the next cursor (`None` when the shard is done).
+    /// the next cursor (`None` when the shard is done). Only the keys of database `db` are
+    /// visited, returned without their namespace.
     pub(crate) fn scan(
         &self,
         cursor: u64,
-        count: usize,
-        pattern: Option<&[u8]>,
-        key_type: Option<KeyType>,
+        options: &crate::ScanOptions<'_>,
         clock: &Clock,
         out: &mut Vec<Vec<u8>>,
     ) -> Option<u64> {
+        let crate::ScanOptions {
+            pattern,
+            key_type,
+            count,
+            db,
+        } = *options;
         let now = if self.expires > 0 { clock.now_ms() } else { 0 };
         let pattern = pattern.map(|p| crate::glob::GlobPattern::new(p, false));
         self.index.scan(cursor, count, |loc| {
             let chunk = self.arena.chunk(loc);
-            let key = arena::key_of(chunk);
+            let (key_db, key) = fc_route::split_namespace(arena::key_of(chunk));
+            if key_db != db {
+                return;
+            }
             let live = arena::expiry_of(chunk).is_none_or(|at| now <= at);
             if live
                 && key_type.is_none_or(|t| KeyType::of_kind(arena::kind_of(chunk)) == t)
@@ -1542,6 +1577,9 @@ impl Shard {
         };
         self.arena.set_kind(new_loc, head.kind);
         self.index.insert(to_tag, new_loc);
+        let expiring = i64::from(head.expire_at_ms.is_some());
+        self.namespaces.note(from_key, -1, -expiring);
+        self.namespaces.note(to_key, 1, expiring);
         self.stored_bytes += (to_key.len() + value.len()) as u64;
         if self.budget != u64::MAX {
             self.after_bounded_insert(to_tag, new_loc, charge(to_key.len(), value.len()));
@@ -1562,6 +1600,85 @@ impl Shard {
             self.shrink_to_budget(new_loc, clock);
         }
         Ok(true)
+    }
+
+    /// The stored keys (namespace included) of database `db`, live or not yet reaped.
+    fn stored_keys_of_db(&self, db: u32) -> Vec<Vec<u8>> {
+        let mut keys = Vec::new();
+        let mut cursor = 0;
+        loop {
+            let next = self.index.scan(cursor, 4096, |loc| {
+                let key = arena::key_of(self.arena.chunk(loc));
+                if fc_route::split_namespace(key).0 == db {
+                    keys.push(key.to_vec());
+                }
+            });
+            match next {
+                Some(next) => cursor = next,
+                None => return keys,
+            }
+        }
+    }
+
+    /// `FLUSHDB` of database `db` (not the whole shard: [`Shard::clear`] is that): deletes
+    /// each of its keys, logged as one group. How many live keys went.
+    pub(crate) fn clear_db(&mut self, db: u32, clock: &Clock) -> usize {
+        if db == 0 && self.namespaces.0.is_empty() {
+            let live = self.len();
+            self.clear();
+            return live;
+        }
+        if db != 0 && !self.namespaces.0.contains_key(&db) {
+            return 0;
+        }
+        let keys = self.stored_keys_of_db(db);
+        self.grouped(|shard| {
+            keys.iter()
+                .filter(|key| shard.delete(tag_of(fc_route::hash_bytes(key)), key, clock))
+                .count()
+        })
+    }
+
+    /// `SWAPDB a b` on this shard: every key of database `a` moves to `b` and every key of `b`
+    /// to `a` (renames through a namespace no database uses, logged as one group).
+    pub(crate) fn swap_dbs(&mut self, a: u32, b: u32, clock: &Clock) {
+        if a == b {
+            return;
+        }
+        let (keys_a, keys_b) = (self.stored_keys_of_db(a), self.stored_keys_of_db(b));
+        if keys_a.is_empty() && keys_b.is_empty() {
+            return;
+        }
+        let park = u32::MAX;
+        self.grouped(|shard| {
+            let mut moved = |from: &[u8], to_db: u32| {
+                let user = fc_route::split_namespace(from).1;
+                let to = fc_route::namespaced(to_db, user);
+                let tags = (
+                    tag_of(fc_route::hash_bytes(from)),
+                    tag_of(fc_route::hash_bytes(&to)),
+                );
+                // A key that expired meanwhile is reaped by the rename's lookup.
+                let _ = shard.rename((tags.0, from), (tags.1, &to), false, clock);
+                to
+            };
+            let parked: Vec<Vec<u8>> = keys_a.iter().map(|k| moved(k, park)).collect();
+            for key in &keys_b {
+                moved(key, a);
+            }
+            for key in &parked {
+                moved(key, b);
+            }
+        });
+    }
+
+    /// Keys and expiring keys of each database other than 0 that has keys here.
+    pub(crate) fn namespace_counts(&self) -> impl Iterator<Item = (u32, u64, u64)> + '_ {
+        self.namespaces
+            .0
+            .iter()
+            .filter(|(_, c)| c.0 > 0)
+            .map(|(&db, &(keys, expires))| (db, keys, expires))
     }
 
     /// Counters and sizes.
@@ -1586,6 +1703,36 @@ impl Shard {
                 self.budget
             },
             mutation_seq: self.seq,
+        }
+    }
+}
+
+/// Per-database counts of keys and expiring keys, for the databases other than 0 (keys stored
+/// as `fc_route::namespaced`): `DBSIZE` and `INFO keyspace` of a database in O(1). A plain
+/// key costs one byte compare per change.
+#[derive(Debug, Default)]
+struct Namespaces(std::collections::BTreeMap<u32, (u64, u64)>);
+
+impl Namespaces {
+    /// Adds `keys` and `expires` (each -1, 0 or 1) to the counts of `key`'s database.
+    #[inline(always)]
+    fn note(&mut self, key: &[u8], keys: i64, expires: i64) {
+        if key.first() == Some(&fc_route::NAMESPACE_MARK) {
+            self.note_marked(key, keys, expires);
+        }
+    }
+
+    #[cold]
+    fn note_marked(&mut self, key: &[u8], keys: i64, expires: i64) {
+        let (db, _) = fc_route::split_namespace(key);
+        if db == 0 {
+            return;
+        }
+        let counts = self.0.entry(db).or_default();
+        counts.0 = counts.0.wrapping_add_signed(keys);
+        counts.1 = counts.1.wrapping_add_signed(expires);
+        if counts.0 == 0 {
+            self.0.remove(&db);
         }
     }
 }

@@ -464,6 +464,7 @@ fn scan_filters_by_pattern_and_type() {
         pattern: Some(b"hash:1*"),
         key_type: Some(KeyType::Hash),
         count: 1000,
+        db: 0,
     };
     assert_eq!(scan_all(&store, hashes, || {}).len(), 11);
     // Owner-local stores scan their own shards; together they cover the store.

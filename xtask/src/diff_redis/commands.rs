@@ -7,8 +7,18 @@ use super::Norm;
 
 /// The families, in `--families` spelling.
 pub(crate) const FAMILIES: &[&str] = &[
-    "strings", "bitmaps", "keys", "lists", "hashes", "sets", "zsets", "blocking", "hll", "geo",
+    "strings",
+    "bitmaps",
+    "keys",
+    "lists",
+    "hashes",
+    "sets",
+    "zsets",
+    "blocking",
+    "hll",
+    "geo",
     "server",
+    "databases",
 ];
 
 /// A command and how its reply is normalized.
@@ -221,6 +231,7 @@ impl Gen {
             "blocking" => self.blocking(),
             "hll" => self.hll(),
             "geo" => self.geo(),
+            "databases" => self.databases(),
             _ => self.server(),
         };
         // Damaged argument lists: one argument dropped, or a junk one appended (not to
@@ -1122,6 +1133,46 @@ impl Gen {
                     norm: DOUBLES,
                 };
             }
+        };
+        Cmd::plain(to_args(args))
+    }
+
+    /// A database number: mostly 0 to 3, sometimes past the 16 databases or not a number.
+    fn db(&mut self) -> String {
+        match self.below(12) {
+            0 => self.pick(&["16", "-1", "x", "1.5"]).into(),
+            _ => self.below(4).to_string(),
+        }
+    }
+
+    /// Databases: SELECT, MOVE, COPY ... DB, SWAPDB, FLUSHDB and DBSIZE over the other families'
+    /// keys, so every family's commands run in databases 0 to 3.
+    fn databases(&mut self) -> Cmd {
+        let any = self.pick(&["s", "l", "h", "t", "z"]).to_string();
+        let k = self.key(&any);
+        let args: Vec<String> = match self.below(20) {
+            0..=5 => vec!["SELECT".into(), self.db()],
+            6..=8 => vec!["MOVE".into(), k, self.db()],
+            9..=10 => {
+                let mut a = vec!["COPY".into(), k, self.key(&any), "DB".into(), self.db()];
+                if self.chance(30) {
+                    a.push("REPLACE".into());
+                }
+                a
+            }
+            11..=12 => vec!["SWAPDB".into(), self.db(), self.db()],
+            13 => vec!["FLUSHDB".into()],
+            14 => {
+                let norm = UNORDERED;
+                return Cmd {
+                    args: to_args(vec!["KEYS".into(), "*".into()]),
+                    norm,
+                };
+            }
+            15..=16 => vec!["SET".into(), k, self.value()],
+            17 => vec!["RPUSH".into(), format!("l:{}", self.below(4)), self.value()],
+            18 => vec!["EXISTS".into(), k],
+            _ => vec!["DBSIZE".into()],
         };
         Cmd::plain(to_args(args))
     }

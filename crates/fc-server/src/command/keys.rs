@@ -16,7 +16,29 @@ pub(super) fn exists_one<R: Reply>(ctx: &mut Ctx<'_, R>) {
 }
 
 pub(super) fn dbsize<R: Reply>(ctx: &mut Ctx<'_, R>) {
-    count(ctx.out, ctx.store.len());
+    let db = super::db_of(ctx.args);
+    count(ctx.out, ctx.store.db_len(db));
+}
+
+/// SWAPDB on one worker: `args[1]` and `args[2]` are database numbers (checked by the
+/// session).
+pub(super) fn swapdb_part<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    let db = |i: usize| {
+        std::str::from_utf8(&ctx.args[i])
+            .ok()
+            .and_then(|t| t.parse::<u32>().ok())
+    };
+    if let (Some(a), Some(b)) = (db(1), db(2)) {
+        ctx.store.swap_dbs(a, b);
+    }
+    ctx.out.ok();
+}
+
+/// FLUSHDB on one worker: the keys of the client's database.
+pub(super) fn flushdb<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    let db = super::db_of(ctx.args);
+    ctx.store.clear_db(db);
+    ctx.out.ok();
 }
 
 pub(super) fn flushall<R: Reply>(ctx: &mut Ctx<'_, R>) {
@@ -29,6 +51,7 @@ pub(super) fn keys<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let options = ScanOptions {
         pattern: (&pattern[..] != b"*").then_some(&pattern[..]),
         count: 4096,
+        db: super::db_of(ctx.args),
         ..ScanOptions::default()
     };
     // Written as found (one scan window's keys at a time), the array's length set at the
@@ -287,9 +310,10 @@ pub(super) fn scan<R: Reply>(ctx: &mut Ctx<'_, R>) {
         return;
     };
     let args = ctx.args;
-    let Some((options, no_such_type)) = scan_options(ctx, args, 2, true) else {
+    let Some((mut options, no_such_type)) = scan_options(ctx, args, 2, true) else {
         return;
     };
+    options.db = super::db_of(args);
     let (next, mut keys) = match ctx.store.scan_shard(cursor, options) {
         Ok(found) => found,
         Err(e) => return ctx.store_error(&e),
@@ -318,6 +342,10 @@ pub(super) fn debug_part<R: Reply>(ctx: &mut Ctx<'_, R>) {
 
 /// RANDOMKEY on one worker: one of its keys, or nil.
 pub(super) fn randomkey_part<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    let db = super::db_of(ctx.args);
+    if db != 0 || ctx.store.db_counts().keys().any(|&d| d != 0) {
+        return randomkey_in(ctx, db);
+    }
     let start = fastrand_u64() as usize;
     let shards: Vec<usize> = ctx.store.owned_shards().collect();
     for k in 0..shards.len() {
@@ -341,6 +369,38 @@ pub(super) fn randomkey_part<R: Reply>(ctx: &mut Ctx<'_, R>) {
         );
         if let Some(key) = keys.into_iter().next() {
             return ctx.out.bulk(&key);
+        }
+    }
+    ctx.out.null();
+}
+
+/// RANDOMKEY on one worker that holds keys of several databases, whose keys may be few among
+/// many:
+/// a random starting shard and position, then on until one is found (only when this worker
+/// has keys of the database).
+fn randomkey_in<R: Reply>(ctx: &mut Ctx<'_, R>, db: u32) {
+    if ctx.store.db_len(db) == 0 {
+        return ctx.out.null();
+    }
+    let options = ScanOptions {
+        count: 1,
+        db,
+        ..ScanOptions::default()
+    };
+    let shards: Vec<usize> = ctx.store.owned_shards().collect();
+    let start = (shards[fastrand_u64() as usize % shards.len()] as u64) << 32
+        | (fastrand_u64() & 0xFFFF_FFFF);
+    // From the random point to the end of this worker's shards, then from their start.
+    for mut cursor in [start, (shards[0] as u64) << 32] {
+        loop {
+            let (next, keys) = ctx.store.scan(cursor, options);
+            if let Some(key) = keys.into_iter().next() {
+                return ctx.out.bulk(&key);
+            }
+            if next == 0 {
+                break;
+            }
+            cursor = next;
         }
     }
     ctx.out.null();

@@ -23,6 +23,12 @@ macro_rules! store {
 }
 pub(crate) use store;
 
+/// `SWAPDB`'s part on each worker ([`keys::swapdb_part`]).
+pub(crate) const SWAPDB_PART: Handler = store!(keys::swapdb_part);
+
+/// `RENAMENX` on the key's owner (`MOVE`'s rename between databases).
+pub(crate) const RENAMENX: Handler = store!(keys::renamenx);
+
 /// The sort half of a `SORT ... STORE` across shards ([`sort::export`]).
 pub(crate) const SORT_EXPORT: Handler = store!(sort::export);
 
@@ -586,6 +592,56 @@ impl Spec {
         }
         Some(found)
     }
+}
+
+/// Rewrites a command for database `db` (see [`fc_shard::namespaced`]): each key its key specs
+/// find (and `SORT`'s `STORE` destination, which they cannot) becomes its stored form, and
+/// the name of a keyspace-wide command (`DBSIZE`, `KEYS`, `SCAN`, `FLUSHDB`...) carries the
+/// database for its handler ([`db_of`]). In database 0 only a key that begins with
+/// [`fc_shard::NAMESPACE_MARK`] changes, so the common case costs a byte compare per argument.
+pub(crate) fn into_db(spec: &Spec, args: &mut [Bytes], db: u32) {
+    let mark = Some(&fc_shard::NAMESPACE_MARK);
+    if db == 0 && !args[1..].iter().any(|a| a.first() == mark) {
+        return;
+    }
+    if matches!(spec.route, Route::AllWorkers { .. } | Route::Cursor(_)) {
+        if db != 0 {
+            args[0] = Bytes::from(fc_shard::namespaced(db, &args[0]));
+        }
+        return;
+    }
+    let Some(found) = spec.spec_keys(args) else {
+        return;
+    };
+    // Shard channels (`SSUBSCRIBE`, `SPUBLISH`) are found by key specs but are not keys.
+    let mut positions: Vec<usize> = found
+        .into_iter()
+        .filter(|(_, ks)| !ks.flags.contains(&"not_key"))
+        .map(|(i, _)| i)
+        .collect();
+    if spec.name.starts_with("sort") {
+        positions.extend(
+            (2..args.len().saturating_sub(1))
+                .filter(|&i| args[i].eq_ignore_ascii_case(b"store"))
+                .map(|i| i + 1)
+                .last(),
+        );
+    }
+    positions.sort_unstable();
+    positions.dedup();
+    for i in positions {
+        args[i] = Bytes::from(fc_shard::namespaced(db, &args[i]));
+    }
+}
+
+/// The database a keyspace-wide command runs in (its name carries it: [`into_db`]).
+pub(crate) fn db_of(args: &[Bytes]) -> u32 {
+    fc_shard::split_namespace(&args[0]).0
+}
+
+/// A stored key as its client knows it (without its database's namespace).
+pub(crate) fn user_key(stored: &[u8]) -> &[u8] {
+    fc_shard::split_namespace(stored).1
 }
 
 /// What a handler works with.

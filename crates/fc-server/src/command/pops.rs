@@ -282,7 +282,7 @@ fn attempt<R: Reply>(ctx: &mut Ctx<'_, R>) {
             ctx.reply(r, |out, popped| {
                 let items = popped.unwrap_or_default();
                 out.array_len(2);
-                out.bulk(key);
+                out.bulk(super::user_key(key));
                 match n {
                     Some(_) => super::bulk_array(out, &items),
                     None => match items.first() {
@@ -305,7 +305,7 @@ fn attempt<R: Reply>(ctx: &mut Ctx<'_, R>) {
             ctx.reply(r, |out, entries| match n {
                 Some(_) => {
                     out.array_len(2);
-                    out.bulk(key);
+                    out.bulk(super::user_key(key));
                     out.array_len(entries.len());
                     for (member, score) in entries {
                         out.array_len(2);
@@ -315,7 +315,7 @@ fn attempt<R: Reply>(ctx: &mut Ctx<'_, R>) {
                 }
                 None => {
                     out.array_len(3);
-                    out.bulk(key);
+                    out.bulk(super::user_key(key));
                     match entries.into_iter().next() {
                         Some((member, score)) => {
                             out.bulk(&member);

@@ -108,6 +108,8 @@ fn lookup<R: Reply>(
     let Some((key, field)) = pattern_key(pattern, element) else {
         return Ok(None);
     };
+    // The formed key is in the sorted key's database.
+    let key = fc_shard::namespaced(fc_shard::split_namespace(&ctx.args[1]).0, &key);
     let found = match field {
         Some(field) => ctx.store.hget(&key, &field),
         None => ctx.store.get_string(&key),

@@ -900,7 +900,7 @@ pub(crate) static COMMANDS: &[Spec] = &[
         },
         route: AllWorkers {
             merge: Merge::Ok,
-            part: store!(keys::flushall),
+            part: store!(keys::flushdb),
         },
     },
     Spec {

@@ -448,6 +448,54 @@ impl LocalEmbeddedStore {
         shard.exists(tag_of(route.key_hash()), key, clock)
     }
 
+    /// Keys and expiring keys of each database with keys on this worker's shards, database 0
+    /// included (keys stored with [`fc_route::namespaced`]; `DBSIZE`, `INFO keyspace`).
+    #[must_use]
+    pub fn db_counts(&self) -> std::collections::BTreeMap<u32, (u64, u64)> {
+        let mut counts = std::collections::BTreeMap::new();
+        let (mut keys, mut expires) = (0, 0);
+        for shard in &self.shards {
+            let stats = shard.stats();
+            keys += stats.keys;
+            expires += stats.expires;
+            for (db, n, e) in shard.namespace_counts() {
+                let c: &mut (u64, u64) = counts.entry(db).or_default();
+                c.0 += n;
+                c.1 += e;
+                keys -= n;
+                expires -= e;
+            }
+        }
+        if keys > 0 {
+            counts.insert(0, (keys, expires));
+        }
+        counts
+    }
+
+    /// How many keys database `db` has on this worker's shards (expired ones not yet reaped
+    /// included, as `DBSIZE` counts them).
+    #[must_use]
+    pub fn db_len(&self, db: u32) -> usize {
+        self.db_counts().get(&db).map_or(0, |c| c.0 as usize)
+    }
+
+    /// `FLUSHDB`: removes every key of database `db` from this worker's shards (the whole
+    /// shard at once, one [`crate::Mutation::Flush`], when it holds no other database).
+    pub fn clear_db(&mut self, db: u32) {
+        let (shards, clock) = self.shards_and_clock();
+        for shard in shards {
+            shard.clear_db(db, clock);
+        }
+    }
+
+    /// `SWAPDB a b` on this worker's shards (a key lives on the same shard in every database).
+    pub fn swap_dbs(&mut self, a: u32, b: u32) {
+        let (shards, clock) = self.shards_and_clock();
+        for shard in shards {
+            shard.swap_dbs(a, b, clock);
+        }
+    }
+
     /// Removes every key of this worker's shards.
     pub fn clear(&mut self) {
         for shard in &mut self.shards {

@@ -540,6 +540,9 @@ pub struct ScanOptions<'a> {
     pub key_type: Option<KeyType>,
     /// `COUNT`: about how many keys to examine per call (default 10).
     pub count: usize,
+    /// The database whose keys are visited (0 by default): stored keys made by
+    /// [`fc_route::namespaced`] for it, returned (and matched) without their namespace.
+    pub db: u32,
 }
 
 impl Default for ScanOptions<'_> {
@@ -548,6 +551,7 @@ impl Default for ScanOptions<'_> {
             pattern: None,
             key_type: None,
             count: 10,
+            db: 0,
         }
     }
 }
@@ -688,16 +692,8 @@ impl EmbeddedStore {
             return (0, out);
         }
         for _ in 0..SCAN_WINDOWS_PER_CALL {
-            let next = self.with_shard_index_read(shard, |s, clock| {
-                s.scan(
-                    pos,
-                    options.count,
-                    options.pattern,
-                    options.key_type,
-                    clock,
-                    &mut out,
-                )
-            });
+            let next = self
+                .with_shard_index_read(shard, |s, clock| s.scan(pos, &options, clock, &mut out));
             let next_shard = (shard + 1 < shards).then_some(shard + 1);
             let cursor = join_cursor(shard, next, next_shard);
             if cursor == 0 || out.len() >= options.count {
@@ -834,14 +830,7 @@ impl LocalEmbeddedStore {
         }
         let (shards, clock) = self.shards_and_clock();
         for _ in 0..SCAN_WINDOWS_PER_CALL {
-            let next = shards[i].scan(
-                pos,
-                options.count,
-                options.pattern,
-                options.key_type,
-                clock,
-                &mut out,
-            );
+            let next = shards[i].scan(pos, &options, clock, &mut out);
             let cursor = join_cursor(owned[i], next, owned.get(i + 1).copied());
             if cursor == 0 || out.len() >= options.count {
                 return (cursor, out);
@@ -875,14 +864,7 @@ impl LocalEmbeddedStore {
         let (shards, clock) = self.shards_and_clock();
         let mut out = Vec::new();
         for _ in 0..SCAN_WINDOWS_PER_CALL {
-            let next = shards[i].scan(
-                pos,
-                options.count,
-                options.pattern,
-                options.key_type,
-                clock,
-                &mut out,
-            );
+            let next = shards[i].scan(pos, &options, clock, &mut out);
             match next {
                 Some(p) if out.len() < options.count => pos = p,
                 Some(p) => return Ok((((shard as u64) << 32) | p, out)),
