@@ -489,6 +489,19 @@ async fn run(
             out.simple(b"Background append only file rewriting started");
         }
         Session::Move => move_key(worker, state, &args, out, txn).await,
+        Session::Module => module(&args, out),
+        Session::PfDebug => {
+            // The part takes the key first, as every keyed handler does.
+            let owner = shared.owner_of(&args[2]);
+            let part_args = vec![args[0].clone(), args[2].clone(), args[1].clone()];
+            cross::exec_at(worker, owner, command::PFDEBUG, part_args, txn)
+                .await
+                .replay(out);
+        }
+        Session::PfSelfTest => match fc_shard::hll::self_test() {
+            Ok(()) => out.ok(),
+            Err(text) => out.error(format!("ERR {text}").as_bytes()),
+        },
         Session::Swapdb => {
             let databases = i64::from(shared.config.databases);
             let db =
@@ -1061,6 +1074,31 @@ async fn object<R: Reply>(worker: &Worker, args: &[Bytes], out: &mut R, txn: Opt
             command::wrong_subcommand_arity(out, "object", &args[1]);
         }
         _ => command::unknown_subcommand(out, "OBJECT", &args[1]),
+    }
+}
+
+/// `MODULE`: no module is loaded, and loading is refused as a Redis with its default
+/// `enable-module-command no` refuses it (subcommand and arity checked by the table).
+fn module(args: &[Bytes], out: &mut Resp) {
+    const HELP: &[&[u8]] = &[
+        b"MODULE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        b"LIST",
+        b"    Return a list of loaded modules.",
+        b"LOAD <path> [<arg> ...]",
+        b"    Load a module library from <path>, passing to it any optional arguments.",
+        b"LOADEX <path> [[CONFIG NAME VALUE] [CONFIG NAME VALUE]] [ARGS ...]",
+        b"    Load a module library from <path>, while passing it module configurations and optional arguments.",
+        b"UNLOAD <name>",
+        b"    Unload a module.",
+        b"HELP",
+        b"    Prints this help.",
+    ];
+    match args[1].to_ascii_lowercase().as_slice() {
+        b"list" => out.array_len(0),
+        b"help" => command::help(out, HELP),
+        _ => out.error(
+            b"ERR MODULE command not allowed. If the enable-module-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
+        ),
     }
 }
 

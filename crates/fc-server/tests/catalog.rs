@@ -185,6 +185,43 @@ const DATABASES: &[(&str, &[u8])] = &[
     ("GET inside", b"$1\r\n4\r\n"),
 ];
 
+/// MODULE (none loaded; loading refused as Redis's default `enable-module-command no` does),
+/// PFSELFTEST and PFDEBUG (recorded from redis-server 7.0.15).
+const DEBUGGING: &[(&str, &[u8])] = &[
+    ("FLUSHALL", b"+OK\r\n"),
+    ("MODULE LIST", b"*0\r\n"),
+    ("MODULE HELP", b"*11\r\n+MODULE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n+LIST\r\n+    Return a list of loaded modules.\r\n+LOAD <path> [<arg> ...]\r\n+    Load a module library from <path>, passing to it any optional arguments.\r\n+LOADEX <path> [[CONFIG NAME VALUE] [CONFIG NAME VALUE]] [ARGS ...]\r\n+    Load a module library from <path>, while passing it module configurations and optional arguments.\r\n+UNLOAD <name>\r\n+    Unload a module.\r\n+HELP\r\n+    Prints this help.\r\n"),
+    ("MODULE LOAD /nonexistent.so", b"-ERR MODULE command not allowed. If the enable-module-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.\r\n"),
+    ("MODULE UNLOAD foo", b"-ERR MODULE command not allowed. If the enable-module-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.\r\n"),
+    ("MODULE LOADEX /x.so", b"-ERR MODULE command not allowed. If the enable-module-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.\r\n"),
+    ("MODULE FOO", b"-ERR unknown subcommand 'FOO'. Try MODULE HELP.\r\n"),
+    ("MODULE", b"-ERR wrong number of arguments for 'module' command\r\n"),
+    ("MODULE LIST x", b"-ERR wrong number of arguments for 'module|list' command\r\n"),
+    ("PFSELFTEST", b"+OK\r\n"),
+    ("PFSELFTEST x", b"-ERR wrong number of arguments for 'pfselftest' command\r\n"),
+    ("PFADD h a b c", b":1\r\n"),
+    ("PFDEBUG ENCODING h", b"+sparse\r\n"),
+    ("PFDEBUG DECODE h", b"$44\r\nZ:8436 v:1,1 Z:4274 v:2,1 Z:3068 v:1,1 Z:603\r\n"),
+    ("PFDEBUG GETREG nokey", b"-ERR The specified key does not exist\r\n"),
+    ("PFDEBUG FOO h", b"-ERR Unknown PFDEBUG subcommand 'FOO'\r\n"),
+    ("SET s x", b"+OK\r\n"),
+    ("PFDEBUG ENCODING s", b"-WRONGTYPE Key is not a valid HyperLogLog string value.\r\n"),
+    ("LPUSH l x", b":1\r\n"),
+    ("PFDEBUG ENCODING l", b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+    ("PFDEBUG TODENSE h", b":1\r\n"),
+    ("PFDEBUG ENCODING h", b"+dense\r\n"),
+    ("PFDEBUG TODENSE h", b":0\r\n"),
+    ("PFDEBUG DECODE h", b"-ERR HLL encoding is not sparse\r\n"),
+    ("PFCOUNT h", b":3\r\n"),
+    ("PFDEBUG", b"-ERR wrong number of arguments for 'pfdebug' command\r\n"),
+    ("PFDEBUG ENCODING h x", b"-ERR wrong number of arguments for 'pfdebug' command\r\n"),
+    ("PFADD h2 x y", b":1\r\n"),
+    ("EXPIRE h2 100", b":1\r\n"),
+    ("PFDEBUG TODENSE h2", b":1\r\n"),
+    ("TTL h2", b":100\r\n"),
+    ("STRLEN h2", b":12304\r\n"),
+];
+
 /// One database and no cluster, as a Redis started with `--databases 1` answers (recorded from
 /// one; the server is started with `databases = 1`).
 const STANDALONE: &[(&str, &[u8])] = &[
@@ -313,6 +350,7 @@ fn catalog_replies_are_redis_bytes() {
         .chain(MORE)
         .chain(SORTS)
         .chain(DATABASES)
+        .chain(DEBUGGING)
     {
         let args: Vec<&str> = line.split(' ').collect();
         w.write_all(&encode(&args)).unwrap();

@@ -166,6 +166,15 @@ fn blocking_pops_watch_and_notifications_are_per_database() {
     let _: () = nine.rpush("queue", "for-nine").unwrap();
     waiter.expect(b"*2\r\n$5\r\nqueue\r\n$8\r\nfor-nine\r\n");
     assert_eq!(zero.llen::<_, i64>("queue").unwrap(), 1);
+    // SWAPDB serves a client blocked on a key the swap fills, as Redis does.
+    waiter.send(&["SELECT", "1"]);
+    waiter.expect(b"+OK\r\n");
+    waiter.send(&["BLPOP", "swapped", "5"]);
+    std::thread::sleep(Duration::from_millis(100));
+    let _: () = in_db(&server, 2).rpush("swapped", "from-two").unwrap();
+    assert!(waiter.silent_for(200), "woken by database 2");
+    let _: () = redis::cmd("SWAPDB").arg(1).arg(2).query(&mut zero).unwrap();
+    waiter.expect(b"*2\r\n$7\r\nswapped\r\n$8\r\nfrom-two\r\n");
 
     // WATCH in database 9: a write of the same name in database 0 leaves it clean.
     let mut watcher = in_db(&server, 9);

@@ -133,3 +133,61 @@ pub(super) fn pfmerge<R: Reply>(ctx: &mut Ctx<'_, R>) {
         Err(e) => hll_error(ctx.out, e),
     }
 }
+
+/// `PFDEBUG GETREG|DECODE|ENCODING|TODENSE` on the key's owner, its arguments reordered as
+/// `PFDEBUG key subcommand`. `GETREG` and `TODENSE` leave a sparse value dense (stored back,
+/// its TTL kept), as Redis does.
+pub(super) fn pfdebug<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    let mut value = match ctx.store.get_string(&ctx.args[1]) {
+        Ok(Some(v)) => v,
+        Ok(None) => return ctx.out.error(b"ERR The specified key does not exist"),
+        Err(e) => return ctx.store_error(&e),
+    };
+    if let Err(e) = hll::validate(&value) {
+        return hll_error(ctx.out, e);
+    }
+    let sub = ctx.args[2].to_ascii_lowercase();
+    match sub.as_slice() {
+        b"getreg" | b"todense" => {
+            let converted = match hll::to_dense(&mut value) {
+                Ok(converted) => converted,
+                Err(e) => return hll_error(ctx.out, e),
+            };
+            if converted && !store_value(ctx, 1, &value) {
+                return;
+            }
+            if sub == b"todense" {
+                return ctx.out.integer(i64::from(converted));
+            }
+            match hll::registers(&value) {
+                Ok(registers) => {
+                    ctx.out.array_len(registers.len());
+                    for r in registers {
+                        ctx.out.integer(i64::from(r));
+                    }
+                }
+                Err(e) => hll_error(ctx.out, e),
+            }
+        }
+        b"decode" => match hll::decode_sparse(&value) {
+            Ok(Some(text)) => ctx.out.bulk(text.as_bytes()),
+            Ok(None) => ctx.out.error(b"ERR HLL encoding is not sparse"),
+            Err(e) => hll_error(ctx.out, e),
+        },
+        b"encoding" => {
+            let name: &[u8] = if hll::is_dense(&value) {
+                b"dense"
+            } else {
+                b"sparse"
+            };
+            ctx.out.simple(name);
+        }
+        _ => {
+            let text = format!(
+                "ERR Unknown PFDEBUG subcommand '{}'",
+                String::from_utf8_lossy(&ctx.args[2])
+            );
+            ctx.out.error(text.as_bytes());
+        }
+    }
+}

@@ -23,6 +23,10 @@ macro_rules! store {
 }
 pub(crate) use store;
 
+/// `PFDEBUG`'s part on the key's owner, its arguments `PFDEBUG key subcommand`
+/// ([`hyperloglog::pfdebug`]).
+pub(crate) const PFDEBUG: Handler = store!(hyperloglog::pfdebug);
+
 /// `SWAPDB`'s part on each worker ([`keys::swapdb_part`]).
 pub(crate) const SWAPDB_PART: Handler = store!(keys::swapdb_part);
 
@@ -150,10 +154,17 @@ pub(crate) enum Session {
     Wait,
     Role,
     Lolwut,
-    /// `MOVE key db` (one database: as Redis with `databases 1`).
+    /// `MOVE key db`: a rename into another database on the key's owner.
     Move,
-    /// `SWAPDB a b` (one database).
+    /// `SWAPDB a b`, on every worker held.
     Swapdb,
+    /// `MODULE LIST|LOAD|LOADEX|UNLOAD|HELP`: no modules, and loading refused as Redis's
+    /// default `enable-module-command no` refuses it.
+    Module,
+    /// `PFDEBUG GETREG|DECODE|ENCODING|TODENSE key` on the key's owner.
+    PfDebug,
+    /// `PFSELFTEST`.
+    PfSelfTest,
     /// `CLUSTER`, `ASKING`, `READONLY`, `READWRITE`: cluster support is off, as on a
     /// standalone Redis.
     NoCluster,

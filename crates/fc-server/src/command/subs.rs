@@ -29,6 +29,7 @@ const PLAIN: u32 = F::NOSCRIPT | F::LOADING | F::STALE;
 const HELP: u32 = F::LOADING | F::STALE;
 const PUBSUB: u32 = F::PUBSUB | F::LOADING | F::STALE;
 const SLOWLOG: u32 = F::ADMIN | F::LOADING | F::STALE;
+const MODULE: u32 = F::ADMIN | F::NOSCRIPT | F::NO_ASYNC_LOADING;
 
 const fn sub(container: &'static str, name: &'static str, arity: i32, flags: u32) -> Sub {
     Sub {
@@ -70,6 +71,11 @@ pub(crate) static SUBCOMMANDS: &[Sub] = &[
     sub("latency", "history", 3, ADMIN),
     sub("latency", "latest", 2, ADMIN),
     sub("latency", "reset", -2, ADMIN),
+    sub("module", "help", 2, HELP),
+    sub("module", "list", 2, F::ADMIN | F::NOSCRIPT),
+    sub("module", "load", -3, MODULE),
+    sub("module", "loadex", -3, MODULE),
+    sub("module", "unload", 3, MODULE),
     sub("object", "encoding", 3, F::READONLY),
     sub("object", "freq", 3, F::READONLY),
     sub("object", "help", 2, HELP),

@@ -273,6 +273,123 @@ pub fn merge(
 }
 
 // ---------------------------------------------------------------------------------------------
+// Debugging (`PFDEBUG`, `PFSELFTEST`).
+
+/// `PFDEBUG TODENSE`: converts a sparse HLL to dense in place; whether it was sparse.
+///
+/// # Errors
+///
+/// [`HllError::NotHll`], or [`HllError::Corrupted`] for malformed sparse registers (nothing
+/// changed).
+pub fn to_dense(hll: &mut Vec<u8>) -> Result<bool, HllError> {
+    validate(hll)?;
+    if is_dense(hll) {
+        return Ok(false);
+    }
+    sparse_to_dense(hll)?;
+    Ok(true)
+}
+
+/// `PFDEBUG GETREG`: the 16384 registers, in order.
+///
+/// # Errors
+///
+/// [`HllError::NotHll`] or [`HllError::Corrupted`].
+pub fn registers(hll: &[u8]) -> Result<Vec<u8>, HllError> {
+    validate(hll)?;
+    let mut max = vec![0u8; REGISTERS];
+    merge_into(&mut max, hll)?;
+    Ok(max)
+}
+
+/// `PFDEBUG DECODE`: a sparse HLL's opcodes as Redis prints them (`z:<run>` for ZERO,
+/// `Z:<run>` for XZERO, `v:<value>,<run>` for VAL, space-separated); `None` for a dense one.
+///
+/// # Errors
+///
+/// [`HllError::NotHll`].
+pub fn decode_sparse(hll: &[u8]) -> Result<Option<String>, HllError> {
+    use std::fmt::Write as _;
+    validate(hll)?;
+    if is_dense(hll) {
+        return Ok(None);
+    }
+    let mut text = String::new();
+    let mut at = HEADER_LEN;
+    while at < hll.len() {
+        let op = Op::decode(hll, at);
+        let _ = match op {
+            Op::Zero { run, xzero: false } => write!(text, "z:{run} "),
+            Op::Zero { run, xzero: true } => write!(text, "Z:{run} "),
+            Op::Val { value, run } => write!(text, "v:{value},{run} "),
+        };
+        at += op.len();
+    }
+    text.truncate(text.trim_end().len());
+    Ok(Some(text))
+}
+
+/// `PFSELFTEST`: checks the dense register packing (every register set and read back among
+/// random neighbours) and the estimate (sparse and dense HLLs of the same elements agree, and
+/// stay within five standard errors of the true count up to 100,000 elements). The first
+/// failure, in Redis's words.
+///
+/// # Errors
+///
+/// A description of what failed.
+pub fn self_test() -> Result<(), String> {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut registers = vec![0u8; REGISTERS * BITS / 8];
+    let mut model = vec![0u8; REGISTERS];
+    for round in 0..5 {
+        for (i, want) in model.iter_mut().enumerate() {
+            let value = (next() % 64) as u8;
+            *want = value;
+            dense_put(&mut registers, i, value);
+        }
+        if let Some(i) = (0..REGISTERS).find(|&i| dense_get(&registers, i) != model[i]) {
+            return Err(format!("TESTFAILED Register error at {i} (round {round})"));
+        }
+    }
+    let (mut sparse, mut dense) = (new_sparse(), new_sparse());
+    sparse_to_dense(&mut dense).map_err(|e| e.to_string())?;
+    let relative_error = 1.04 / (REGISTERS as f64).sqrt();
+    let mut checkpoint = 1u64;
+    for added in 1..=100_000u64 {
+        let element = next().to_le_bytes();
+        add(&mut sparse, &[&element], usize::MAX).map_err(|e| e.to_string())?;
+        add(&mut dense, &[&element], usize::MAX).map_err(|e| e.to_string())?;
+        if added != checkpoint {
+            continue;
+        }
+        checkpoint *= 10;
+        let (a, _) = count(&mut sparse).map_err(|e| e.to_string())?;
+        let (b, _) = count(&mut dense).map_err(|e| e.to_string())?;
+        if a != b {
+            return Err(format!(
+                "TESTFAILED sparse and dense disagree at {added}: {a} != {b}"
+            ));
+        }
+        let error = (a as f64 - added as f64).abs() / added as f64;
+        // Small counts are near exact (linear counting).
+        let allowed = (relative_error * 5.0).max(0.05);
+        if error > allowed {
+            return Err(format!(
+                "TESTFAILED Too big error. card:{added} abserr:{}",
+                (a as f64 - added as f64).abs()
+            ));
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
 // Hashing.
 
 /// MurmurHash2, 64-bit version (`MurmurHash64A`), reading 8-byte blocks little-endian as Redis's
@@ -714,6 +831,37 @@ fn estimate(histogram: &[u64; 64]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debugging_views_agree_with_the_registers() {
+        assert_eq!(
+            decode_sparse(&new_sparse()).unwrap().as_deref(),
+            Some("Z:16384")
+        );
+        let mut hll = new_sparse();
+        let elements: Vec<Vec<u8>> = (0..300u32).map(|i| i.to_le_bytes().to_vec()).collect();
+        let refs: Vec<&[u8]> = elements.iter().map(Vec::as_slice).collect();
+        add(&mut hll, &refs, HLL_SPARSE_MAX_BYTES_DEFAULT).unwrap();
+        assert!(!is_dense(&hll));
+        let sparse_registers = registers(&hll).unwrap();
+        assert!(sparse_registers.iter().filter(|&&r| r > 0).count() > 290);
+        let decoded = decode_sparse(&hll).unwrap().unwrap();
+        // The opcodes cover every register.
+        let covered: usize = decoded
+            .split(' ')
+            .map(|op| match op.split_once(':').unwrap() {
+                ("v", rest) => rest.split_once(',').unwrap().1.parse::<usize>().unwrap(),
+                (_, run) => run.parse().unwrap(),
+            })
+            .sum();
+        assert_eq!(covered, REGISTERS);
+        assert!(to_dense(&mut hll).unwrap());
+        assert!(!to_dense(&mut hll).unwrap());
+        assert_eq!(hll.len(), DENSE_LEN);
+        assert_eq!(registers(&hll).unwrap(), sparse_registers);
+        assert_eq!(decode_sparse(&hll).unwrap(), None);
+        // `self_test` itself runs in `fc-server/tests/catalog.rs` (PFSELFTEST).
+    }
 
     #[test]
     fn murmurhash64a_matches_reference_values() {
