@@ -99,8 +99,13 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
             }
             }
         };
-        if matches!(read, Ok(0) | Err(_)) {
-            return;
+        let figures = &shared.expiry[worker.index];
+        match read {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                figures.net_in.fetch_add(n as u64, Ordering::Relaxed);
+                figures.reads.fetch_add(1, Ordering::Relaxed);
+            }
         }
         state
             .client
@@ -127,6 +132,9 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
             if batch.is_empty() && failure.is_none() {
                 break;
             }
+            figures
+                .commands
+                .fetch_add(batch.len() as u64, Ordering::Relaxed);
             // The hard output limit bounds the buffer while replies are built (see `Resp`).
             out.set_limit(live.output_hard());
             // Commands are timed back to back: one clock read per command, its end the next
@@ -484,6 +492,9 @@ async fn send(
         let now = shared.registry.now_ms().max(1);
         client.stalled_ms.store(now, Ordering::Relaxed);
     }
+    let figures = &shared.expiry[worker.index];
+    figures.net_out.fetch_add(pending, Ordering::Relaxed);
+    figures.writes.fetch_add(1, Ordering::Relaxed);
     // A client that does not read is ended by the sweeper while this waits.
     let sent = tokio::select! {
         biased;

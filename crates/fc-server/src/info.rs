@@ -268,6 +268,8 @@ const DEFAULT_SECTIONS: &[&str] = &[
     "persistence",
     "stats",
     "replication",
+    "cpu",
+    "modules",
     "errorstats",
     "cluster",
     "keyspace",
@@ -295,7 +297,7 @@ pub(crate) async fn info<R: Reply>(
                     || (w == "default" && DEFAULT_SECTIONS.contains(&section))
             })
     };
-    let totals = if show("memory") || show("stats") || show("keyspace") {
+    let totals = if show("memory") || show("stats") {
         totals(worker, txn).await
     } else {
         [0u64; FIELDS]
@@ -309,7 +311,7 @@ pub(crate) async fn info<R: Reply>(
         misses,
         expired,
         evicted,
-        _stored,
+        stored,
     ] = totals;
     let observed = if show("stats") || show("commandstats") || show("errorstats") {
         observed(worker, txn).await
@@ -320,16 +322,41 @@ pub(crate) async fn info<R: Reply>(
     let mut sections: Vec<String> = Vec::new();
     let mut text = String::new();
     if show("server") {
+        let os = |name: &str| {
+            std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
+                .map(|t| t.trim().to_string())
+                .unwrap_or_default()
+        };
+        let now_us = fc_snapshot::unix_ms() * 1000;
         let _ = write!(
             text,
-            "# Server\r\nredis_version:{}\r\nfast_cache_version:{}\r\nredis_mode:standalone\r\nos:{}\r\narch_bits:64\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nhz:{}\r\nio_threads_active:0\r\nworker_threads:{}\r\n",
+            "# Server\r\nredis_version:{}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:{:016x}\r\nredis_mode:standalone\r\nos:{} {} {}\r\narch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\nmultiplexing_api:epoll\r\natomicvar_api:c11-builtin\r\ngcc_version:0.0.0\r\nprocess_id:{}\r\nprocess_supervised:no\r\nrun_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{now_us}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nhz:{}\r\nconfigured_hz:{}\r\nlru_clock:{}\r\nexecutable:{}\r\nconfig_file:\r\nio_threads_active:0\r\nfast_cache_version:{}\r\nworker_threads:{}\r\n",
             crate::REDIS_VERSION,
-            env!("CARGO_PKG_VERSION"),
-            std::env::consts::OS,
+            {
+                use std::hash::{Hash, Hasher};
+                // Fixed keys: the same id for the same version, as Redis's build id.
+                let mut h = std::hash::DefaultHasher::new();
+                env!("CARGO_PKG_VERSION").hash(&mut h);
+                h.finish()
+            },
+            if cfg!(target_os = "linux") {
+                os("ostype")
+            } else {
+                std::env::consts::OS.to_string()
+            },
+            os("osrelease"),
+            std::env::consts::ARCH,
             std::process::id(),
+            shared.run_id,
             shared.port,
             uptime / 86_400,
             shared.live.hz.load(Ordering::Relaxed),
+            shared.config.hz,
+            (now_us / 1_000_000) & ((1 << 24) - 1),
+            std::env::current_exe()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            env!("CARGO_PKG_VERSION"),
             shared.workers,
         );
         sections.push(std::mem::take(&mut text));
@@ -337,7 +364,7 @@ pub(crate) async fn info<R: Reply>(
     if show("clients") {
         let _ = write!(
             text,
-            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nclient_recent_max_output_buffer:{}\r\nblocked_clients:{}\r\ntotal_blocking_keys:{}\r\n",
+            "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:{}\r\nblocked_clients:{}\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\ntotal_blocking_keys:{}\r\ntotal_blocking_keys_on_nokey:0\r\n",
             shared.clients.load(Ordering::Relaxed),
             shared.live.maxclients.load(Ordering::Relaxed),
             shared.max_output_buffer.load(Ordering::Relaxed),
@@ -347,10 +374,39 @@ pub(crate) async fn info<R: Reply>(
         sections.push(std::mem::take(&mut text));
     }
     if show("memory") {
+        use crate::process::human;
+        let peak = shared
+            .metrics
+            .peak_memory
+            .fetch_max(used, Ordering::Relaxed)
+            .max(used);
+        let rss = crate::process::rss_bytes();
+        let system = crate::process::total_system_memory();
+        let dataset = stored.min(used);
+        let percent = |part: u64, whole: u64| {
+            if whole == 0 {
+                0.0
+            } else {
+                part as f64 * 100.0 / whole as f64
+            }
+        };
+        let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
         let _ = write!(
             text,
-            "# Memory\r\nused_memory:{used}\r\nmaxmemory:{max}\r\nmaxmemory_policy:{}\r\n",
+            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\nused_memory_overhead:{}\r\nused_memory_startup:0\r\nused_memory_dataset:{dataset}\r\nused_memory_dataset_perc:{:.2}%\r\nallocator_allocated:{used}\r\nallocator_active:{used}\r\nallocator_resident:{rss}\r\ntotal_system_memory:{system}\r\ntotal_system_memory_human:{}\r\nused_memory_lua:0\r\nused_memory_vm_eval:0\r\nused_memory_lua_human:0B\r\nused_memory_scripts_eval:0\r\nnumber_of_cached_scripts:0\r\nnumber_of_functions:0\r\nnumber_of_libraries:0\r\nused_memory_vm_functions:0\r\nused_memory_vm_total:0\r\nused_memory_vm_total_human:0B\r\nused_memory_functions:0\r\nused_memory_scripts:0\r\nused_memory_scripts_human:0B\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nallocator_frag_ratio:1.00\r\nallocator_frag_bytes:0\r\nallocator_rss_ratio:{:.2}\r\nallocator_rss_bytes:{}\r\nrss_overhead_ratio:1.00\r\nrss_overhead_bytes:0\r\nmem_fragmentation_ratio:{:.2}\r\nmem_fragmentation_bytes:{}\r\nmem_not_counted_for_evict:0\r\nmem_replication_backlog:0\r\nmem_total_replication_buffers:0\r\nmem_clients_slaves:0\r\nmem_clients_normal:0\r\nmem_cluster_links:0\r\nmem_aof_buffer:0\r\nmem_allocator:libc\r\nactive_defrag_running:0\r\nlazyfree_pending_objects:0\r\nlazyfreed_objects:0\r\n",
+            human(used),
+            human(rss),
+            human(peak),
+            percent(used, peak),
+            used - dataset,
+            percent(dataset, used),
+            human(system),
+            human(max),
             shared.config.maxmemory_policy.redis_name(),
+            ratio(rss, used),
+            rss as i64 - used as i64,
+            ratio(rss, used),
+            rss as i64 - used as i64,
         );
         sections.push(std::mem::take(&mut text));
     }
@@ -358,17 +414,31 @@ pub(crate) async fn info<R: Reply>(
         if let Some(persist) = &shared.persist {
             persist.info(&mut text);
         } else {
-            text.push_str("# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\n");
+            text.push_str(&crate::persist::in_memory_info(shared.started_unix));
         }
         sections.push(std::mem::take(&mut text));
     }
     if show("stats") {
         let pubsub = shared.pubsub.counts();
+        let figure = |f: fn(&crate::shared::ExpiryStats) -> &std::sync::atomic::AtomicU64| {
+            shared
+                .expiry
+                .iter()
+                .map(|w| f(w).load(Ordering::Relaxed))
+                .sum::<u64>()
+        };
+        let [ops, input, output] = shared.metrics.rates();
         let _ = write!(
             text,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nkeyspace_hits:{hits}\r\nkeyspace_misses:{misses}\r\nexpired_keys:{expired}\r\nexpired_stale_perc:{:.2}\r\nexpired_time_cap_reached_count:{}\r\nevicted_keys:{evicted}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\ntotal_error_replies:{}\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ntotal_net_repl_input_bytes:0\r\ntotal_net_repl_output_bytes:0\r\ninstantaneous_input_kbps:{:.2}\r\ninstantaneous_output_kbps:{:.2}\r\ninstantaneous_input_repl_kbps:0.00\r\ninstantaneous_output_repl_kbps:0.00\r\nrejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:{expired}\r\nexpired_stale_perc:{:.2}\r\nexpired_time_cap_reached_count:{}\r\nexpire_cycle_cpu_milliseconds:{}\r\nevicted_keys:{evicted}\r\nevicted_clients:0\r\ntotal_eviction_exceeded_time:0\r\ncurrent_eviction_exceeded_time:0\r\nkeyspace_hits:{hits}\r\nkeyspace_misses:{misses}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\nmigrate_cached_sockets:0\r\nslave_expires_tracked_keys:0\r\nactive_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\nactive_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\ncurrent_active_defrag_time:0\r\ntracking_total_keys:0\r\ntracking_total_items:0\r\ntracking_total_prefixes:0\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\ndump_payload_sanitizations:0\r\ntotal_reads_processed:{}\r\ntotal_writes_processed:{}\r\nio_threaded_reads_processed:0\r\nio_threaded_writes_processed:0\r\nreply_buffer_shrinks:0\r\nreply_buffer_expands:0\r\n",
             shared.connections.load(Ordering::Relaxed),
             observed.slots.values().map(|v| v[0]).sum::<u64>(),
+            ops.round() as u64,
+            figure(|w| &w.net_in),
+            figure(|w| &w.net_out),
+            input / 1024.0,
+            output / 1024.0,
+            shared.rejected_connections.load(Ordering::Relaxed),
             shared
                 .expiry
                 .iter()
@@ -376,20 +446,36 @@ pub(crate) async fn info<R: Reply>(
                 .sum::<u64>() as f64
                 / shared.expiry.len().max(1) as f64
                 / 10_000.0,
-            shared
-                .expiry
-                .iter()
-                .map(|e| e.time_cap_reached.load(Ordering::Relaxed))
-                .sum::<u64>(),
+            figure(|w| &w.time_cap_reached),
+            figure(|w| &w.cycle_us) / 1000,
             pubsub.0,
             pubsub.1,
             pubsub.2,
             observed.total_errors,
+            figure(|w| &w.reads),
+            figure(|w| &w.writes),
         );
         sections.push(std::mem::take(&mut text));
     }
     if show("replication") {
-        sections.push("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n".to_string());
+        let _ = write!(
+            text,
+            "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
+            shared.replid,
+        );
+        sections.push(std::mem::take(&mut text));
+    }
+    if show("cpu") {
+        let [sys, user, sys_children, user_children] = crate::process::cpu_process();
+        let [sys_thread, user_thread] = crate::process::cpu_thread();
+        let _ = write!(
+            text,
+            "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:{sys_children:.6}\r\nused_cpu_user_children:{user_children:.6}\r\nused_cpu_sys_main_thread:{sys_thread:.6}\r\nused_cpu_user_main_thread:{user_thread:.6}\r\n",
+        );
+        sections.push(std::mem::take(&mut text));
+    }
+    if show("modules") {
+        sections.push("# Modules\r\n".to_string());
     }
     if show("commandstats") {
         text.push_str("# Commandstats\r\n");

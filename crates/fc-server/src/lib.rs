@@ -54,6 +54,7 @@ mod multi;
 mod notify;
 mod observe;
 mod persist;
+mod process;
 mod pubsub;
 mod reply;
 mod save;
@@ -237,6 +238,10 @@ impl Server {
                 },
                 stats::Ticks::new(),
             ),
+            run_id: shared::random_hex_id(),
+            rejected_connections: AtomicU64::new(0),
+            replid: shared::random_hex_id(),
+            metrics: shared::Metrics::default(),
             config,
             started: Instant::now(),
             started_unix: fc_snapshot::unix_ms() / 1000,
@@ -291,6 +296,7 @@ impl Server {
                                     let shared = &accept_shared;
                                     let now = shared.started.elapsed().as_millis() as u64;
                                     shared.registry.tick(now);
+                                    shared.metrics.sample(&shared.expiry);
                                     ticks += 1;
                                     if ticks.is_multiple_of(5) {
                                         shared.registry.sweep(
@@ -431,6 +437,7 @@ async fn accept(shared: &Shared, stream: tokio::net::TcpStream, next: &mut usize
     use tokio::io::AsyncWriteExt;
     shared.connections.fetch_add(1, Ordering::Relaxed);
     if shared.clients.load(Ordering::Relaxed) >= shared.live.maxclients.load(Ordering::Relaxed) {
+        shared.rejected_connections.fetch_add(1, Ordering::Relaxed);
         let mut stream = stream;
         let _ = stream
             .write_all(b"-ERR max number of clients reached\r\n")

@@ -82,6 +82,8 @@ pub(crate) struct Persist {
     pub(crate) last_save: AtomicU64,
     pub(crate) last_save_ok: AtomicBool,
     pub(crate) last_save_secs: AtomicU64,
+    /// Snapshots completed since the start (`rdb_saves`).
+    pub(crate) saves: AtomicU64,
     pub(crate) saving: AtomicBool,
     /// `wal.appended()` when the last snapshot began.
     pub(crate) appended_at_save: AtomicU64,
@@ -112,6 +114,7 @@ impl Persist {
             last_save: AtomicU64::new(unix_ms() / 1000),
             last_save_ok: AtomicBool::new(true),
             last_save_secs: AtomicU64::new(0),
+            saves: AtomicU64::new(0),
             saving: AtomicBool::new(false),
             appended_at_save: AtomicU64::new(0),
             wanted: (0..wal.log_count()).map(|_| Notify::new()).collect(),
@@ -224,18 +227,23 @@ impl Persist {
             .saturating_sub(self.appended_at_save.load(Ordering::Relaxed))
     }
 
-    /// The `# Persistence` section of `INFO`.
+    /// The `# Persistence` section of `INFO`: Redis's fields (the write-ahead log reported as
+    /// its append-only file, snapshots as its RDB saves), then the log's own.
     pub(crate) fn info(&self, text: &mut String) {
         let stats = self.wal.stats();
         let status = |ok: bool| if ok { "ok" } else { "err" };
+        let saving = self.saving.load(Ordering::Relaxed);
         let _ = write!(
             text,
-            "# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\naof_enabled:1\r\naof_rewrite_in_progress:0\r\naof_last_write_status:{}\r\nappendfsync:{}\r\nwal_frames:{}\r\nwal_mutations:{}\r\nwal_bytes:{}\r\nwal_fsyncs:{}\r\nwal_fsync_micros:{}\r\nwal_fsync_max_micros:{}\r\nwal_commit_fallbacks:{}\r\nwal_segments_opened:{}\r\nloaded_keys_from_snapshot:{}\r\nloaded_wal_frames:{}\r\nloaded_wal_mutations:{}\r\nloaded_wal_torn_transactions:{}\r\nload_time_ms:{}\r\n\r\n",
+            "# Persistence\r\nloading:0\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:{}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:-1\r\nrdb_saves:{}\r\nrdb_last_cow_size:0\r\nrdb_last_load_keys_expired:0\r\nrdb_last_load_keys_loaded:{}\r\naof_enabled:1\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:-1\r\naof_current_rewrite_time_sec:-1\r\naof_last_bgrewrite_status:ok\r\naof_rewrites:0\r\naof_rewrites_consecutive_failures:0\r\naof_last_write_status:{}\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\nappendfsync:{}\r\nwal_frames:{}\r\nwal_mutations:{}\r\nwal_bytes:{}\r\nwal_fsyncs:{}\r\nwal_fsync_micros:{}\r\nwal_fsync_max_micros:{}\r\nwal_commit_fallbacks:{}\r\nwal_segments_opened:{}\r\nloaded_keys_from_snapshot:{}\r\nloaded_wal_frames:{}\r\nloaded_wal_mutations:{}\r\nloaded_wal_torn_transactions:{}\r\nload_time_ms:{}\r\n",
             self.changes_since_save(),
-            u8::from(self.saving.load(Ordering::Relaxed)),
+            u8::from(saving),
             self.last_save.load(Ordering::Relaxed),
             status(self.last_save_ok.load(Ordering::Relaxed)),
             self.last_save_secs.load(Ordering::Relaxed),
+            self.saves.load(Ordering::Relaxed),
+            self.loaded.image_keys,
+            u8::from(saving),
             status(!self.wal.has_failed()),
             self.fsync.name(),
             stats.frames,
@@ -254,6 +262,17 @@ impl Persist {
         );
     }
 }
+
+/// `INFO persistence` of a server without a data directory: Redis's fields with nothing
+/// saved or logged (the last save time is the start, as `LASTSAVE` answers).
+pub(crate) fn in_memory_info(started_unix: u64) -> String {
+    IN_MEMORY_INFO.replace(
+        "rdb_last_save_time:0",
+        &format!("rdb_last_save_time:{started_unix}"),
+    )
+}
+
+const IN_MEMORY_INFO: &str = "# Persistence\r\nloading:0\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\nrdb_last_save_time:0\r\nrdb_last_bgsave_status:ok\r\nrdb_last_bgsave_time_sec:-1\r\nrdb_current_bgsave_time_sec:-1\r\nrdb_saves:0\r\nrdb_last_cow_size:0\r\nrdb_last_load_keys_expired:0\r\nrdb_last_load_keys_loaded:0\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:-1\r\naof_current_rewrite_time_sec:-1\r\naof_last_bgrewrite_status:ok\r\naof_rewrites:0\r\naof_rewrites_consecutive_failures:0\r\naof_last_write_status:ok\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n";
 
 /// The group commit of log `log` (`appendfsync always`), a task on the worker owning its
 /// shards. Woken by a connection waiting for frames of it, it first lets every ready

@@ -55,6 +55,7 @@ pub(crate) async fn snapshot(shared: &Shared) -> Result<SnapshotReport, String> 
         .store(failure.is_none(), Ordering::Relaxed);
     if failure.is_none() {
         persist.last_save.store(unix_ms() / 1000, Ordering::Relaxed);
+        persist.saves.fetch_add(1, Ordering::Relaxed);
     }
     persist.saving.store(false, Ordering::Release);
     match failure {

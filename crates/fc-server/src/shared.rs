@@ -85,6 +85,85 @@ pub(crate) struct Shared {
     pub(crate) shutdown_request: tokio::sync::watch::Sender<bool>,
     /// The slow log, the latency monitor and their settings.
     pub(crate) observe: crate::observe::Observe,
+    /// This run's id (`INFO server` `run_id`: 40 random hex digits, new at every start).
+    pub(crate) run_id: String,
+    /// Connections refused past `maxclients` (`rejected_connections`).
+    pub(crate) rejected_connections: AtomicU64,
+    /// The replication id (`INFO replication` `master_replid`).
+    pub(crate) replid: String,
+    /// Rates and peaks sampled ten times a second ([`Metrics::sample`]).
+    pub(crate) metrics: Metrics,
+}
+
+/// Samples of the server's counters, taken every 100 ms by the acceptor (as Redis's
+/// `serverCron` samples them): `instantaneous_*` are the mean of the last 16 samples' rates;
+/// `used_memory_peak` the highest used memory seen by a sample or an `INFO`.
+#[derive(Debug, Default)]
+pub(crate) struct Metrics {
+    pub(crate) peak_memory: AtomicU64,
+    samples: std::sync::Mutex<Samples>,
+}
+
+/// Ring buffers of per-second rates: commands, input bytes, output bytes.
+#[derive(Debug, Default)]
+struct Samples {
+    last: Option<(Instant, [u64; 3])>,
+    rates: [[f64; 16]; 3],
+    next: usize,
+}
+
+impl Metrics {
+    /// Takes one sample of the workers' counters and gauges.
+    pub(crate) fn sample(&self, workers: &[ExpiryStats]) {
+        let sum = |f: fn(&ExpiryStats) -> &AtomicU64| -> u64 {
+            workers.iter().map(|w| f(w).load(Ordering::Relaxed)).sum()
+        };
+        self.peak_memory
+            .fetch_max(sum(|w| &w.used_memory), Ordering::Relaxed);
+        let now = (
+            Instant::now(),
+            [
+                sum(|w| &w.commands),
+                sum(|w| &w.net_in),
+                sum(|w| &w.net_out),
+            ],
+        );
+        let mut samples = self.samples.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((at, before)) = samples.last {
+            let secs = now.0.duration_since(at).as_secs_f64().max(1e-3);
+            let next = samples.next;
+            for (k, rates) in samples.rates.iter_mut().enumerate() {
+                rates[next] = now.1[k].saturating_sub(before[k]) as f64 / secs;
+            }
+            samples.next = (next + 1) % 16;
+        }
+        samples.last = Some(now);
+    }
+
+    /// The mean rates over the last 16 samples: commands per second, input and output bytes
+    /// per second.
+    pub(crate) fn rates(&self) -> [f64; 3] {
+        let samples = self.samples.lock().unwrap_or_else(PoisonError::into_inner);
+        samples.rates.map(|r| r.iter().sum::<f64>() / 16.0)
+    }
+}
+
+/// 40 random hexadecimal digits (Redis's run and replication ids), from the OS's random hash
+/// keys and the clock.
+pub(crate) fn random_hex_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut out = String::with_capacity(40);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    for i in 0..3u64 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(nanos);
+        h.write_u64(i);
+        out.push_str(&format!("{:016x}", h.finish()));
+    }
+    out.truncate(40);
+    out
 }
 
 impl Shared {
@@ -182,9 +261,25 @@ impl std::fmt::Debug for Job {
     }
 }
 
-/// One worker's active-expiry statistics (`INFO stats`).
+/// One worker's figures for `INFO`: its active expiry's statistics, what its connections read
+/// and wrote, and the gauges it publishes at each active-expiry cycle (`hz`). Each worker
+/// writes its own (no other thread writes them); `INFO` and the acceptor's sampler read them.
 #[derive(Debug, Default)]
 pub(crate) struct ExpiryStats {
+    /// Bytes its connections read from sockets (`total_net_input_bytes`).
+    pub(crate) net_in: AtomicU64,
+    /// Bytes its connections wrote (`total_net_output_bytes`).
+    pub(crate) net_out: AtomicU64,
+    /// Socket reads that returned data (`total_reads_processed`).
+    pub(crate) reads: AtomicU64,
+    /// Socket writes (`total_writes_processed`).
+    pub(crate) writes: AtomicU64,
+    /// Commands its connections parsed (the rate `instantaneous_ops_per_sec` is sampled from).
+    pub(crate) commands: AtomicU64,
+    /// Bytes its shards charge to the memory budget, as of its last cycle.
+    pub(crate) used_memory: AtomicU64,
+    /// Microseconds spent in active expiry cycles (`expire_cycle_cpu_milliseconds`).
+    pub(crate) cycle_us: AtomicU64,
     /// Estimated share of keys with a TTL that are expired but not yet removed, in
     /// millionths (Redis's `expired_stale_perc`: a running average over cycles).
     pub(crate) stale_ppm: AtomicU64,

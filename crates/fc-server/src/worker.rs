@@ -505,6 +505,13 @@ impl Worker {
             }
         }
         let stats = &self.shared.expiry[self.index];
+        stats.used_memory.store(
+            store.stats_snapshot().total().used_memory,
+            Ordering::Relaxed,
+        );
+        stats
+            .cycle_us
+            .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
         if capped {
             stats.time_cap_reached.fetch_add(1, Ordering::Relaxed);
         }

@@ -669,6 +669,7 @@ fn persistence_save_bgsave_lastsave_info_and_restart() {
         .unwrap();
     assert!(info.contains("rdb_changes_since_last_save:0"), "{info}");
     assert!(info.contains("rdb_last_bgsave_status:ok"), "{info}");
+    assert!(info.contains("\r\nrdb_saves:1\r\n"), "{info}");
     let after: i64 = redis::cmd("LASTSAVE").query(&mut con).unwrap();
     assert!(after >= before);
     // Writes after the image come back from the log.
