@@ -395,9 +395,7 @@ fn direct(
     // (`command::into_db`).
     let usable = state.authed
         && state.db == 0
-        && !parsed.args[1..]
-            .iter()
-            .any(|a| a.first() == Some(&fc_shard::NAMESPACE_MARK))
+        && spec.plain_keys(&parsed.args)
         && !state.in_multi()
         && !state.restricted
         && spec.arity_ok(parsed.args.len())

@@ -512,6 +512,20 @@ impl Spec {
         )
     }
 
+    /// Whether no key of `args` (by the first-last-step range) begins with
+    /// [`fc_shard::NAMESPACE_MARK`]: database 0 then stores them as they are (see [`into_db`]).
+    /// One byte compare for a one-key command.
+    #[inline]
+    pub(crate) fn plain_keys(&self, args: &[Bytes]) -> bool {
+        let mark = Some(&fc_shard::NAMESPACE_MARK);
+        match self.keys {
+            (1, 1, _) => args.get(1).is_none_or(|k| k.first() != mark),
+            _ => self
+                .key_positions(args.len())
+                .all(|i| args[i].first() != mark),
+        }
+    }
+
     /// The key argument positions of `args` (a whole command), from the first-last-step
     /// range: `COMMAND GETKEYS`, the workers a queued command touches.
     pub(crate) fn key_positions(&self, argc: usize) -> impl Iterator<Item = usize> {
