@@ -304,11 +304,13 @@ pub(crate) async fn info<R: Reply>(
     if show("clients") {
         let _ = write!(
             text,
-            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nclient_recent_max_output_buffer:{}\r\nblocked_clients:{}\r\ntotal_blocking_keys:{}\r\n",
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nclient_recent_max_output_buffer:{}\r\nblocked_clients:{}\r\ntracking_clients:{}\r\ntotal_blocking_keys:{}\r\n",
             shared.clients.load(Ordering::Relaxed),
             shared.live.maxclients.load(Ordering::Relaxed),
             shared.max_output_buffer.load(Ordering::Relaxed),
-            shared.blocked.count(),
+            // Clients waiting out a `CLIENT PAUSE` count as blocked, as in Redis.
+            shared.blocked.count() + shared.pause.waiting(),
+            shared.tracking.counts()[0],
             shared.blocked.keys_waited(),
         );
         sections.push(std::mem::take(&mut text));
@@ -331,9 +333,10 @@ pub(crate) async fn info<R: Reply>(
     }
     if show("stats") {
         let pubsub = shared.pubsub.counts();
+        let tracking = shared.tracking.counts();
         let _ = write!(
             text,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nkeyspace_hits:{hits}\r\nkeyspace_misses:{misses}\r\nexpired_keys:{expired}\r\nexpired_stale_perc:{:.2}\r\nexpired_time_cap_reached_count:{}\r\nevicted_keys:{evicted}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\ntotal_error_replies:{}\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nkeyspace_hits:{hits}\r\nkeyspace_misses:{misses}\r\nexpired_keys:{expired}\r\nexpired_stale_perc:{:.2}\r\nexpired_time_cap_reached_count:{}\r\nevicted_keys:{evicted}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\ntotal_error_replies:{}\r\n",
             shared.connections.load(Ordering::Relaxed),
             observed.slots.values().map(|v| v[0]).sum::<u64>(),
             shared
@@ -351,6 +354,9 @@ pub(crate) async fn info<R: Reply>(
             pubsub.0,
             pubsub.1,
             pubsub.2,
+            tracking[1],
+            tracking[2],
+            tracking[3],
             observed.total_errors,
         );
         sections.push(std::mem::take(&mut text));
@@ -470,6 +476,8 @@ enum Change {
     LatencyTracking(bool),
     /// `latency-tracking-info-percentiles`.
     Percentiles(Vec<f64>),
+    /// `tracking-table-max-keys`.
+    TrackingMaxKeys(u64),
     /// Set to what it already is.
     Unchanged,
 }
@@ -579,6 +587,7 @@ pub(crate) async fn config<R: Reply>(
                     }
                     Change::Percentiles(p) => worker.shared.observe.set_percentiles(p),
                     Change::Notify(flags) => worker.shared.notifier.set_flags(flags),
+                    Change::TrackingMaxKeys(n) => worker.shared.tracking.set_max_keys(n),
                 }
             }
             out.ok();
@@ -691,6 +700,10 @@ fn parameters(worker: &Worker) -> Vec<(&'static str, String)> {
             shared.observe.latency_ms().to_string(),
         ),
         (
+            "tracking-table-max-keys",
+            shared.tracking.max_keys().to_string(),
+        ),
+        (
             "latency-tracking",
             if shared.observe.tracking() {
                 "yes"
@@ -769,6 +782,13 @@ fn change(worker: &Worker, name: &[u8], value: &[u8]) -> Result<Change, String> 
                 _ => Change::LatencyThreshold(n as u64),
             })
         }
+        "tracking-table-max-keys" => match text.parse::<i64>() {
+            Ok(n) if n >= 0 => Ok(Change::TrackingMaxKeys(n as u64)),
+            Ok(_) => Err(failed(
+                "argument must be between 0 and 9223372036854775807 inclusive",
+            )),
+            Err(_) => Err(failed("argument couldn't be parsed into an integer")),
+        },
         "latency-tracking" => match text.to_ascii_lowercase().as_str() {
             "yes" => Ok(Change::LatencyTracking(true)),
             "no" => Ok(Change::LatencyTracking(false)),

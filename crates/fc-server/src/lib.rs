@@ -43,6 +43,7 @@
 
 mod blocked;
 mod blocking;
+mod client_modes;
 mod clients;
 mod command;
 pub mod config;
@@ -53,6 +54,7 @@ mod knobs;
 mod multi;
 mod notify;
 mod observe;
+mod pause;
 mod persist;
 mod pubsub;
 mod reply;
@@ -60,6 +62,7 @@ mod save;
 mod session;
 mod shared;
 mod stats;
+mod tracking;
 mod txn;
 mod watched;
 mod worker;
@@ -194,10 +197,12 @@ impl Server {
         let blocked = Arc::new(blocked::Blocked::new(threads));
         let pubsub = Arc::new(pubsub::PubSub::new(config.pubsub_output_limit));
         let notifier = Arc::new(notify::Notifier::new(Arc::clone(&pubsub)));
+        let tracking = Arc::new(tracking::Tracking::new(Arc::clone(&pubsub), threads));
         let sink = txn::ServerSink::new(
             Arc::clone(&board),
             Arc::clone(&blocked),
             Arc::clone(&notifier),
+            Arc::clone(&tracking),
             config.shards,
             threads,
         );
@@ -234,6 +239,8 @@ impl Server {
                 },
                 stats::Ticks::new(),
             ),
+            tracking,
+            pause: pause::Pause::new(),
             config,
             started: Instant::now(),
             started_unix: fc_snapshot::unix_ms() / 1000,

@@ -53,9 +53,11 @@ pub(crate) struct ClientState {
     subscribed: bool,
     /// In `MONITOR` mode: commands that read or write keys are refused.
     monitor: bool,
-    /// Subscribed in RESP2 or monitoring: the connection's in-place path is closed (every
-    /// command goes through [`dispatch`]'s checks).
+    /// Subscribed in RESP2, monitoring, or in a mode of [`crate::client_modes`]: the
+    /// connection's in-place path is closed (every command goes through [`dispatch`]).
     pub(crate) restricted: bool,
+    /// Tracking, replies on or off, ([`crate::client_modes`]).
+    pub(crate) modes: crate::client_modes::Modes,
 }
 
 impl ClientState {
@@ -75,6 +77,7 @@ impl ClientState {
             subscribed: false,
             monitor: false,
             restricted: false,
+            modes: crate::client_modes::Modes::default(),
         }
     }
 
@@ -91,10 +94,10 @@ impl ClientState {
     }
 
     /// Recomputes [`ClientState::restricted`].
-    fn restrict(&mut self, version: RespVersion) {
+    pub(crate) fn restrict(&mut self, version: RespVersion) {
         self.subscribed =
             version == RespVersion::Resp2 && self.subs.as_ref().is_some_and(Subscriptions::active);
-        self.restricted = self.subscribed || self.monitor;
+        self.restricted = self.subscribed || self.monitor || self.modes.restricts();
     }
 
     fn set_multi(&mut self, queue: Option<Vec<(&'static Spec, Vec<Bytes>)>>) {
@@ -161,8 +164,10 @@ pub(crate) fn record(
 impl Drop for ClientState {
     fn drop(&mut self) {
         self.unwatch();
+        self.client.closed.store(true, Ordering::Release);
+        self.modes.stop_tracking(&self.shared, self.id);
         if let Some(subs) = &mut self.subs {
-            subs.leave_all(&self.shared.pubsub);
+            subs.close(&self.shared.pubsub);
         }
         self.shared.registry.remove(self.id);
         self.shared.clients.fetch_sub(1, Ordering::Release);
@@ -239,6 +244,9 @@ pub(crate) async fn dispatch(
         rejected(worker, slot);
         return None;
     }
+    if worker.shared.pause.maybe() {
+        wait_out_pause(worker, state, spec, slot).await;
+    }
     state.wrote |= spec.write() || spec.session() == Some(Session::Exec);
     if spec.queues()
         && let Some(queue) = &mut state.multi
@@ -249,11 +257,105 @@ pub(crate) async fn dispatch(
     }
     out.failed_slot = slot;
     run(worker, state, parser, spec, args, out, None).await;
+    // `CLIENT CACHING` covers the next command, or a whole transaction.
+    if state.modes.caching && state.multi.is_none() && spec.session() != Some(Session::Client) {
+        state.modes.caching = false;
+    }
     Some(slot)
 }
 
-/// Runs one admitted command (in a transaction: with the workers `txn` holds).
+/// Waits while a `CLIENT PAUSE` holds the command (shown as blocked); a client killed
+/// meanwhile stops waiting and closes.
+async fn wait_out_pause(
+    worker: &Worker,
+    state: &mut ClientState,
+    spec: &'static Spec,
+    slot: usize,
+) {
+    const WRITES: u32 = F::WRITE | F::MAY_REPLICATE;
+    // Redis's `may_replicate` commands that its COMMAND INFO does not list as such.
+    let replicates = |spec: &Spec, slot: usize| {
+        command::slot_flags(slot) & WRITES != 0
+            || matches!(spec.name, "publish" | "spublish" | "pfcount")
+    };
+    let pause = &worker.shared.pause;
+    let write = replicates(spec, slot)
+        || (spec.session() == Some(Session::Exec)
+            && state.multi.as_ref().is_some_and(|queue| {
+                queue
+                    .iter()
+                    .any(|(spec, args)| match command::select(spec, args) {
+                        Selected::Slot(slot) => replicates(spec, slot),
+                        _ => spec.flags & WRITES != 0,
+                    })
+            }));
+    if !pause.blocks(write) {
+        return;
+    }
+    let client = Arc::clone(&state.client);
+    client.set_flag(crate::clients::flag::PAUSED, true);
+    let killed = client.kill.notified();
+    tokio::select! {
+        () = pause.wait(write) => {}
+        () = killed => state.quit = true,
+    }
+    client.set_flag(crate::clients::flag::PAUSED, false);
+}
+
+/// Runs one admitted command (in a transaction: with the workers `txn` holds); for a
+/// tracking client, remembers the keys it reads (before and after the read, see
+/// [`crate::tracking`]) and runs its writes as its own (`NOLOOP`).
 async fn run(
+    worker: &Worker,
+    state: &mut ClientState,
+    parser: &mut RequestParser,
+    spec: &'static Spec,
+    args: Vec<Bytes>,
+    out: &mut Resp,
+    txn: Option<&TxnLinks>,
+) {
+    if state.modes.tracker.is_none() {
+        run_command(worker, state, parser, spec, args, out, txn).await;
+        return flushed(worker, spec);
+    }
+    let shared = &worker.shared;
+    let read = spec.flags & F::READONLY != 0 && spec.flags & F::PUBSUB == 0;
+    let keys: Vec<Bytes> = match state.modes.remembers() {
+        Some(_) if read => spec
+            .spec_keys(&args)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(i, _)| args[i].clone())
+            .collect(),
+        _ => Vec::new(),
+    };
+    let id = state.id;
+    for key in &keys {
+        shared.tracking.remember(shared.owner_of(key), key, id);
+    }
+    let noloop = state.modes.tracker.as_ref().is_some_and(|t| t.noloop);
+    let work = run_command(worker, state, parser, spec, args, out, txn);
+    if noloop {
+        crate::tracking::as_client(id, work).await;
+    } else {
+        work.await;
+    }
+    for key in &keys {
+        shared.tracking.remember(shared.owner_of(key), key, id);
+    }
+    flushed(worker, spec);
+}
+
+/// After `FLUSHALL`/`FLUSHDB`: every tracking client's keys are invalid.
+fn flushed(worker: &Worker, spec: &'static Spec) {
+    let tracking = &worker.shared.tracking;
+    if tracking.active() && matches!(spec.name, "flushall" | "flushdb") {
+        tracking.flush();
+    }
+}
+
+/// Runs one admitted command (see [`run`]).
+async fn run_command(
     worker: &Worker,
     state: &mut ClientState,
     parser: &mut RequestParser,
@@ -345,9 +447,10 @@ async fn run(
             }
             let subs = state
                 .subs
-                .get_or_insert_with(|| Subscriptions::new(&state.client));
+                .get_or_insert_with(|| Subscriptions::new(&state.client, &shared.pubsub));
             if subs.monitor(&shared.pubsub) {
                 state.monitor = true;
+                state.client.set_flag(crate::clients::flag::MONITOR, true);
                 state.restrict(out.version());
                 out.ok();
             }
@@ -375,6 +478,12 @@ async fn run(
                 subs.leave_all(&shared.pubsub);
             }
             state.monitor = false;
+            state.modes.reset(shared, state.id);
+            {
+                use crate::clients::flag;
+                let bits = flag::MONITOR | flag::NO_EVICT | flag::NO_TOUCH;
+                state.client.set_flag(bits, false);
+            }
             state.set_version(out, RespVersion::Resp2);
             state.client.set_name(None);
             state.set_multi(None);
@@ -669,6 +778,11 @@ fn hello(
 }
 
 fn client(worker: &Worker, state: &mut ClientState, args: &[Bytes], out: &mut Resp) {
+    let shared = &worker.shared;
+    let modes = &mut state.modes;
+    if crate::client_modes::client(shared, &state.client, &mut state.subs, modes, args, out) {
+        return state.restrict(out.version());
+    }
     let sub = args[1].to_ascii_lowercase();
     let registry = &worker.shared.registry;
     match (sub.as_slice(), args.len()) {
@@ -719,10 +833,15 @@ fn client(worker: &Worker, state: &mut ClientState, args: &[Bytes], out: &mut Re
         (b"list", _) => {
             // CLIENT LIST [TYPE normal|...] [ID id ...]
             let mut ids: Option<Vec<u64>> = None;
+            let mut kind = None;
             let mut i = 2;
             while i < args.len() {
                 let opt = args[i].to_ascii_lowercase();
                 if opt == b"type" && i + 1 < args.len() {
+                    match crate::clients::ClientType::parse(&args[i + 1]) {
+                        Ok(k) => kind = Some(k),
+                        Err(text) => return out.error(text.as_bytes()),
+                    }
                     i += 2;
                 } else if opt == b"id" && i + 1 < args.len() {
                     let mut list = Vec::new();
@@ -741,7 +860,9 @@ fn client(worker: &Worker, state: &mut ClientState, args: &[Bytes], out: &mut Re
             let now = registry.now_ms();
             let mut text = String::new();
             for client in registry.all() {
-                if ids.as_ref().is_none_or(|ids| ids.contains(&client.id)) {
+                if ids.as_ref().is_none_or(|ids| ids.contains(&client.id))
+                    && kind.is_none_or(|k| k == crate::clients::ClientType::of(&client))
+                {
                     let cmd = if client.id == state.id {
                         "client|list"
                     } else {
@@ -758,8 +879,9 @@ fn client(worker: &Worker, state: &mut ClientState, args: &[Bytes], out: &mut Re
                 Err(e) => return out.error(e.as_bytes()),
             };
             let mut killed = 0;
+            let now = registry.now_ms();
             for client in registry.all() {
-                if filter.matches(&client, state.id) {
+                if filter.matches(&client, state.id, now) {
                     killed += 1;
                     if client.id == state.id {
                         // Redis replies first, then closes.
@@ -782,7 +904,6 @@ fn client(worker: &Worker, state: &mut ClientState, args: &[Bytes], out: &mut Re
                 out.integer(killed);
             }
         }
-        (b"no-evict" | b"no-touch", 3) => out.ok(),
         (b"unblock", 3 | 4) => {
             let Some(id) = fc_resp::number::parse_i64(&args[2]) else {
                 return out.error(b"ERR value is not an integer or out of range");
@@ -807,19 +928,69 @@ fn client(worker: &Worker, state: &mut ClientState, args: &[Bytes], out: &mut Re
         (b"help", 2) => {
             let lines: &[&[u8]] = &[
                 b"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                b"GETNAME, SETNAME <name>, ID, INFO, SETINFO <LIB-NAME|LIB-VER> <value>",
-                b"LIST [TYPE normal] [ID <id> ...]",
-                b"KILL <ip:port> | KILL [ID <id>] [ADDR <ip:port>] [LADDR <ip:port>] [SKIPME yes|no]",
+                b"CACHING (YES|NO)",
+                b"    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+                b"GETREDIR",
+                b"    Return the client ID we are redirecting to when tracking is enabled.",
+                b"GETNAME",
+                b"    Return the name of the current connection.",
+                b"ID",
+                b"    Return the ID of the current connection.",
+                b"INFO",
+                b"    Return information about the current client connection.",
+                b"KILL <ip:port>",
+                b"    Kill connection made from <ip:port>.",
+                b"KILL <option> <value> [<option> <value> [...]]",
+                b"    Kill connections. Options are:",
+                b"    * ADDR (<ip:port>|<unixsocket>:0)",
+                b"      Kill connections made from the specified address",
+                b"    * LADDR (<ip:port>|<unixsocket>:0)",
+                b"      Kill connections made to specified local address",
+                b"    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+                b"      Kill connections by type.",
+                b"    * USER <username>",
+                b"      Kill connections authenticated by <username>.",
+                b"    * SKIPME (YES|NO)",
+                b"      Skip killing current connection (default: yes).",
+                b"    * ID <client-id>",
+                b"      Kill connections by client id.",
+                b"    * MAXAGE <maxage>",
+                b"      Kill connections older than the specified age.",
+                b"LIST [options ...]",
+                b"    Return information about client connections. Options:",
+                b"    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+                b"      Return clients of specified type.",
+                b"UNPAUSE",
+                b"    Stop the current client pause, resuming traffic.",
+                b"PAUSE <timeout> [WRITE|ALL]",
+                b"    Suspend all, or just write, clients for <timeout> milliseconds.",
+                b"REPLY (ON|OFF|SKIP)",
+                b"    Control the replies sent to the current connection.",
+                b"SETNAME <name>",
+                b"    Assign the name <name> to the current connection.",
+                b"SETINFO <option> <value>",
+                b"    Set client meta attr. Options are:",
+                b"    * LIB-NAME: the client lib name.",
+                b"    * LIB-VER: the client lib version.",
                 b"UNBLOCK <clientid> [TIMEOUT|ERROR]",
-                b"NO-EVICT <on|off>, NO-TOUCH <on|off>, HELP",
+                b"    Unblock the specified blocked client.",
+                b"TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+                b"         [OPTIN] [OPTOUT] [NOLOOP]",
+                b"    Control server assisted client side caching.",
+                b"TRACKINGINFO",
+                b"    Report tracking status for the current connection.",
+                b"NO-EVICT (ON|OFF)",
+                b"    Protect current client connection from eviction.",
+                b"NO-TOUCH (ON|OFF)",
+                b"    Will not touch LRU/LFU stats when this mode is on.",
+                b"HELP",
+                b"    Print this help.",
             ];
             command::help(out, lines);
         }
-        (
-            b"setname" | b"getname" | b"id" | b"setinfo" | b"info" | b"kill" | b"no-evict"
-            | b"no-touch" | b"unblock",
-            _,
-        ) => command::wrong_subcommand_arity(out, "client", &sub),
+        (b"setname" | b"getname" | b"id" | b"setinfo" | b"info" | b"kill" | b"unblock", _) => {
+            command::wrong_subcommand_arity(out, "client", &sub)
+        }
         _ => command::unknown_subcommand(out, "CLIENT", &args[1]),
     }
 }
