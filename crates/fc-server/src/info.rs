@@ -606,12 +606,26 @@ pub(crate) async fn config<R: Reply>(
             }
             out.ok();
         }
+        b"rewrite" => {
+            let shared = &worker.shared;
+            let Some(path) = &shared.config.config_file else {
+                return out.error(b"ERR The server is running without a config file");
+            };
+            if let Err(err) = crate::config::rewrite(path, &rewritten(worker)) {
+                tracing::warn!("CONFIG REWRITE failed: {err}");
+                let text = format!("ERR Rewriting config file: {err}");
+                return out.error(text.as_bytes());
+            }
+            tracing::info!("CONFIG REWRITE executed with success.");
+            out.ok();
+        }
         b"help" => {
             let lines: &[&[u8]] = &[
                 b"CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 b"GET <pattern> [<pattern> ...]",
                 b"SET <directive> <value> [<directive> <value> ...]: maxmemory, maxclients, timeout, hz, requirepass, save, client-output-buffer-limit, proto-max-bulk-len, client-query-buffer-limit, notify-keyspace-events, slowlog-log-slower-than, slowlog-max-len, latency-monitor-threshold, latency-tracking, latency-tracking-info-percentiles; Redis's encoding, lazyfree and eviction-sampler settings are accepted and reported, and change nothing",
                 b"RESETSTAT",
+                b"REWRITE: writes the settable values into the TOML file the server was started with (--config), keeping its comments",
             ];
             crate::command::help(out, lines);
         }
@@ -619,6 +633,91 @@ pub(crate) async fn config<R: Reply>(
         // the command runs), as Redis answers it.
         _ => out.error(b"ERR syntax error"),
     }
+}
+
+/// The settings `CONFIG SET` changes, as `CONFIG REWRITE` writes them into the TOML file.
+fn rewritten(worker: &Worker) -> Vec<crate::config::Setting> {
+    use crate::config::{Setting, Value};
+    let shared = &worker.shared;
+    let live = &shared.live;
+    let defaults = crate::ServerConfig::default();
+    let int = |n: u64| Value::Int(i64::try_from(n).unwrap_or(i64::MAX));
+    let setting = |section, key, value: Value, default: Value| Setting {
+        section,
+        key,
+        default: value == default,
+        value,
+    };
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let observe = &shared.observe;
+    let mut settings = vec![
+        setting(
+            "server",
+            "requirepass",
+            Value::Text(live.requirepass().unwrap_or_default()),
+            Value::Text(String::new()),
+        ),
+        setting(
+            "server",
+            "maxclients",
+            int(live.maxclients.load(Ordering::Relaxed) as u64),
+            int(defaults.maxclients as u64),
+        ),
+        setting("server", "timeout", int(load(&live.timeout)), int(0)),
+        setting("server", "hz", int(load(&live.hz)), int(defaults.hz)),
+        setting(
+            "server",
+            "client_output_buffer_limit",
+            Value::Text(live.output_limit().normal_text()),
+            Value::Text(crate::OutputLimit::default().normal_text()),
+        ),
+        setting(
+            "server",
+            "proto_max_bulk_len",
+            int(load(&live.proto_max_bulk_len)),
+            int(defaults.proto_max_bulk_len),
+        ),
+        setting(
+            "server",
+            "client_query_buffer_limit",
+            int(load(&live.client_query_buffer_limit)),
+            int(defaults.client_query_buffer_limit),
+        ),
+        setting(
+            "server",
+            "slowlog_log_slower_than",
+            Value::Int(observe.slower_than()),
+            Value::Int(defaults.slowlog_log_slower_than),
+        ),
+        setting(
+            "server",
+            "slowlog_max_len",
+            int(observe.max_len()),
+            int(defaults.slowlog_max_len),
+        ),
+        setting(
+            "server",
+            "latency_monitor_threshold",
+            int(observe.latency_ms()),
+            int(0),
+        ),
+        setting("storage", "max_memory", int(load(&live.maxmemory)), int(0)),
+    ];
+    if let Some(persist) = &shared.persist {
+        let save = persist
+            .save_rules()
+            .iter()
+            .map(|(s, n)| format!("{s} {n}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        settings.push(setting(
+            "persistence",
+            "save",
+            Value::Text(save),
+            Value::Text(crate::config::PersistenceSection::default().save),
+        ));
+    }
+    settings
 }
 
 /// Every setting `CONFIG GET` shows, with its value now.

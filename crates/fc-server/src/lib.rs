@@ -130,6 +130,9 @@ pub struct ServerConfig {
     /// Commands at least this many milliseconds long are latency events (Redis's
     /// `latency-monitor-threshold`: 0, off).
     pub latency_monitor_threshold: u64,
+    /// The TOML file the server was started with (`CONFIG REWRITE` writes to it; `None`:
+    /// Redis's error).
+    pub config_file: Option<std::path::PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -153,6 +156,7 @@ impl Default for ServerConfig {
             slowlog_log_slower_than: observe::DEFAULT_SLOWER_THAN,
             slowlog_max_len: observe::DEFAULT_MAX_LEN,
             latency_monitor_threshold: 0,
+            config_file: None,
         }
     }
 }
