@@ -199,6 +199,9 @@ impl Client {
             Ordering::AcqRel,
             Ordering::Acquire,
         );
+        // Every waiter (the connection's loop, a command waiting out a `CLIENT PAUSE`), and a
+        // permit for a connection not waiting now.
+        self.kill.notify_waiters();
         self.kill.notify_one();
     }
 

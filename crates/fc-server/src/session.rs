@@ -244,8 +244,9 @@ pub(crate) async fn dispatch(
         rejected(worker, slot);
         return None;
     }
-    if worker.shared.pause.maybe() {
-        wait_out_pause(worker, state, spec, slot).await;
+    if worker.shared.pause.maybe() && !wait_out_pause(worker, state, spec, slot).await {
+        // Killed while paused: the command never runs.
+        return None;
     }
     state.wrote |= spec.write() || spec.session() == Some(Session::Exec);
     if spec.queues()
@@ -264,14 +265,14 @@ pub(crate) async fn dispatch(
     Some(slot)
 }
 
-/// Waits while a `CLIENT PAUSE` holds the command (shown as blocked); a client killed
-/// meanwhile stops waiting and closes.
+/// Waits while a `CLIENT PAUSE` holds the command (shown as blocked); `false` when the client
+/// was killed meanwhile (it then closes without running it).
 async fn wait_out_pause(
     worker: &Worker,
     state: &mut ClientState,
     spec: &'static Spec,
     slot: usize,
-) {
+) -> bool {
     const WRITES: u32 = F::WRITE | F::MAY_REPLICATE;
     // Redis's `may_replicate` commands that its COMMAND INFO does not list as such.
     let replicates = |spec: &Spec, slot: usize| {
@@ -290,16 +291,18 @@ async fn wait_out_pause(
                     })
             }));
     if !pause.blocks(write) {
-        return;
+        return true;
     }
     let client = Arc::clone(&state.client);
     client.set_flag(crate::clients::flag::PAUSED, true);
     let killed = client.kill.notified();
-    tokio::select! {
-        () = pause.wait(write) => {}
-        () = killed => state.quit = true,
-    }
+    let alive = tokio::select! {
+        () = pause.wait(write) => true,
+        () = killed => false,
+    };
     client.set_flag(crate::clients::flag::PAUSED, false);
+    state.quit |= !alive;
+    alive
 }
 
 /// Runs one admitted command (in a transaction: with the workers `txn` holds); for a
@@ -1108,36 +1111,166 @@ async fn memory<R: Reply>(worker: &Worker, args: &[Bytes], out: &mut R, txn: Opt
     }
 }
 
-/// `DEBUG SLEEP seconds`: blocks this worker (its clients and the work other workers send
-/// it) for that long, as Redis blocks its one thread; the other subcommands run on every
-/// worker (`DEBUG DIGEST`: the sum of their digests).
+/// `DEBUG`: `SLEEP seconds` blocks this worker (its clients and the work other workers send
+/// it) for that long, as Redis blocks its one thread; `DIGEST` runs on every worker (the sum
+/// of their digests); `OBJECT key` (Redis's line, from the key's encoding and its `DUMP`
+/// size), `SET-ACTIVE-EXPIRE 0|1` (stops or restarts active expiry), `ERROR text`,
+/// `LOG text`, and the subcommands that tune what fast-cache does not have
+/// (`QUICKLIST-PACKED-THRESHOLD`, `CHANGE-REPL-ID`, `STRINGMATCH-TEST`) answered as Redis
+/// answers them; `HELP`.
 async fn debug(worker: &Worker, args: &[Bytes], out: &mut Resp, txn: Option<&TxnLinks>) {
-    if args[1].eq_ignore_ascii_case(b"sleep") {
-        if args.len() != 3 {
+    const HELP: &[&[u8]] = &[
+        b"DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        b"CHANGE-REPL-ID",
+        b"    Change the replication IDs of the instance.",
+        b"    Dangerous: should be used only for testing the replication subsystem.",
+        b"DIGEST",
+        b"    Output a hex signature representing the current DB content.",
+        b"ERROR <string>",
+        b"    Return a Redis protocol error with <string> as message. Useful for clients",
+        b"    unit tests to simulate Redis errors.",
+        b"LOG <message>",
+        b"    Write <message> to the server log.",
+        b"OBJECT <key>",
+        b"    Show low level info about `key` and associated value.",
+        b"SET-ACTIVE-EXPIRE <0|1>",
+        b"    Setting it to 0 disables expiring keys in background when they are not",
+        b"    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
+        b"    default.",
+        b"QUICKLIST-PACKED-THRESHOLD <size>",
+        b"    Sets the threshold for elements to be inserted as plain vs packed nodes",
+        b"    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
+        b"SLEEP <seconds>",
+        b"    Stop the server for <seconds>. Decimals allowed.",
+        b"STRINGMATCH-TEST",
+        b"    Run a fuzz tester against the stringmatchlen() function.",
+        b"HELP",
+        b"    Prints this help.",
+    ];
+    let sub = args[1].to_ascii_lowercase();
+    match (sub.as_slice(), args.len()) {
+        (b"help", 2) => command::help(out, HELP),
+        (b"sleep", 3) => {
+            // Redis's strtod: what does not read as a number sleeps for 0.
+            let seconds = std::str::from_utf8(&args[2])
+                .ok()
+                .and_then(|t| t.trim().parse::<f64>().ok())
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .unwrap_or(0.0);
+            std::thread::sleep(std::time::Duration::from_micros((seconds * 1e6) as u64));
+            out.ok();
+        }
+        (b"digest", 2) => {
+            cross::all_workers(
+                worker,
+                command::DEBUG_PART,
+                command::Merge::Digest,
+                args.to_vec(),
+                out,
+                txn,
+            )
+            .await;
+        }
+        (b"object", 3) => debug_object(worker, &args[2], out, txn).await,
+        (b"set-active-expire", 3) => {
+            // Redis's atoi: what does not start with a number reads as 0.
+            let text = String::from_utf8_lossy(&args[2]);
+            let digits: String = text
+                .trim_start()
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            let on = digits.parse::<u64>().is_ok_and(|n| n != 0);
+            worker
+                .shared
+                .live
+                .active_expire
+                .store(on, Ordering::Relaxed);
+            out.ok();
+        }
+        (b"quicklist-packed-threshold", 3) => {
+            match crate::parse_size(&String::from_utf8_lossy(&args[2])) {
+                Ok(n) if n <= 4 << 30 => out.ok(),
+                _ => out.error(
+                    b"ERR argument must be a memory value bigger than 1 and smaller than 4gb",
+                ),
+            }
+        }
+        (b"change-repl-id", 2) => out.ok(),
+        (b"stringmatch-test", 2) => out.simple(b"Apparently Redis did not crash: test passed"),
+        (b"log", 3) => {
+            tracing::warn!("DEBUG LOG: {}", String::from_utf8_lossy(&args[2]));
+            out.ok();
+        }
+        (b"error", 3) => out.error(&args[2]),
+        _ => {
             let text = format!(
                 "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
                 String::from_utf8_lossy(&args[1])
             );
-            return out.error(text.as_bytes());
+            out.error(text.as_bytes());
         }
-        // Redis's strtod: what does not read as a number sleeps for 0.
-        let seconds = std::str::from_utf8(&args[2])
-            .ok()
-            .and_then(|t| t.trim().parse::<f64>().ok())
-            .filter(|s| s.is_finite() && *s > 0.0)
-            .unwrap_or(0.0);
-        std::thread::sleep(std::time::Duration::from_micros((seconds * 1e6) as u64));
-        return out.ok();
     }
-    cross::all_workers(
+}
+
+/// `DEBUG OBJECT key`: Redis's line. The encoding is `OBJECT ENCODING`'s, the serialized
+/// length the key's `DUMP` payload without its type byte and footer (fast-cache keeps no
+/// address, reference count nor access time: those fields are fixed).
+async fn debug_object(worker: &Worker, key: &Bytes, out: &mut Resp, txn: Option<&TxnLinks>) {
+    let shared = &worker.shared;
+    let owner = shared.owner_of(key);
+    let encoding = cross::exec_at(
         worker,
-        command::DEBUG_PART,
-        command::Merge::Digest,
-        args.to_vec(),
-        out,
+        owner,
+        command::OBJECT,
+        object_args(worker, b"encoding", key),
         txn,
     )
     .await;
+    let encoding = match encoding.tokens().first() {
+        Some(crate::reply::Token::Bulk(range)) => {
+            String::from_utf8_lossy(encoding.bytes(range)).into_owned()
+        }
+        _ => return out.error(b"ERR no such key"),
+    };
+    let keyed = |name: &[u8]| command::lookup(name).and_then(Spec::direct);
+    let length = |replies: &crate::reply::Replies| match replies.tokens().first() {
+        Some(crate::reply::Token::Bulk(range)) => range.len(),
+        Some(crate::reply::Token::Integer(n)) => *n as usize,
+        _ => 0,
+    };
+    let mut serialized = 0;
+    if let Some(dump) = keyed(b"dump") {
+        let part = vec![Bytes::from_static(b"dump"), key.clone()];
+        let dumped = cross::exec_at(worker, owner, dump, part, txn).await;
+        serialized = length(&dumped).saturating_sub(11);
+    }
+    let lru = (fc_snapshot::unix_ms() / 1000) & ((1 << 24) - 1);
+    let at = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        key.hash(&mut h);
+        h.finish()
+    };
+    let mut line = format!(
+        "Value at:0x{:012x} refcount:1 encoding:{encoding} serializedlength:{serialized} lru:{lru} lru_seconds_idle:0",
+        0x7f00_0000_0000_u64 | (at & 0xff_ffff_fff0)
+    );
+    if encoding == "quicklist"
+        && let Some(llen) = keyed(b"llen")
+    {
+        let part = vec![Bytes::from_static(b"llen"), key.clone()];
+        let n = length(&cross::exec_at(worker, owner, llen, part, txn).await);
+        let max = shared
+            .live
+            .knobs
+            .number("list-max-listpack-size")
+            .unwrap_or(-2);
+        line.push_str(&format!(
+            " ql_nodes:1 ql_avg_node:{n}.00 ql_listpack_max:{max} ql_compressed:0 ql_uncompressed_size:{serialized}"
+        ));
+    }
+    out.simple(line.as_bytes());
 }
 
 /// `OBJECT HELP` and `OBJECT ENCODING|FREQ|IDLETIME|REFCOUNT key` (the latter on the key's
@@ -1164,27 +1297,9 @@ async fn object<R: Reply>(worker: &Worker, args: &[Bytes], out: &mut R, txn: Opt
     match (sub.as_slice(), args.len()) {
         (b"help", 2) => command::help(out, HELP),
         (b"encoding" | b"freq" | b"idletime" | b"refcount", 3) => {
-            let knobs = &worker.shared.live.knobs;
-            let knob = |name: &str, default: i64| knobs.number(name).unwrap_or(default);
-            let list_bytes = match knob("list-max-listpack-size", -2) {
-                n @ -5..=-1 => 4096 << (-n - 1),
-                _ => 8192,
-            };
-            let thresholds = [
-                knob("hash-max-listpack-entries", 128),
-                knob("hash-max-listpack-value", 64),
-                knob("zset-max-listpack-entries", 128),
-                knob("zset-max-listpack-value", 64),
-                knob("set-max-intset-entries", 512),
-                // Redis 7.2's set listpack thresholds (its defaults).
-                128,
-                64,
-                list_bytes,
-            ];
-            let mut sub_args = vec![Bytes::from(sub), args[2].clone()];
-            sub_args.extend(thresholds.iter().map(|n| Bytes::from(n.to_string())));
             let owner = worker.shared.owner_of(&args[2]);
-            cross::exec_at(worker, owner, command::OBJECT, sub_args, txn)
+            let part = object_args(worker, &sub, &args[2]);
+            cross::exec_at(worker, owner, command::OBJECT, part, txn)
                 .await
                 .replay(out);
         }
@@ -1193,6 +1308,31 @@ async fn object<R: Reply>(worker: &Worker, args: &[Bytes], out: &mut R, txn: Opt
         }
         _ => command::unknown_subcommand(out, "OBJECT", &args[1]),
     }
+}
+
+/// `[sub, key, thresholds...]` for [`command::OBJECT`], with the configured encoding
+/// thresholds.
+fn object_args(worker: &Worker, sub: &[u8], key: &Bytes) -> Vec<Bytes> {
+    let knobs = &worker.shared.live.knobs;
+    let knob = |name: &str, default: i64| knobs.number(name).unwrap_or(default);
+    let list_bytes = match knob("list-max-listpack-size", -2) {
+        n @ -5..=-1 => 4096 << (-n - 1),
+        _ => 8192,
+    };
+    let thresholds = [
+        knob("hash-max-listpack-entries", 128),
+        knob("hash-max-listpack-value", 64),
+        knob("zset-max-listpack-entries", 128),
+        knob("zset-max-listpack-value", 64),
+        knob("set-max-intset-entries", 512),
+        // Redis 7.2's set listpack thresholds (its defaults).
+        128,
+        64,
+        list_bytes,
+    ];
+    let mut part = vec![Bytes::copy_from_slice(sub), key.clone()];
+    part.extend(thresholds.iter().map(|n| Bytes::from(n.to_string())));
+    part
 }
 
 #[cfg(test)]
