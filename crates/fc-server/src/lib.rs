@@ -10,8 +10,9 @@
 //! multi-key commands split by key and merge typed replies in order; pipelined commands are all
 //! executed before one write of all replies. Modules by job, lowest first: `stats` (per-worker
 //! command statistics, the clock), `reply`, `command`, `observe` (slow log, latency monitor,
-//! `MONITOR` lines), `shared`, `worker`, `save`, `cross` (fan-out, merges, transactions' held
-//! workers), `info`,
+//! `MONITOR` lines), `pause` (`CLIENT PAUSE`), `tracking` (client-side caching's table and
+//! invalidations), `shared`, `worker`, `save`, `cross` (fan-out, merges, transactions' held
+//! workers), `info`, `client_modes` (a connection's tracking, reply and pause commands),
 //! `session` (a client's state and the connection-level commands), `conn` (the socket loop);
 //! `cargo xtask check-deps` fails on an import circle among them.
 //!
@@ -19,8 +20,10 @@
 //! facade.
 //!
 //! Built: connection commands (PING, ECHO, HELLO 2/3 with AUTH/SETNAME, AUTH, SELECT, QUIT,
-//! RESET, CLIENT LIST/INFO/KILL/SETNAME/GETNAME/ID/SETINFO, COMMAND, INFO, TIME, CONFIG
-//! GET/SET/RESETSTAT, SHUTDOWN, SLOWLOG, LATENCY, MONITOR, DEBUG SLEEP, INFO commandstats,
+//! RESET, CLIENT LIST/INFO/KILL/SETNAME/GETNAME/ID/SETINFO/UNBLOCK/PAUSE/UNPAUSE/REPLY/
+//! NO-EVICT/NO-TOUCH, client-side caching (CLIENT TRACKING/CACHING/GETREDIR/TRACKINGINFO:
+//! `tracking`), COMMAND, INFO, TIME, CONFIG GET/SET/RESETSTAT/REWRITE, SHUTDOWN, SLOWLOG,
+//! LATENCY, MONITOR, DEBUG SLEEP/DIGEST/OBJECT/SET-ACTIVE-EXPIRE/ERROR/LOG, INFO commandstats,
 //! errorstats and latencystats), strings, keys and TTLs, hashes, lists, sets, sorted sets, the SCAN
 //! family, MULTI/EXEC/DISCARD/WATCH/UNWATCH (atomic across workers: `EXEC` holds every worker
 //! its commands and watched keys touch), MSETNX across workers, `requirepass`, `maxclients`,
