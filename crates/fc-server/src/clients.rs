@@ -10,7 +10,7 @@
 //! descriptors per client, so 10,000 clients took 20,000 and met the descriptor limit.)
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
@@ -139,6 +139,24 @@ pub(crate) enum Ended {
     Shutdown = 4,
 }
 
+/// Bits of [`Client::flags`], shown in `CLIENT LIST`'s `flags=` as Redis shows them.
+pub(crate) mod flag {
+    /// `O`: in `MONITOR` mode.
+    pub(crate) const MONITOR: u32 = 1;
+    /// `b` (with a blocking pop): waiting out a `CLIENT PAUSE`.
+    pub(crate) const PAUSED: u32 = 1 << 1;
+    /// `t`: `CLIENT TRACKING on`.
+    pub(crate) const TRACKING: u32 = 1 << 2;
+    /// `R`: its tracking redirection target is gone.
+    pub(crate) const BROKEN_REDIR: u32 = 1 << 3;
+    /// `B`: tracking in broadcast mode.
+    pub(crate) const BCAST: u32 = 1 << 4;
+    /// `e`: `CLIENT NO-EVICT on`.
+    pub(crate) const NO_EVICT: u32 = 1 << 5;
+    /// `T`: `CLIENT NO-TOUCH on`.
+    pub(crate) const NO_TOUCH: u32 = 1 << 6;
+}
+
 /// One connected client.
 pub(crate) struct Client {
     pub(crate) id: u64,
@@ -162,6 +180,12 @@ pub(crate) struct Client {
     pub(crate) psubs: AtomicU64,
     pub(crate) ssubs: AtomicU64,
     pub(crate) ended: AtomicU8,
+    /// [`flag`] bits.
+    pub(crate) flags: AtomicU32,
+    /// Where its invalidations go (`CLIENT TRACKING ... REDIRECT id`; -1 when not tracking).
+    pub(crate) redir: AtomicI64,
+    /// Set when its connection has ended (however it ended).
+    pub(crate) closed: AtomicBool,
     /// Notified when the client is ended from outside (a permit waits for the connection
     /// when it is not waiting).
     pub(crate) kill: tokio::sync::Notify,
@@ -177,6 +201,9 @@ impl Client {
             Ordering::AcqRel,
             Ordering::Acquire,
         );
+        // Every waiter (the connection's loop, a command waiting out a `CLIENT PAUSE`), and a
+        // permit for a connection not waiting now.
+        self.kill.notify_waiters();
         self.kill.notify_one();
     }
 
@@ -189,6 +216,56 @@ impl Client {
             Ordering::Acquire,
         );
         self.kill.notify_one();
+    }
+
+    /// Sets or clears [`flag`] bits.
+    pub(crate) fn set_flag(&self, bit: u32, on: bool) {
+        if on {
+            self.flags.fetch_or(bit, Ordering::Relaxed);
+        } else {
+            self.flags.fetch_and(!bit, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether it subscribes to a channel, pattern or shard channel (Redis's `pubsub` type).
+    pub(crate) fn subscribed(&self) -> bool {
+        self.subs.load(Ordering::Relaxed)
+            + self.psubs.load(Ordering::Relaxed)
+            + self.ssubs.load(Ordering::Relaxed)
+            > 0
+    }
+
+    /// `CLIENT LIST`'s `flags=`, in Redis's order.
+    fn flag_letters(&self) -> String {
+        let bits = self.flags.load(Ordering::Relaxed);
+        let mut text = String::new();
+        if bits & flag::MONITOR != 0 {
+            text.push('O');
+        }
+        if self.subscribed() {
+            text.push('P');
+        }
+        if self.in_multi.load(Ordering::Relaxed) {
+            text.push('x');
+        }
+        if self.blocked.load(Ordering::Relaxed) || bits & flag::PAUSED != 0 {
+            text.push('b');
+        }
+        for (bit, c) in [
+            (flag::TRACKING, 't'),
+            (flag::BROKEN_REDIR, 'R'),
+            (flag::BCAST, 'B'),
+            (flag::NO_EVICT, 'e'),
+            (flag::NO_TOUCH, 'T'),
+        ] {
+            if bits & bit != 0 {
+                text.push(c);
+            }
+        }
+        if text.is_empty() {
+            text.push('N');
+        }
+        text
     }
 
     pub(crate) fn set_name(&self, name: Option<Bytes>) {
@@ -213,30 +290,19 @@ impl Client {
         let age = now_ms.saturating_sub(self.created_ms) / 1000;
         let idle = now_ms.saturating_sub(self.active_ms.load(Ordering::Relaxed)) / 1000;
         format!(
-            "id={} addr={} laddr={} fd=0 name={} age={age} idle={idle} flags={} db={} sub={} psub={} ssub={} multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={cmd} user=default redir=-1 resp={} lib-name={lib_name} lib-ver={lib_ver}\n",
+            "id={} addr={} laddr={} fd=0 name={} age={age} idle={idle} flags={} db={} sub={} psub={} ssub={} multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={cmd} user=default redir={} resp={} lib-name={lib_name} lib-ver={lib_ver}\n",
             self.id,
             self.addr,
             self.laddr,
             name.as_deref()
                 .map(String::from_utf8_lossy)
                 .unwrap_or_default(),
-            if self.in_multi.load(Ordering::Relaxed) {
-                "x"
-            } else if self.blocked.load(Ordering::Relaxed) {
-                "b"
-            } else if self.subs.load(Ordering::Relaxed)
-                + self.psubs.load(Ordering::Relaxed)
-                + self.ssubs.load(Ordering::Relaxed)
-                > 0
-            {
-                "P"
-            } else {
-                "N"
-            },
+            self.flag_letters(),
             self.db.load(Ordering::Relaxed),
             self.subs.load(Ordering::Relaxed),
             self.psubs.load(Ordering::Relaxed),
             self.ssubs.load(Ordering::Relaxed),
+            self.redir.load(Ordering::Relaxed),
             self.resp.load(Ordering::Relaxed),
         )
     }
@@ -294,10 +360,18 @@ impl Clients {
             psubs: AtomicU64::new(0),
             ssubs: AtomicU64::new(0),
             ended: AtomicU8::new(Ended::Open as u8),
+            flags: AtomicU32::new(0),
+            redir: AtomicI64::new(-1),
+            closed: AtomicBool::new(false),
             kill: tokio::sync::Notify::new(),
         });
         self.lock().insert(id, Arc::clone(&client));
         client
+    }
+
+    /// Client `id`, when connected.
+    pub(crate) fn get(&self, id: u64) -> Option<Arc<Client>> {
+        self.lock().get(&id).cloned()
     }
 
     pub(crate) fn remove(&self, id: u64) {
@@ -336,18 +410,56 @@ impl Clients {
     }
 }
 
+/// Redis's client types (`CLIENT LIST TYPE`, `CLIENT KILL TYPE`): fc-server has no
+/// replication links, so every client is `normal` or, while it subscribes, `pubsub`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ClientType {
+    Normal,
+    Master,
+    Replica,
+    PubSub,
+}
+
+impl ClientType {
+    /// Parses a type name; Redis's error otherwise.
+    pub(crate) fn parse(name: &[u8]) -> Result<Self, String> {
+        match name.to_ascii_lowercase().as_slice() {
+            b"normal" => Ok(Self::Normal),
+            b"master" => Ok(Self::Master),
+            b"replica" | b"slave" => Ok(Self::Replica),
+            b"pubsub" => Ok(Self::PubSub),
+            _ => Err(format!(
+                "ERR Unknown client type '{}'",
+                String::from_utf8_lossy(name)
+            )),
+        }
+    }
+
+    /// The type of `client` (a monitor shows as normal, as in Redis).
+    pub(crate) fn of(client: &Client) -> Self {
+        if client.subscribed() {
+            Self::PubSub
+        } else {
+            Self::Normal
+        }
+    }
+}
+
 /// Filters of `CLIENT KILL` (new form: pairs), all of which must match.
 #[derive(Debug, Default)]
 pub(crate) struct KillFilter {
     pub(crate) id: Option<u64>,
     pub(crate) addr: Option<String>,
     pub(crate) laddr: Option<String>,
+    pub(crate) kind: Option<ClientType>,
+    /// Only clients connected for more than this many seconds.
+    pub(crate) max_age: Option<u64>,
     pub(crate) skipme: bool,
 }
 
 impl KillFilter {
     /// Parses `CLIENT KILL` arguments after `KILL`: one address (old form) or pairs.
-    pub(crate) fn parse(args: &[Bytes]) -> Result<(Self, bool), &'static str> {
+    pub(crate) fn parse(args: &[Bytes]) -> Result<(Self, bool), String> {
         let text = |b: &Bytes| String::from_utf8_lossy(b).into_owned();
         if args.len() == 1 {
             return Ok((
@@ -358,8 +470,9 @@ impl KillFilter {
                 true,
             ));
         }
+        let syntax = || "ERR syntax error".to_string();
         if !args.len().is_multiple_of(2) {
-            return Err("ERR syntax error");
+            return Err(syntax());
         }
         let mut filter = Self {
             skipme: true,
@@ -372,31 +485,47 @@ impl KillFilter {
                     filter.id = Some(
                         value
                             .parse()
-                            .map_err(|_| "ERR client-id should be greater than 0")?,
+                            .ok()
+                            .filter(|&id| id > 0)
+                            .ok_or("ERR client-id should be greater than 0")?,
                     );
                 }
                 b"addr" => filter.addr = Some(value),
                 b"laddr" => filter.laddr = Some(value),
+                b"type" => filter.kind = Some(ClientType::parse(&pair[1])?),
+                // The one user there is.
+                b"user" if value == "default" => {}
+                b"user" => return Err(format!("ERR No such user '{value}'")),
+                b"maxage" => {
+                    filter.max_age = Some(
+                        fc_resp::number::parse_i64(&pair[1])
+                            .filter(|&n| n >= 0)
+                            .ok_or_else(syntax)? as u64,
+                    );
+                }
                 b"skipme" => {
                     filter.skipme = match value.to_ascii_lowercase().as_str() {
                         "yes" => true,
                         "no" => false,
-                        _ => return Err("ERR syntax error"),
+                        _ => return Err(syntax()),
                     };
                 }
-                // Every client here is a normal client of the default user.
-                b"type" | b"user" | b"maxage" => {}
-                _ => return Err("ERR syntax error"),
+                _ => return Err(syntax()),
             }
         }
         Ok((filter, false))
     }
 
-    pub(crate) fn matches(&self, client: &Client, me: u64) -> bool {
+    /// Whether `client` matches (`me`: the caller's id; `now_ms`: [`Clients::now_ms`]).
+    pub(crate) fn matches(&self, client: &Client, me: u64, now_ms: u64) -> bool {
         (!self.skipme || client.id != me)
             && self.id.is_none_or(|id| id == client.id)
             && self.addr.as_ref().is_none_or(|a| *a == client.addr)
             && self.laddr.as_ref().is_none_or(|a| *a == client.laddr)
+            && self.kind.is_none_or(|k| k == ClientType::of(client))
+            && self
+                .max_age
+                .is_none_or(|age| age == 0 || now_ms.saturating_sub(client.created_ms) / 1000 > age)
     }
 }
 

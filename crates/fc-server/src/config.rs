@@ -211,6 +211,83 @@ pub enum ConfigError {
     Invalid(Vec<Problem>),
 }
 
+/// A value `CONFIG REWRITE` writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Value {
+    Int(i64),
+    Text(String),
+}
+
+/// One setting `CONFIG REWRITE` writes: its section and key in the file, its value now, and
+/// whether that is the default.
+#[derive(Debug, Clone)]
+pub(crate) struct Setting {
+    pub(crate) section: &'static str,
+    pub(crate) key: &'static str,
+    pub(crate) value: Value,
+    pub(crate) default: bool,
+}
+
+/// `CONFIG REWRITE`: writes `settings` into the TOML file at `path`, as Redis rewrites its
+/// file: a key the file has gets the current value (in place: its comments and every other
+/// line survive), a key it lacks is added only when its value is not the default. The new
+/// text is checked (it must still load), written beside the file, synced, and renamed over
+/// it.
+///
+/// # Errors
+/// [`ConfigError::Io`], or [`ConfigError::Parse`] when the file is no longer valid TOML.
+pub(crate) fn rewrite(path: &Path, settings: &[Setting]) -> Result<(), ConfigError> {
+    let io = |source| ConfigError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let text = std::fs::read_to_string(path).map_err(io)?;
+    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
+        ConfigError::Parse(format!("{}: {e}", path.display()))
+    })?;
+    for s in settings {
+        let present = doc
+            .get(s.section)
+            .and_then(|t| t.as_table_like())
+            .is_some_and(|t| t.contains_key(s.key));
+        if !present && s.default {
+            continue;
+        }
+        let value = match &s.value {
+            Value::Int(n) => toml_edit::value(*n),
+            Value::Text(t) => toml_edit::value(t.as_str()),
+        };
+        if !doc.contains_key(s.section) {
+            doc.insert(s.section, toml_edit::table());
+        }
+        let table = doc[s.section]
+            .as_table_like_mut()
+            .ok_or_else(|| ConfigError::Parse(format!("[{}] is not a table", s.section)))?;
+        match table.get_mut(s.key).and_then(|item| item.as_value_mut()) {
+            // The value's own decoration (a trailing comment) is kept.
+            Some(old) => {
+                let decor = old.decor().clone();
+                let mut new = value.into_value().expect("a value");
+                *new.decor_mut() = decor;
+                *old = new;
+            }
+            None => {
+                table.insert(s.key, value);
+            }
+        }
+    }
+    let new_text = doc.to_string();
+    FastCacheConfig::from_toml_str(&new_text)?;
+    let temp = path.with_extension("toml.rewrite");
+    {
+        use std::io::Write;
+        let mut file = std::fs::File::create(&temp).map_err(io)?;
+        file.write_all(new_text.as_bytes()).map_err(io)?;
+        file.sync_all().map_err(io)?;
+    }
+    std::fs::rename(&temp, path).map_err(io)
+}
+
 impl FastCacheConfig {
     /// Reads a TOML file.
     ///
@@ -443,6 +520,7 @@ impl FastCacheConfig {
             slowlog_log_slower_than: s.slowlog_log_slower_than,
             slowlog_max_len: s.slowlog_max_len,
             latency_monitor_threshold: s.latency_monitor_threshold,
+            config_file: None,
             persistence: PersistenceConfig {
                 data_dir: p.data_dir.clone(),
                 appendfsync,

@@ -142,12 +142,20 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
             let mut gate = shared.observe.gate(&shared.pubsub);
             let (ticks, stats) = (&worker.ticks, &*worker.stats);
             let mut start = ticks.now();
+            // A `CLIENT PAUSE` closes the in-place path (read once per batch, and again after
+            // each command of the general path, which may be the pause).
+            let mut paused = shared.pause.maybe();
             for parsed in batch.drain(..) {
                 // Messages published before this command go out before its reply.
                 if let Some(subs) = &mut state.subs {
                     subs.drain(&mut out);
                 }
-                if let Some((spec, handler, write)) = direct(&worker, &mut state, &parsed) {
+                let direct = if paused {
+                    None
+                } else {
+                    direct(&worker, &mut state, &parsed)
+                };
+                if let Some((spec, handler, write)) = direct {
                     // The common case, run in place: a keyed command of this worker's shards
                     // with nothing to check or wait for (see `direct`). Only a write can
                     // notify a keyspace event or fill a key a client waits on.
@@ -191,6 +199,8 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
                         kept.extend_from_slice(&args);
                     }
                     start = worker.ticks.now();
+                    // Where this command's reply starts (`CLIENT REPLY OFF|SKIP` drop it).
+                    let mut mark = out.buf.len();
                     let ran =
                         session::dispatch(&worker, &mut state, &mut parser, spec, args, &mut out)
                             .await;
@@ -227,6 +237,7 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
                             wait.abandon(&worker);
                             return;
                         }
+                        mark = 0;
                         state.client.blocked.store(true, Ordering::Relaxed);
                         let closed = closed(shared, &mut stream, kill.as_mut(), &mut rbuf);
                         let woken = wait.wait(&worker, closed).await;
@@ -260,6 +271,11 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
                         );
                     }
                     worker.serve_ready();
+                    state.modes.after_reply(&mut out, mark);
+                    if state.restricted {
+                        state.restrict(out.version());
+                    }
+                    paused = shared.pause.maybe();
                     if state.quit {
                         let _ = send(
                             &worker,

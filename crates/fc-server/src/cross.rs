@@ -33,7 +33,8 @@ pub(crate) async fn exec_at(
         return worker.execute_on(owner, handler, args).await;
     };
     if owner == worker.index {
-        return worker.execute_typed(handler, &args);
+        let origin = crate::tracking::origin();
+        return crate::tracking::with_writer(origin, || worker.execute_typed(handler, &args));
     }
     let Some(link) = &links[owner] else {
         return worker.execute_on(owner, handler, args).await;
@@ -44,6 +45,7 @@ pub(crate) async fn exec_at(
             handler,
             args,
             reply,
+            origin: crate::tracking::origin(),
         })
         .is_ok()
         && let Ok(replies) = answer.await

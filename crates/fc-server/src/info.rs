@@ -330,7 +330,7 @@ pub(crate) async fn info<R: Reply>(
         let now_us = fc_snapshot::unix_ms() * 1000;
         let _ = write!(
             text,
-            "# Server\r\nredis_version:{}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:{:016x}\r\nredis_mode:standalone\r\nos:{} {} {}\r\narch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\nmultiplexing_api:epoll\r\natomicvar_api:c11-builtin\r\ngcc_version:0.0.0\r\nprocess_id:{}\r\nprocess_supervised:no\r\nrun_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{now_us}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nhz:{}\r\nconfigured_hz:{}\r\nlru_clock:{}\r\nexecutable:{}\r\nconfig_file:\r\nio_threads_active:0\r\nfast_cache_version:{}\r\nworker_threads:{}\r\n",
+            "# Server\r\nredis_version:{}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:{:016x}\r\nredis_mode:standalone\r\nos:{} {} {}\r\narch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\nmultiplexing_api:epoll\r\natomicvar_api:c11-builtin\r\ngcc_version:0.0.0\r\nprocess_id:{}\r\nprocess_supervised:no\r\nrun_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{now_us}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nhz:{}\r\nconfigured_hz:{}\r\nlru_clock:{}\r\nexecutable:{}\r\nconfig_file:{}\r\nio_threads_active:0\r\nfast_cache_version:{}\r\nworker_threads:{}\r\n",
             crate::REDIS_VERSION,
             {
                 use std::hash::{Hash, Hasher};
@@ -356,6 +356,12 @@ pub(crate) async fn info<R: Reply>(
             std::env::current_exe()
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
+            shared
+                .config
+                .config_file
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
             env!("CARGO_PKG_VERSION"),
             shared.workers,
         );
@@ -364,11 +370,13 @@ pub(crate) async fn info<R: Reply>(
     if show("clients") {
         let _ = write!(
             text,
-            "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:{}\r\nblocked_clients:{}\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\ntotal_blocking_keys:{}\r\ntotal_blocking_keys_on_nokey:0\r\n",
+            "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:{}\r\nblocked_clients:{}\r\ntracking_clients:{}\r\nclients_in_timeout_table:0\r\ntotal_blocking_keys:{}\r\ntotal_blocking_keys_on_nokey:0\r\n",
             shared.clients.load(Ordering::Relaxed),
             shared.live.maxclients.load(Ordering::Relaxed),
             shared.max_output_buffer.load(Ordering::Relaxed),
-            shared.blocked.count(),
+            // Clients waiting out a `CLIENT PAUSE` count as blocked, as in Redis.
+            shared.blocked.count() + shared.pause.waiting(),
+            shared.tracking.counts()[0],
             shared.blocked.keys_waited(),
         );
         sections.push(std::mem::take(&mut text));
@@ -420,6 +428,7 @@ pub(crate) async fn info<R: Reply>(
     }
     if show("stats") {
         let pubsub = shared.pubsub.counts();
+        let tracking = shared.tracking.counts();
         let figure = |f: fn(&crate::shared::ExpiryStats) -> &std::sync::atomic::AtomicU64| {
             shared
                 .expiry
@@ -430,7 +439,7 @@ pub(crate) async fn info<R: Reply>(
         let [ops, input, output] = shared.metrics.rates();
         let _ = write!(
             text,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ntotal_net_repl_input_bytes:0\r\ntotal_net_repl_output_bytes:0\r\ninstantaneous_input_kbps:{:.2}\r\ninstantaneous_output_kbps:{:.2}\r\ninstantaneous_input_repl_kbps:0.00\r\ninstantaneous_output_repl_kbps:0.00\r\nrejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:{expired}\r\nexpired_stale_perc:{:.2}\r\nexpired_time_cap_reached_count:{}\r\nexpire_cycle_cpu_milliseconds:{}\r\nevicted_keys:{evicted}\r\nevicted_clients:0\r\ntotal_eviction_exceeded_time:0\r\ncurrent_eviction_exceeded_time:0\r\nkeyspace_hits:{hits}\r\nkeyspace_misses:{misses}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\nmigrate_cached_sockets:0\r\nslave_expires_tracked_keys:0\r\nactive_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\nactive_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\ncurrent_active_defrag_time:0\r\ntracking_total_keys:0\r\ntracking_total_items:0\r\ntracking_total_prefixes:0\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\ndump_payload_sanitizations:0\r\ntotal_reads_processed:{}\r\ntotal_writes_processed:{}\r\nio_threaded_reads_processed:0\r\nio_threaded_writes_processed:0\r\nreply_buffer_shrinks:0\r\nreply_buffer_expands:0\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ntotal_net_repl_input_bytes:0\r\ntotal_net_repl_output_bytes:0\r\ninstantaneous_input_kbps:{:.2}\r\ninstantaneous_output_kbps:{:.2}\r\ninstantaneous_input_repl_kbps:0.00\r\ninstantaneous_output_repl_kbps:0.00\r\nrejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:{expired}\r\nexpired_stale_perc:{:.2}\r\nexpired_time_cap_reached_count:{}\r\nexpire_cycle_cpu_milliseconds:{}\r\nevicted_keys:{evicted}\r\nevicted_clients:0\r\ntotal_eviction_exceeded_time:0\r\ncurrent_eviction_exceeded_time:0\r\nkeyspace_hits:{hits}\r\nkeyspace_misses:{misses}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\nmigrate_cached_sockets:0\r\nslave_expires_tracked_keys:0\r\nactive_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\nactive_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\ncurrent_active_defrag_time:0\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\ndump_payload_sanitizations:0\r\ntotal_reads_processed:{}\r\ntotal_writes_processed:{}\r\nio_threaded_reads_processed:0\r\nio_threaded_writes_processed:0\r\nreply_buffer_shrinks:0\r\nreply_buffer_expands:0\r\n",
             shared.connections.load(Ordering::Relaxed),
             observed.slots.values().map(|v| v[0]).sum::<u64>(),
             ops.round() as u64,
@@ -451,6 +460,9 @@ pub(crate) async fn info<R: Reply>(
             pubsub.0,
             pubsub.1,
             pubsub.2,
+            tracking[1],
+            tracking[2],
+            tracking[3],
             observed.total_errors,
             figure(|w| &w.reads),
             figure(|w| &w.writes),
@@ -591,6 +603,8 @@ enum Change {
     LatencyTracking(bool),
     /// `latency-tracking-info-percentiles`.
     Percentiles(Vec<f64>),
+    /// `tracking-table-max-keys`.
+    TrackingMaxKeys(u64),
     /// Set to what it already is.
     Unchanged,
 }
@@ -700,6 +714,7 @@ pub(crate) async fn config<R: Reply>(
                     }
                     Change::Percentiles(p) => worker.shared.observe.set_percentiles(p),
                     Change::Notify(flags) => worker.shared.notifier.set_flags(flags),
+                    Change::TrackingMaxKeys(n) => worker.shared.tracking.set_max_keys(n),
                 }
             }
             out.ok();
@@ -718,12 +733,26 @@ pub(crate) async fn config<R: Reply>(
             }
             out.ok();
         }
+        b"rewrite" => {
+            let shared = &worker.shared;
+            let Some(path) = &shared.config.config_file else {
+                return out.error(b"ERR The server is running without a config file");
+            };
+            if let Err(err) = crate::config::rewrite(path, &rewritten(worker)) {
+                tracing::warn!("CONFIG REWRITE failed: {err}");
+                let text = format!("ERR Rewriting config file: {err}");
+                return out.error(text.as_bytes());
+            }
+            tracing::info!("CONFIG REWRITE executed with success.");
+            out.ok();
+        }
         b"help" => {
             let lines: &[&[u8]] = &[
                 b"CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 b"GET <pattern> [<pattern> ...]",
                 b"SET <directive> <value> [<directive> <value> ...]: maxmemory, maxclients, timeout, hz, requirepass, save, client-output-buffer-limit, proto-max-bulk-len, client-query-buffer-limit, notify-keyspace-events, slowlog-log-slower-than, slowlog-max-len, latency-monitor-threshold, latency-tracking, latency-tracking-info-percentiles; Redis's encoding, lazyfree and eviction-sampler settings are accepted and reported, and change nothing",
                 b"RESETSTAT",
+                b"REWRITE: writes the settable values into the TOML file the server was started with (--config), keeping its comments",
             ];
             crate::command::help(out, lines);
         }
@@ -731,6 +760,91 @@ pub(crate) async fn config<R: Reply>(
         // the command runs), as Redis answers it.
         _ => out.error(b"ERR syntax error"),
     }
+}
+
+/// The settings `CONFIG SET` changes, as `CONFIG REWRITE` writes them into the TOML file.
+fn rewritten(worker: &Worker) -> Vec<crate::config::Setting> {
+    use crate::config::{Setting, Value};
+    let shared = &worker.shared;
+    let live = &shared.live;
+    let defaults = crate::ServerConfig::default();
+    let int = |n: u64| Value::Int(i64::try_from(n).unwrap_or(i64::MAX));
+    let setting = |section, key, value: Value, default: Value| Setting {
+        section,
+        key,
+        default: value == default,
+        value,
+    };
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let observe = &shared.observe;
+    let mut settings = vec![
+        setting(
+            "server",
+            "requirepass",
+            Value::Text(live.requirepass().unwrap_or_default()),
+            Value::Text(String::new()),
+        ),
+        setting(
+            "server",
+            "maxclients",
+            int(live.maxclients.load(Ordering::Relaxed) as u64),
+            int(defaults.maxclients as u64),
+        ),
+        setting("server", "timeout", int(load(&live.timeout)), int(0)),
+        setting("server", "hz", int(load(&live.hz)), int(defaults.hz)),
+        setting(
+            "server",
+            "client_output_buffer_limit",
+            Value::Text(live.output_limit().normal_text()),
+            Value::Text(crate::OutputLimit::default().normal_text()),
+        ),
+        setting(
+            "server",
+            "proto_max_bulk_len",
+            int(load(&live.proto_max_bulk_len)),
+            int(defaults.proto_max_bulk_len),
+        ),
+        setting(
+            "server",
+            "client_query_buffer_limit",
+            int(load(&live.client_query_buffer_limit)),
+            int(defaults.client_query_buffer_limit),
+        ),
+        setting(
+            "server",
+            "slowlog_log_slower_than",
+            Value::Int(observe.slower_than()),
+            Value::Int(defaults.slowlog_log_slower_than),
+        ),
+        setting(
+            "server",
+            "slowlog_max_len",
+            int(observe.max_len()),
+            int(defaults.slowlog_max_len),
+        ),
+        setting(
+            "server",
+            "latency_monitor_threshold",
+            int(observe.latency_ms()),
+            int(0),
+        ),
+        setting("storage", "max_memory", int(load(&live.maxmemory)), int(0)),
+    ];
+    if let Some(persist) = &shared.persist {
+        let save = persist
+            .save_rules()
+            .iter()
+            .map(|(s, n)| format!("{s} {n}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        settings.push(setting(
+            "persistence",
+            "save",
+            Value::Text(save),
+            Value::Text(crate::config::PersistenceSection::default().save),
+        ));
+    }
+    settings
 }
 
 /// Every setting `CONFIG GET` shows, with its value now.
@@ -812,6 +926,10 @@ fn parameters(worker: &Worker) -> Vec<(&'static str, String)> {
             shared.observe.latency_ms().to_string(),
         ),
         (
+            "tracking-table-max-keys",
+            shared.tracking.max_keys().to_string(),
+        ),
+        (
             "latency-tracking",
             if shared.observe.tracking() {
                 "yes"
@@ -890,6 +1008,13 @@ fn change(worker: &Worker, name: &[u8], value: &[u8]) -> Result<Change, String> 
                 _ => Change::LatencyThreshold(n as u64),
             })
         }
+        "tracking-table-max-keys" => match text.parse::<i64>() {
+            Ok(n) if n >= 0 => Ok(Change::TrackingMaxKeys(n as u64)),
+            Ok(_) => Err(failed(
+                "argument must be between 0 and 9223372036854775807 inclusive",
+            )),
+            Err(_) => Err(failed("argument couldn't be parsed into an integer")),
+        },
         "latency-tracking" => match text.to_ascii_lowercase().as_str() {
             "yes" => Ok(Change::LatencyTracking(true)),
             "no" => Ok(Change::LatencyTracking(false)),

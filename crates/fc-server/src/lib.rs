@@ -10,8 +10,9 @@
 //! multi-key commands split by key and merge typed replies in order; pipelined commands are all
 //! executed before one write of all replies. Modules by job, lowest first: `stats` (per-worker
 //! command statistics, the clock), `reply`, `command`, `observe` (slow log, latency monitor,
-//! `MONITOR` lines), `shared`, `worker`, `save`, `cross` (fan-out, merges, transactions' held
-//! workers), `info`,
+//! `MONITOR` lines), `pause` (`CLIENT PAUSE`), `tracking` (client-side caching's table and
+//! invalidations), `shared`, `worker`, `save`, `cross` (fan-out, merges, transactions' held
+//! workers), `info`, `client_modes` (a connection's tracking, reply and pause commands),
 //! `session` (a client's state and the connection-level commands), `conn` (the socket loop);
 //! `cargo xtask check-deps` fails on an import circle among them.
 //!
@@ -19,8 +20,10 @@
 //! facade.
 //!
 //! Built: connection commands (PING, ECHO, HELLO 2/3 with AUTH/SETNAME, AUTH, SELECT, QUIT,
-//! RESET, CLIENT LIST/INFO/KILL/SETNAME/GETNAME/ID/SETINFO, COMMAND, INFO, TIME, CONFIG
-//! GET/SET/RESETSTAT, SHUTDOWN, SLOWLOG, LATENCY, MONITOR, DEBUG SLEEP, INFO commandstats,
+//! RESET, CLIENT LIST/INFO/KILL/SETNAME/GETNAME/ID/SETINFO/UNBLOCK/PAUSE/UNPAUSE/REPLY/
+//! NO-EVICT/NO-TOUCH, client-side caching (CLIENT TRACKING/CACHING/GETREDIR/TRACKINGINFO:
+//! `tracking`), COMMAND, INFO, TIME, CONFIG GET/SET/RESETSTAT/REWRITE, SHUTDOWN, SLOWLOG,
+//! LATENCY, MONITOR, DEBUG SLEEP/DIGEST/OBJECT/SET-ACTIVE-EXPIRE/ERROR/LOG, INFO commandstats,
 //! errorstats and latencystats), strings, keys and TTLs, hashes, lists, sets, sorted sets, the SCAN
 //! family, MULTI/EXEC/DISCARD/WATCH/UNWATCH (atomic across workers: `EXEC` holds every worker
 //! its commands and watched keys touch), MSETNX across workers, `requirepass`, `maxclients`,
@@ -43,6 +46,7 @@
 
 mod blocked;
 mod blocking;
+mod client_modes;
 mod clients;
 mod command;
 pub mod config;
@@ -53,6 +57,7 @@ mod knobs;
 mod multi;
 mod notify;
 mod observe;
+mod pause;
 mod persist;
 mod process;
 mod pubsub;
@@ -61,6 +66,7 @@ mod save;
 mod session;
 mod shared;
 mod stats;
+mod tracking;
 mod txn;
 mod watched;
 mod worker;
@@ -130,6 +136,9 @@ pub struct ServerConfig {
     /// Commands at least this many milliseconds long are latency events (Redis's
     /// `latency-monitor-threshold`: 0, off).
     pub latency_monitor_threshold: u64,
+    /// The TOML file the server was started with (`CONFIG REWRITE` writes to it; `None`:
+    /// Redis's error).
+    pub config_file: Option<std::path::PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -154,6 +163,7 @@ impl Default for ServerConfig {
             slowlog_log_slower_than: observe::DEFAULT_SLOWER_THAN,
             slowlog_max_len: observe::DEFAULT_MAX_LEN,
             latency_monitor_threshold: 0,
+            config_file: None,
         }
     }
 }
@@ -198,10 +208,12 @@ impl Server {
         let blocked = Arc::new(blocked::Blocked::new(threads));
         let pubsub = Arc::new(pubsub::PubSub::new(config.pubsub_output_limit));
         let notifier = Arc::new(notify::Notifier::new(Arc::clone(&pubsub)));
+        let tracking = Arc::new(tracking::Tracking::new(Arc::clone(&pubsub), threads));
         let sink = txn::ServerSink::new(
             Arc::clone(&board),
             Arc::clone(&blocked),
             Arc::clone(&notifier),
+            Arc::clone(&tracking),
             config.shards,
             threads,
         );
@@ -242,6 +254,8 @@ impl Server {
             rejected_connections: AtomicU64::new(0),
             replid: shared::random_hex_id(),
             metrics: shared::Metrics::default(),
+            tracking,
+            pause: pause::Pause::new(),
             config,
             started: Instant::now(),
             started_unix: fc_snapshot::unix_ms() / 1000,

@@ -172,7 +172,9 @@ impl Cli {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     init_logging(&cli.loglevel)?;
-    let config = cli.into_config()?.server_config()?;
+    let file = cli.config.clone();
+    let mut config = cli.into_config()?.server_config()?;
+    config.config_file = file;
     let summary = match &config.persistence.data_dir {
         Some(dir) => format!(
             "{} shards on {} worker threads, persisted in {} (appendfsync {})",

@@ -34,6 +34,8 @@ pub(crate) struct Message {
     pattern: Bytes,
     channel: Bytes,
     payload: Bytes,
+    /// The keys of an invalidation (`None`: every key, after a flush).
+    keys: Option<Vec<Bytes>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,12 +45,42 @@ enum Kind {
     SMessage,
     /// A `MONITOR` line (the payload, without its `+` and line end).
     Monitor,
+    /// A client-side caching invalidation ([`crate::tracking`]): a RESP3 push
+    /// `invalidate [keys]`, or for a RESP2 redirection target a message on
+    /// `__redis__:invalidate`.
+    Invalidate,
+    /// A tracking client's redirection target is gone (RESP3 push
+    /// `tracking-redir-broken <id>`; the payload is the id).
+    RedirBroken,
 }
 
 impl Message {
     /// Bytes charged to a subscriber's queue for it (what it encodes to, roughly).
     fn cost(&self) -> u64 {
-        (self.pattern.len() + self.channel.len() + self.payload.len() + 48) as u64
+        let keys: usize = self.keys.iter().flatten().map(|k| k.len() + 16).sum();
+        (self.pattern.len() + self.channel.len() + self.payload.len() + keys + 48) as u64
+    }
+
+    /// An invalidation of `keys` (`None`: of every key).
+    pub(crate) fn invalidate(keys: Option<Vec<Bytes>>) -> Self {
+        Self {
+            kind: Kind::Invalidate,
+            pattern: Bytes::new(),
+            channel: Bytes::new(),
+            payload: Bytes::new(),
+            keys,
+        }
+    }
+
+    /// `tracking-redir-broken <id>`.
+    pub(crate) fn redirect_broken(id: u64) -> Self {
+        Self {
+            kind: Kind::RedirBroken,
+            pattern: Bytes::new(),
+            channel: Bytes::new(),
+            payload: Bytes::from(id.to_string()),
+            keys: None,
+        }
     }
 
     /// Writes it as Redis does: `message`/`smessage` channel payload, or `pmessage` pattern
@@ -57,6 +89,35 @@ impl Message {
         match self.kind {
             // A status line in both protocols, as Redis sends it.
             Kind::Monitor => return out.simple(&self.payload),
+            Kind::Invalidate => {
+                if out.version() == RespVersion::Resp3 {
+                    out.push_len(2);
+                    out.bulk(b"invalidate");
+                } else {
+                    out.push_len(3);
+                    out.bulk(b"message");
+                    out.bulk(b"__redis__:invalidate");
+                }
+                match &self.keys {
+                    Some(keys) => {
+                        out.array_len(keys.len());
+                        keys.iter().for_each(|k| out.bulk(k));
+                    }
+                    None => out.null(),
+                }
+                return;
+            }
+            Kind::RedirBroken => {
+                out.push_len(2);
+                out.bulk(b"tracking-redir-broken");
+                out.integer(
+                    std::str::from_utf8(&self.payload)
+                        .ok()
+                        .and_then(|t| t.parse().ok())
+                        .unwrap_or(0),
+                );
+                return;
+            }
             Kind::PMessage => {
                 out.push_len(4);
                 out.bulk(b"pmessage");
@@ -89,7 +150,7 @@ pub(crate) struct Subscriber {
 impl Subscriber {
     /// Queues `message` unless the subscriber is ended or goes past its limit now (then it
     /// is ended); whether it was queued.
-    fn deliver(&self, message: &Arc<Message>, limit: OutputLimit, now_ms: u64) -> bool {
+    pub(crate) fn deliver(&self, message: &Arc<Message>, limit: OutputLimit, now_ms: u64) -> bool {
         if self.client.ended.load(Ordering::Relaxed) != Ended::Open as u8 {
             return false;
         }
@@ -135,6 +196,9 @@ pub(crate) struct PubSub {
     monitors: RwLock<HashMap<u64, Arc<Subscriber>>>,
     /// How many there are: the one relaxed load a command pays when there are none.
     monitor_count: AtomicUsize,
+    /// Every connection's queue that exists (created by its first subscribe, `MONITOR` or
+    /// `CLIENT TRACKING`), by client id: where tracking redirects invalidations to.
+    queues: RwLock<HashMap<u64, Arc<Subscriber>>>,
     /// The `pubsub` class of `client-output-buffer-limit`.
     hard: AtomicU64,
     soft: AtomicU64,
@@ -164,6 +228,7 @@ impl PubSub {
             patterns: RwLock::default(),
             monitors: RwLock::default(),
             monitor_count: AtomicUsize::new(0),
+            queues: RwLock::default(),
             hard: AtomicU64::new(0),
             soft: AtomicU64::new(0),
             seconds: AtomicU64::new(0),
@@ -208,6 +273,7 @@ impl PubSub {
                 pattern: Bytes::new(),
                 channel: channel.clone(),
                 payload: payload.clone(),
+                keys: None,
             });
             received += subs
                 .values()
@@ -222,6 +288,7 @@ impl PubSub {
                         pattern: pattern.clone(),
                         channel: channel.clone(),
                         payload: payload.clone(),
+                        keys: None,
                     });
                     received += subs
                         .subs
@@ -232,6 +299,11 @@ impl PubSub {
             }
         }
         received
+    }
+
+    /// Client `id`'s queue, when it has one.
+    pub(crate) fn queue_of(&self, id: u64) -> Option<Arc<Subscriber>> {
+        read(&self.queues).get(&id).cloned()
     }
 
     /// Whether a client is in `MONITOR` mode.
@@ -249,6 +321,7 @@ impl PubSub {
             pattern: Bytes::new(),
             channel: Bytes::new(),
             payload: line,
+            keys: None,
         });
         for monitor in read(&self.monitors).values() {
             monitor.deliver(&message, limit, now_ms);
@@ -275,15 +348,17 @@ pub(crate) struct Subscriptions {
 }
 
 impl Subscriptions {
-    pub(crate) fn new(client: &Arc<Client>) -> Self {
+    pub(crate) fn new(client: &Arc<Client>, registry: &PubSub) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
+        let me = Arc::new(Subscriber {
+            client: Arc::clone(client),
+            tx,
+            queued: AtomicU64::new(0),
+            soft_since: AtomicU64::new(0),
+        });
+        write(&registry.queues).insert(client.id, Arc::clone(&me));
         Self {
-            me: Arc::new(Subscriber {
-                client: Arc::clone(client),
-                tx,
-                queued: AtomicU64::new(0),
-                soft_since: AtomicU64::new(0),
-            }),
+            me,
             rx,
             channels: HashSet::new(),
             patterns: HashSet::new(),
@@ -294,6 +369,17 @@ impl Subscriptions {
     /// Channels and patterns (the count `SUBSCRIBE` and `PSUBSCRIBE` reply).
     fn count(&self) -> usize {
         self.channels.len() + self.patterns.len()
+    }
+
+    /// Its queue, as the registry holds it.
+    pub(crate) fn subscriber(&self) -> &Arc<Subscriber> {
+        &self.me
+    }
+
+    /// Leaves everything and forgets the queue (the connection ends).
+    pub(crate) fn close(&mut self, registry: &PubSub) {
+        self.leave_all(registry);
+        write(&registry.queues).remove(&self.me.client.id);
     }
 
     /// Whether it subscribes to anything (RESP2 then allows only the subscription commands).
@@ -427,7 +513,7 @@ pub(crate) fn run(
             out.integer(n as i64);
         }
         Ps::Subscribe | Ps::Ssubscribe | Ps::Psubscribe => {
-            let s = subs.get_or_insert_with(|| Subscriptions::new(client));
+            let s = subs.get_or_insert_with(|| Subscriptions::new(client, registry));
             for name in &args[1..] {
                 let id = client.id;
                 let (kind, count): (&[u8], usize) = match ps {

@@ -21,6 +21,8 @@ pub(crate) enum Job {
         handler: Handler,
         args: Vec<Bytes>,
         reply: oneshot::Sender<Replies>,
+        /// The `NOLOOP` tracking client it runs for (0: none; see [`crate::tracking`]).
+        origin: u64,
     },
     /// Serve a new connection.
     Conn(std::net::TcpStream),
@@ -46,6 +48,8 @@ pub(crate) struct TxnCommand {
     pub(crate) handler: Handler,
     pub(crate) args: Vec<Bytes>,
     pub(crate) reply: oneshot::Sender<Replies>,
+    /// As [`Job::Exec`]'s.
+    pub(crate) origin: u64,
 }
 
 /// What every worker and the acceptor share.
@@ -93,6 +97,10 @@ pub(crate) struct Shared {
     pub(crate) replid: String,
     /// Rates and peaks sampled ten times a second ([`Metrics::sample`]).
     pub(crate) metrics: Metrics,
+    /// Client-side caching (`CLIENT TRACKING`).
+    pub(crate) tracking: Arc<crate::tracking::Tracking>,
+    /// `CLIENT PAUSE`.
+    pub(crate) pause: crate::pause::Pause,
 }
 
 /// Samples of the server's counters, taken every 100 ms by the acceptor (as Redis's
@@ -194,6 +202,8 @@ pub(crate) struct Live {
     output_seconds: AtomicU64,
     /// Redis's settings kept for its tools (see [`crate::knobs`]).
     pub(crate) knobs: crate::knobs::Knobs,
+    /// Active expiry runs (`DEBUG SET-ACTIVE-EXPIRE 0` stops it).
+    pub(crate) active_expire: std::sync::atomic::AtomicBool,
 }
 
 impl Live {
@@ -211,6 +221,7 @@ impl Live {
             output_soft: AtomicU64::new(0),
             output_seconds: AtomicU64::new(0),
             knobs: crate::knobs::Knobs::new(),
+            active_expire: std::sync::atomic::AtomicBool::new(true),
         };
         live.set_output_limit(config.output_limit);
         live
@@ -233,6 +244,11 @@ impl Live {
             .unwrap_or(usize::MAX),
             ..fc_resp::Limits::default()
         }
+    }
+
+    /// Whether active expiry runs.
+    pub(crate) fn active_expire(&self) -> bool {
+        self.active_expire.load(Ordering::Relaxed)
     }
 
     /// The hard output limit in bytes (0: none).

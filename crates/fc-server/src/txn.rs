@@ -25,6 +25,7 @@ use fc_wal::{FsyncPolicy, WalSink};
 
 use crate::blocked::Blocked;
 use crate::notify::Notifier;
+use crate::tracking::Tracking;
 use crate::watched::WatchBoard;
 
 /// A worker's open transaction: its id (0: none) and whether its group has begun.
@@ -41,6 +42,8 @@ pub(crate) struct ServerSink {
     blocked: Arc<Blocked>,
     /// Keyspace notifications.
     notifier: Arc<Notifier>,
+    /// Client-side caching's invalidations.
+    tracking: Arc<Tracking>,
     wal: Option<Arc<WalSink>>,
     fsync: FsyncPolicy,
     /// Per worker (worker `w` owns the shards `s % workers == w`).
@@ -59,6 +62,7 @@ impl ServerSink {
         board: Arc<WatchBoard>,
         blocked: Arc<Blocked>,
         notifier: Arc<Notifier>,
+        tracking: Arc<Tracking>,
         shards: usize,
         workers: usize,
     ) -> Self {
@@ -66,6 +70,7 @@ impl ServerSink {
             board,
             blocked,
             notifier,
+            tracking,
             wal: None,
             fsync: FsyncPolicy::EverySec,
             slots: (0..workers).map(|_| Slot::default()).collect(),
@@ -153,6 +158,9 @@ impl MutationSink for ServerSink {
         }
         self.forward(shard, seq, mutation);
         self.notifier.mutation(mutation);
+        if self.tracking.active() {
+            self.tracking.mutation(worker, mutation);
+        }
         // A key that may now serve a blocked pop (Redis signals a key ready on the same
         // changes: a push, an add, a new key by rename).
         match mutation {
@@ -171,12 +179,12 @@ mod tests {
 
     #[test]
     fn groups_open_on_the_first_change_and_close_on_finish() {
+        let pubsub = Arc::new(crate::pubsub::PubSub::new(crate::pubsub::DEFAULT_LIMIT));
         let sink = ServerSink::new(
             Arc::new(WatchBoard::new(4)),
             Arc::new(Blocked::new(2)),
-            Arc::new(Notifier::new(Arc::new(crate::pubsub::PubSub::new(
-                crate::pubsub::DEFAULT_LIMIT,
-            )))),
+            Arc::new(Notifier::new(Arc::clone(&pubsub))),
+            Arc::new(Tracking::new(pubsub, 2)),
             4,
             2,
         );

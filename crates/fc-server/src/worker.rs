@@ -183,6 +183,7 @@ impl Worker {
             handler: keyed(push),
             args: push_args,
             reply,
+            origin: 0,
         };
         let _ = self.shared.inboxes[owner].send(job);
         let (shared, waiter, home) = (Arc::clone(&self.shared), Arc::clone(waiter), self.index);
@@ -194,6 +195,7 @@ impl Worker {
                     handler: keyed(back),
                     args: back_args,
                     reply,
+                    origin: 0,
                 });
             }
             waiter.answer(answer);
@@ -304,15 +306,17 @@ impl Worker {
         handler: Handler,
         args: Vec<Bytes>,
     ) -> Replies {
+        let origin = crate::tracking::origin();
         if owner == self.index {
             self.wait_unlocked().await;
-            return self.execute_typed(handler, &args);
+            return crate::tracking::with_writer(origin, || self.execute_typed(handler, &args));
         }
         let (reply, answer) = oneshot::channel();
         let job = Job::Exec {
             handler,
             args,
             reply,
+            origin,
         };
         if self.shared.inboxes[owner].send(job).is_ok()
             && let Ok(replies) = answer.await
@@ -435,9 +439,13 @@ pub(crate) fn run<F, Fut>(
                     handler,
                     args,
                     reply,
+                    origin,
                 } => {
                     worker.wait_unlocked().await;
-                    let _ = reply.send(worker.execute_typed(handler, &args));
+                    let replies = crate::tracking::with_writer(origin, || {
+                        worker.execute_typed(handler, &args)
+                    });
+                    let _ = reply.send(replies);
                     worker.serve_ready();
                 }
                 Job::Serve => worker.serve_ready(),
@@ -445,7 +453,10 @@ pub(crate) fn run<F, Fut>(
                     worker.lock().await;
                     let _ = ack.send(());
                     while let Some(cmd) = commands.recv().await {
-                        let _ = cmd.reply.send(worker.execute_typed(cmd.handler, &cmd.args));
+                        let replies = crate::tracking::with_writer(cmd.origin, || {
+                            worker.execute_typed(cmd.handler, &cmd.args)
+                        });
+                        let _ = cmd.reply.send(replies);
                     }
                     worker.unlock();
                 }
@@ -475,7 +486,10 @@ async fn active_expiry(worker: Rc<Worker>) {
         let hz = worker.shared.live.hz.load(Ordering::Relaxed).clamp(1, 500);
         let period = Duration::from_micros(1_000_000 / hz);
         tokio::time::sleep(period).await;
-        if !worker.is_locked() {
+        // Redis stops active expiry while clients are paused (`CLIENT PAUSE`) or by
+        // `DEBUG SET-ACTIVE-EXPIRE 0`.
+        let shared = &worker.shared;
+        if !worker.is_locked() && shared.live.active_expire() && !shared.pause.active() {
             worker.expiry_cycle(period / 4);
         }
     }

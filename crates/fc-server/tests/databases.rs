@@ -281,3 +281,32 @@ fn every_database_survives_a_restart_from_the_log_and_a_snapshot() {
     assert_eq!(dbsize, 0);
     server.shutdown();
 }
+
+#[test]
+fn tracking_invalidations_name_keys_without_their_database() {
+    let server = two_workers();
+    let mut reader = Raw::open(server.addr());
+    reader.send(&["HELLO", "3"]);
+    reader
+        .0
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let hello = common::read_all(&mut reader.0);
+    assert!(hello.starts_with(b"%7\r\n"));
+    reader
+        .0
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    reader.send(&["SELECT", "9"]);
+    reader.expect(b"+OK\r\n");
+    reader.send(&["CLIENT", "TRACKING", "ON"]);
+    reader.expect(b"+OK\r\n");
+    reader.send(&["GET", "k"]);
+    reader.expect(b"_\r\n");
+    // The same name in database 0 is another key: nothing to invalidate.
+    let _: () = in_db(&server, 0).set("k", "zero").unwrap();
+    assert!(reader.silent_for(200), "invalidated by database 0");
+    let _: () = in_db(&server, 9).set("k", "nine").unwrap();
+    reader.expect(b">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\nk\r\n");
+    server.shutdown();
+}

@@ -42,7 +42,9 @@ const fn sub(container: &'static str, name: &'static str, arity: i32, flags: u32
 
 /// Every subcommand, sorted by container, then name.
 pub(crate) static SUBCOMMANDS: &[Sub] = &[
+    sub("client", "caching", 3, PLAIN),
     sub("client", "getname", 2, PLAIN),
+    sub("client", "getredir", 2, PLAIN),
     sub("client", "help", 2, HELP),
     sub("client", "id", 2, PLAIN),
     sub("client", "info", 2, PLAIN),
@@ -50,9 +52,14 @@ pub(crate) static SUBCOMMANDS: &[Sub] = &[
     sub("client", "list", -2, ADMIN),
     sub("client", "no-evict", 3, ADMIN),
     sub("client", "no-touch", 3, PLAIN),
+    sub("client", "pause", -3, ADMIN),
+    sub("client", "reply", 3, PLAIN),
     sub("client", "setinfo", 4, PLAIN),
     sub("client", "setname", 3, PLAIN),
+    sub("client", "tracking", -3, PLAIN),
+    sub("client", "trackinginfo", 2, PLAIN),
     sub("client", "unblock", -3, ADMIN),
+    sub("client", "unpause", 2, ADMIN),
     sub("command", "count", 2, HELP),
     sub("command", "docs", -2, HELP),
     sub("command", "getkeys", -4, HELP),
@@ -63,6 +70,7 @@ pub(crate) static SUBCOMMANDS: &[Sub] = &[
     sub("config", "get", -3, ADMIN),
     sub("config", "help", 2, HELP),
     sub("config", "resetstat", 2, ADMIN),
+    sub("config", "rewrite", 2, ADMIN),
     sub("config", "set", -4, ADMIN),
     sub("latency", "doctor", 2, ADMIN),
     sub("latency", "graph", 3, ADMIN),
@@ -248,7 +256,7 @@ mod tests {
         };
         assert_eq!(slot_name(slot), "config|get");
         assert_eq!(slots_named(b"CONFIG|get"), vec![slot]);
-        assert_eq!(slots_named(b"config").len(), 5);
+        assert_eq!(slots_named(b"config").len(), 6);
         assert_eq!(
             select(config, &args(&["config", "get"])),
             Selected::SubArity(slot)
