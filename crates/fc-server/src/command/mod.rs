@@ -49,6 +49,7 @@ mod lists;
 pub(crate) mod pops;
 mod sets;
 mod sort;
+pub(crate) mod streams;
 mod strings;
 mod subs;
 mod table;
@@ -188,6 +189,9 @@ pub(crate) enum Route {
     Session(Session),
     /// On the owner of argument 1's shard (a second key must share the shard).
     Key(Handler),
+    /// A container whose subcommands name a key in argument 2 (`XGROUP`, `XINFO`): on that
+    /// key's owner (here when there is none: `HELP`).
+    SubKey(Handler),
     /// Split per key (`step` arguments per key from argument 1), each part on its owner,
     /// replies merged.
     PerKey {
@@ -920,7 +924,7 @@ mod tests {
                 Route::Session(_) => spec.keys.0 > 0,
                 // `LMPOP`'s keys follow a count: Redis gives no first key.
                 Route::Pop(_) | Route::Multi { .. } => !spec.key_specs.is_empty(),
-                Route::AllWorkers { .. } | Route::Cursor(_) => false,
+                Route::AllWorkers { .. } | Route::Cursor(_) | Route::SubKey(_) => false,
                 _ => true,
             };
             assert_eq!(

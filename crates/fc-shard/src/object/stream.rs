@@ -134,9 +134,9 @@ pub enum StreamError {
     /// `XSETID ... ENTRIESADDED` below the length.
     #[error("ERR The entries_added specified in XSETID is smaller than the target stream length")]
     EntriesAddedTooSmall,
-    /// `XSETID ... MAXDELETEDID` above the new last id.
-    #[error("ERR The ID specified in XSETID is smaller than the provided max_deleted_entry_id")]
-    MaxDeletedTooLarge,
+    /// `XSETID` below the stream's largest deleted id.
+    #[error("ERR The ID specified in XSETID is smaller than current max_deleted_entry_id")]
+    SetIdBelowMaxDeleted,
 }
 
 /// How `XADD` picks the new entry's id.
@@ -1260,23 +1260,24 @@ impl Shard {
     ) -> RedisObjectResult<()> {
         self.write_object(tag, key, KIND_STREAM, None, clock, |object, emit| {
             let stream = as_stream_mut(object);
-            if let Some(added) = entries_added
-                && (added as usize) < stream.len()
-            {
-                return Err(StoreError::Stream(StreamError::EntriesAddedTooSmall));
+            if last_id < stream.max_deleted {
+                return Err(StoreError::Stream(StreamError::SetIdBelowMaxDeleted));
             }
-            if let Some(max) = max_deleted
-                && last_id < max
-            {
-                return Err(StoreError::Stream(StreamError::MaxDeletedTooLarge));
-            }
-            if !stream.is_empty() && last_id < stream.last_id {
-                return Err(StoreError::Stream(StreamError::SetIdTooSmall));
+            // Checked against the last entry (not the last id), as Redis does.
+            if let Some((&top, _)) = stream.entries.last_key_value() {
+                if last_id < top {
+                    return Err(StoreError::Stream(StreamError::SetIdTooSmall));
+                }
+                if entries_added.is_some_and(|added| added < stream.len() as u64) {
+                    return Err(StoreError::Stream(StreamError::EntriesAddedTooSmall));
+                }
             }
             let op = StreamOp::SetId {
                 last_id,
                 entries_added: entries_added.unwrap_or(stream.entries_added),
-                max_deleted: max_deleted.unwrap_or(stream.max_deleted),
+                max_deleted: max_deleted
+                    .filter(|m| !m.is_zero())
+                    .unwrap_or(stream.max_deleted),
             };
             stream.apply(&op);
             Self::emit_stream(emit, &op);
