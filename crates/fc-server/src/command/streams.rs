@@ -1001,8 +1001,15 @@ pub(super) fn xinfo<R: Reply>(ctx: &mut Ctx<'_, R>) {
     }
     let mut full = None;
     if sub == b"stream" && ctx.args.len() > 3 {
+        let wrong = |ctx: &mut Ctx<'_, R>| {
+            let text = format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try XINFO HELP.",
+                String::from_utf8_lossy(&ctx.args[1])
+            );
+            ctx.out.error(text.as_bytes());
+        };
         if !ctx.is(3, "full") {
-            return ctx.syntax_error();
+            return wrong(ctx);
         }
         let mut limit = 10usize;
         match ctx.args.len() {
@@ -1013,7 +1020,7 @@ pub(super) fn xinfo<R: Reply>(ctx: &mut Ctx<'_, R>) {
                 };
                 limit = n.max(0) as usize;
             }
-            _ => return ctx.syntax_error(),
+            _ => return wrong(ctx),
         }
         full = Some(limit);
     }

@@ -134,9 +134,6 @@ pub enum StreamError {
     /// `XSETID ... ENTRIESADDED` below the length.
     #[error("ERR The entries_added specified in XSETID is smaller than the target stream length")]
     EntriesAddedTooSmall,
-    /// `XSETID` below the stream's largest deleted id.
-    #[error("ERR The ID specified in XSETID is smaller than current max_deleted_entry_id")]
-    SetIdBelowMaxDeleted,
 }
 
 /// How `XADD` picks the new entry's id.
@@ -1260,9 +1257,6 @@ impl Shard {
     ) -> RedisObjectResult<()> {
         self.write_object(tag, key, KIND_STREAM, None, clock, |object, emit| {
             let stream = as_stream_mut(object);
-            if last_id < stream.max_deleted {
-                return Err(StoreError::Stream(StreamError::SetIdBelowMaxDeleted));
-            }
             // Checked against the last entry (not the last id), as Redis does.
             if let Some((&top, _)) = stream.entries.last_key_value() {
                 if last_id < top {
