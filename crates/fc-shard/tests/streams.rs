@@ -534,7 +534,7 @@ fn step(store: &EmbeddedStore, m: &mut Model, op: &Op, clock: &ManualClock) -> (
             let got = store.xsetid(key, to, None, None);
             let model = if !m.exists {
                 Err(StoreError::NoSuchKey)
-            } else if !m.entries.is_empty() && to < m.last {
+            } else if m.entries.last_key_value().is_some_and(|(top, _)| to < *top) {
                 Err(StoreError::Stream(StreamError::SetIdTooSmall))
             } else {
                 m.last = to;

@@ -452,6 +452,18 @@ pub(super) fn xsetid<R: Reply>(ctx: &mut Ctx<'_, R>) {
 // ----- groups ------------------------------------------------------------------------------------
 
 pub(super) fn xack<R: Reply>(ctx: &mut Ctx<'_, R>) {
+    // A missing key or group acknowledges nothing, whatever the ids.
+    let mut has_group = false;
+    let group = &ctx.args[2];
+    if let Err(e) = ctx
+        .store
+        .stream_read(&ctx.args[1], &mut |s| has_group = s.group(group).is_some())
+    {
+        return ctx.store_error(&e);
+    }
+    if !has_group {
+        return ctx.out.integer(0);
+    }
     let ids = match strict_ids(&ctx.args[3..]) {
         Ok(ids) => ids,
         Err(text) => return ctx.out.error(text),
@@ -518,7 +530,11 @@ pub(super) fn xgroup<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let (key, group) = (ctx.args[2].clone(), ctx.args[3].clone());
     // The key and its type, then the group (Redis's order for every subcommand).
     let mut exists = false;
-    if let Err(e) = ctx.store.stream_read(&key, &mut |_| exists = true) {
+    let mut has_group = false;
+    if let Err(e) = ctx.store.stream_read(&key, &mut |s| {
+        exists = true;
+        has_group = s.group(&group).is_some();
+    }) {
         return ctx.store_error(&e);
     }
     let start = || -> Result<GroupStart, &'static [u8]> {
@@ -529,6 +545,9 @@ pub(super) fn xgroup<R: Reply>(ctx: &mut Ctx<'_, R>) {
         }
     };
     match sub.as_slice() {
+        _ if !exists && !mkstream => {
+            ctx.out.error(b"ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically.");
+        }
         b"create" => {
             let start = match start() {
                 Ok(s) => s,
@@ -539,8 +558,8 @@ pub(super) fn xgroup<R: Reply>(ctx: &mut Ctx<'_, R>) {
                 .xgroup_create(&key, &group, start, mkstream, entries_read);
             ctx.reply(r, |out, ()| out.ok());
         }
-        _ if !exists => {
-            ctx.out.error(b"ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically.");
+        b"setid" | b"createconsumer" | b"delconsumer" if !has_group => {
+            nogroup_named(ctx.out, &key, &group);
         }
         b"setid" => {
             let start = match start() {
@@ -790,13 +809,11 @@ pub(super) fn xclaim<R: Reply>(ctx: &mut Ctx<'_, R>) {
 /// `XAUTOCLAIM key group consumer min-idle-time start [COUNT count] [JUSTID]`.
 pub(super) fn xautoclaim<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let (key, group) = (ctx.args[1].clone(), ctx.args[2].clone());
+    // The key's type and group are judged after the arguments, as Redis does.
     let mut has_group = false;
-    if let Err(e) = ctx
+    let looked = ctx
         .store
-        .stream_read(&key, &mut |s| has_group = s.group(&group).is_some())
-    {
-        return ctx.store_error(&e);
-    }
+        .stream_read(&key, &mut |s| has_group = s.group(&group).is_some());
     let Some(min_idle) = parse_i64(&ctx.args[4]) else {
         return ctx
             .out
@@ -822,6 +839,9 @@ pub(super) fn xautoclaim<R: Reply>(ctx: &mut Ctx<'_, R>) {
         } else {
             return ctx.syntax_error();
         }
+    }
+    if let Err(e) = looked {
+        return ctx.store_error(&e);
     }
     if !has_group {
         return nogroup(ctx.out, &key, &group);
@@ -876,7 +896,7 @@ fn write_group_summary<R: Reply>(out: &mut R, s: &Stream, name: &[u8], g: &Strea
     }
     out.bulk(b"lag");
     match s.lag(g) {
-        Some(n) => out.integer(n as i64),
+        Some(n) => out.integer(n),
         None => out.null(),
     }
 }
@@ -940,7 +960,7 @@ fn write_stream_info<R: Reply>(out: &mut R, s: &Stream, full: Option<usize>, now
         }
         out.bulk(b"lag");
         match s.lag(g) {
-            Some(n) => out.integer(n as i64),
+            Some(n) => out.integer(n),
             None => out.null(),
         }
         out.bulk(b"pel-count");
@@ -1001,6 +1021,14 @@ pub(super) fn xinfo<R: Reply>(ctx: &mut Ctx<'_, R>) {
     }
     let mut full = None;
     if sub == b"stream" && ctx.args.len() > 3 {
+        // The key first (missing, or of another type), then the options.
+        let mut exists = false;
+        if let Err(e) = ctx.store.stream_read(&ctx.args[2], &mut |_| exists = true) {
+            return ctx.store_error(&e);
+        }
+        if !exists {
+            return ctx.out.error(b"ERR no such key");
+        }
         let wrong = |ctx: &mut Ctx<'_, R>| {
             let text = format!(
                 "ERR unknown subcommand or wrong number of arguments for '{}'. Try XINFO HELP.",
@@ -1170,10 +1198,12 @@ pub(crate) fn group_has_new(
 /// replies. `NOGROUP` and `WRONGTYPE` as errors.
 pub(crate) fn group_step<R: Reply>(ctx: &mut Ctx<'_, R>) {
     let args = ctx.args;
+    // The largest id reads as `>` (Redis encodes `>` as it).
     let from = if &args[4][..] == b">" {
         GroupReadFrom::New
     } else {
         match strict_id(&args[4]) {
+            Ok(StreamId::MAX) => GroupReadFrom::New,
             Ok(id) => GroupReadFrom::History(id),
             Err(text) => return ctx.out.error(text),
         }

@@ -620,19 +620,19 @@ impl Stream {
         -1
     }
 
-    /// A group's lag (`XINFO GROUPS`): entries not yet delivered to it, when known.
+    /// A group's lag (`XINFO GROUPS`): entries not yet delivered to it, when known (negative
+    /// when `ENTRIESREAD` set its counter past the entries added, as Redis reports it).
     #[must_use]
-    pub fn lag(&self, group: &StreamGroup) -> Option<u64> {
+    pub fn lag(&self, group: &StreamGroup) -> Option<i64> {
+        let added = self.entries_added as i64;
         if self.entries_added == 0 {
             return Some(0);
         }
         if group.entries_read >= 0 && !self.has_tombstones_from(group.last_id) {
-            return Some(self.entries_added.saturating_sub(group.entries_read as u64));
+            return Some(added.wrapping_sub(group.entries_read));
         }
         let read = self.estimate_read_counter(group.last_id);
-        u64::try_from(read)
-            .ok()
-            .map(|r| self.entries_added.saturating_sub(r))
+        (read >= 0).then(|| added.wrapping_sub(read))
     }
 
     /// Estimated listpack bytes of an entry's elements (what Redis's node limit counts).
@@ -1510,10 +1510,12 @@ impl Shard {
                             .collect(),
                         None => Vec::new(),
                     };
-                    Self::touch_consumer(stream, emit, group, consumer, now, !ids.is_empty());
+                    // Nothing new: the consumer is neither created nor seen (Redis 7.0 creates
+                    // it only when it serves it; 7.2 always).
                     if ids.is_empty() {
                         return Ok(None);
                     }
+                    Self::touch_consumer(stream, emit, group, consumer, now, true);
                     // The group's read counter advances as Redis's does entry by entry.
                     let mut read = stream.groups[group].entries_read;
                     let mut last = stream.groups[group].last_id;
@@ -1705,8 +1707,10 @@ impl Shard {
                 stream.apply(&op);
                 Self::emit_stream(emit, &op);
             }
-            Self::touch_consumer(stream, emit, group, consumer, now, !claimed.is_empty());
+            // The consumer is created (and seen) only when it claims something, as Redis 7.0
+            // does (7.2 creates it either way).
             if !claimed.is_empty() {
+                Self::touch_consumer(stream, emit, group, consumer, now, true);
                 let op = StreamOp::Claim {
                     group,
                     consumer,
@@ -1793,8 +1797,10 @@ impl Shard {
                 stream.apply(&op);
                 Self::emit_stream(emit, &op);
             }
-            Self::touch_consumer(stream, emit, group, consumer, now, !claimed.is_empty());
+            // The consumer is created (and seen) only when it claims something, as Redis 7.0
+            // does (7.2 creates it either way).
             if !claimed.is_empty() {
+                Self::touch_consumer(stream, emit, group, consumer, now, true);
                 let op = StreamOp::Claim {
                     group,
                     consumer,
