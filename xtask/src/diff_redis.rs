@@ -372,6 +372,10 @@ fn migrate_check(pair: &mut Pair) -> anyhow::Result<(usize, usize)> {
     for key in keys.items.iter().filter_map(|k| k.data.clone()) {
         let copy = [b"migrated:".as_slice(), &key].concat();
         let want = content(&mut pair.redis, &key)?;
+        // Streams have no DUMP/RESTORE in fast-cache yet (docs/REDIS-COMPAT.md).
+        if want.starts_with(b"+stream\r\n") {
+            continue;
+        }
         let from_redis = pair.redis.call(&[b"DUMP".to_vec(), key.clone()])?;
         let Some(payload) = from_redis.data else {
             continue;
@@ -446,6 +450,7 @@ fn content(conn: &mut Conn, key: &[u8]) -> anyhow::Result<Vec<u8>> {
                 ..Norm::default()
             },
         ),
+        b"+stream\r\n" => (&[b"XRANGE", b"-", b"+"], Norm::default()),
         _ => return Ok(kind.raw),
     };
     let mut call = vec![args[0].to_vec(), key.to_vec()];
@@ -456,7 +461,7 @@ fn content(conn: &mut Conn, key: &[u8]) -> anyhow::Result<Vec<u8>> {
 
 /// A difference docs/REDIS-COMPAT.md documents (fc-server follows Redis 7.2 where the 7.0
 /// reference differs): its reason, or `None`.
-fn known_difference(args: &[Vec<u8>], fc: &[u8], _redis: &[u8]) -> Option<&'static str> {
+fn known_difference(args: &[Vec<u8>], fc: &[u8], redis: &[u8]) -> Option<&'static str> {
     let name = args.first()?.to_ascii_lowercase();
     let has = |word: &[u8]| args.iter().any(|a| a.eq_ignore_ascii_case(word));
     if name == b"lpos"
@@ -465,7 +470,28 @@ fn known_difference(args: &[Vec<u8>], fc: &[u8], _redis: &[u8]) -> Option<&'stat
     {
         return Some("LPOS RANK LONG_MIN is an error since Redis 7.2 (redis#12167)");
     }
+    // Redis 7.2 names the command and its id symbol (also inside an EXEC's replies).
+    if fc != redis && as_redis_70_unbalanced(fc) == redis {
+        return Some(
+            "Redis 7.2 names the command and its id symbol in the unbalanced-streams error",
+        );
+    }
     None
+}
+
+/// `fc` with Redis 7.2's unbalanced-streams errors written as Redis 7.0 writes them.
+fn as_redis_70_unbalanced(fc: &[u8]) -> Vec<u8> {
+    const OLD: &[u8] = b"-ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.";
+    let mut out = fc.to_vec();
+    for new in [
+        &b"-ERR Unbalanced 'xreadgroup' list of streams: for each stream key an ID or '>' must be specified."[..],
+        b"-ERR Unbalanced 'xread' list of streams: for each stream key an ID or '$' must be specified.",
+    ] {
+        while let Some(at) = out.windows(new.len()).position(|w| w == new) {
+            out.splice(at..at + new.len(), OLD.iter().copied());
+        }
+    }
+    out
 }
 
 fn show_args(args: &[Vec<u8>]) -> String {

@@ -51,17 +51,25 @@ pub(crate) async fn run<R: Reply>(
     out: &mut R,
     txn: Option<&TxnLinks>,
 ) -> Option<Wait> {
-    let plan = match kind.parse(&args) {
+    let mut plan = match kind.parse(&args) {
         Ok(plan) => plan,
         Err(text) => {
-            out.error(text);
+            out.error(&text);
             return None;
         }
     };
     let shared = &worker.shared;
     let router = &shared.router;
     let shard = |key: &[u8]| router.shard_of(&router.route_key(key));
-    for key in &plan.keys {
+    let keys = if matches!(plan.op, Op::XRead { .. } | Op::XReadGroup { .. }) {
+        if read_streams(worker, &mut plan.op, out, txn).await {
+            return None;
+        }
+        &[][..]
+    } else {
+        &plan.keys[..]
+    };
+    for key in keys {
         let owner = shared.owner_of(key);
         let replies = match &plan.op {
             Op::Move { dst, from, to } if shard(dst) != shard(key) => {
@@ -96,6 +104,98 @@ pub(crate) async fn run<R: Reply>(
         answer,
         timeout,
     })
+}
+
+/// `XREAD`/`XREADGROUP`: checks every key as Redis does (type, group, id; `$` resolved to
+/// the stream's last id, in `op`), then reads each on its owner. True when it replied (an
+/// error, or the streams that had entries, as one map); false when nothing was read (the
+/// caller waits, or answers a null array).
+async fn read_streams<R: Reply>(
+    worker: &Worker,
+    op: &mut Op,
+    out: &mut R,
+    txn: Option<&TxnLinks>,
+) -> bool {
+    let shared = &worker.shared;
+    let word = Bytes::from_static;
+    match op {
+        Op::XRead { ids, .. } => {
+            for (key, id) in ids.iter_mut() {
+                let args = vec![word(b"xresolve"), key.clone(), id.clone()];
+                let r = cross::exec_at(worker, shared.owner_of(key), TRY, args, txn).await;
+                match r.tokens() {
+                    [Token::Bulk(range)] => *id = Bytes::copy_from_slice(r.bytes(range)),
+                    _ => {
+                        r.replay(out);
+                        return true;
+                    }
+                }
+            }
+        }
+        Op::XReadGroup { group, ids, .. } => {
+            for (key, id) in ids.iter() {
+                let args = vec![word(b"xgroupcheck"), key.clone(), group.clone(), id.clone()];
+                let r = cross::exec_at(worker, shared.owner_of(key), TRY, args, txn).await;
+                if !r.tokens().is_empty() {
+                    r.replay(out);
+                    return true;
+                }
+            }
+        }
+        _ => return false,
+    }
+    let steps: Vec<(Bytes, Vec<Bytes>)> = match &*op {
+        Op::XRead { ids, count } => ids
+            .iter()
+            .map(|(key, id)| {
+                let n = Bytes::from(count.to_string());
+                let args = vec![word(b"xread"), key.clone(), id.clone(), n, Bytes::new()];
+                (key.clone(), args)
+            })
+            .collect(),
+        Op::XReadGroup {
+            group,
+            consumer,
+            count,
+            no_ack,
+            ids,
+        } => ids
+            .iter()
+            .map(|(key, id)| {
+                let args = vec![
+                    word(b"xreadgroup"),
+                    key.clone(),
+                    group.clone(),
+                    consumer.clone(),
+                    id.clone(),
+                    Bytes::from(count.to_string()),
+                    if *no_ack { word(b"1") } else { Bytes::new() },
+                    Bytes::new(),
+                ];
+                (key.clone(), args)
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let mut parts = Vec::new();
+    for (key, args) in steps {
+        let r = cross::exec_at(worker, shared.owner_of(&key), TRY, args, txn).await;
+        if r.error_text().is_some() {
+            r.replay(out);
+            return true;
+        }
+        if !r.tokens().is_empty() || r.overflowed() {
+            parts.push(r);
+        }
+    }
+    if parts.is_empty() {
+        return false;
+    }
+    out.keyed_len(parts.len());
+    for part in parts {
+        part.replay(out);
+    }
+    true
 }
 
 /// How a wait ended.

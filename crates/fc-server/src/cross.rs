@@ -73,6 +73,10 @@ pub(crate) async fn run_store<R: Reply>(
             let owner = shared.owner_of(&args[1]);
             exec_at(worker, owner, handler, args, txn).await.replay(out);
         }
+        Route::SubKey(handler) => {
+            let owner = args.get(2).map_or(worker.index, |k| shared.owner_of(k));
+            exec_at(worker, owner, handler, args, txn).await.replay(out);
+        }
         Route::Cursor(handler) => {
             let owner = std::str::from_utf8(&args[1])
                 .ok()
@@ -229,6 +233,7 @@ pub(crate) fn workers_of(worker: &Worker, spec: &Spec, args: &[Bytes], into: &mu
             );
         }
         Route::AllWorkers { .. } | Route::Cursor(_) => into.extend(0..shared.workers),
+        Route::SubKey(_) => into.extend(args.get(2).map(|k| shared.owner_of(k))),
         Route::Multi { .. } => into.extend(
             spec.spec_keys(args)
                 .unwrap_or_default()

@@ -105,6 +105,7 @@ fn apply(
         Record::Expire { expire_at_ms, .. } => {
             store.expire_at_ms(dest, *expire_at_ms);
         }
+        Record::Stream { op, .. } => op.with_op(|op| store.stream_apply(dest, op))?,
         // An export emits nothing else.
         _ => {}
     }

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use bytes::Bytes;
-use fc_shard::{ListEnd, Mutation};
+use fc_shard::{ListEnd, Mutation, StreamOp};
 
 use crate::pubsub::PubSub;
 
@@ -287,6 +287,26 @@ fn for_events(cmd: &[u8], mutation: &Mutation<'_>, mut emit: impl FnMut(&[u8], &
                 _ => "zrem",
             };
             emit(key, event, ZSET);
+        }
+        Mutation::Stream { key, op } => {
+            let event = match op {
+                StreamOp::Add { .. } => "xadd",
+                StreamOp::Trim { .. } => "xtrim",
+                StreamOp::Delete { .. } => "xdel",
+                StreamOp::SetId { .. } => "xsetid",
+                StreamOp::GroupCreate { .. } => "xgroup-create",
+                StreamOp::GroupSetId { .. } => "xgroup-setid",
+                StreamOp::GroupDestroy { .. } => "xgroup-destroy",
+                StreamOp::ConsumerCreate { .. } => "xgroup-createconsumer",
+                StreamOp::ConsumerDelete { .. } => "xgroup-delconsumer",
+                // A created stream (MKSTREAM) and a group's reads and claims send nothing.
+                StreamOp::Create
+                | StreamOp::Advance { .. }
+                | StreamOp::Touch { .. }
+                | StreamOp::Claim { .. }
+                | StreamOp::Ack { .. } => return,
+            };
+            emit(key, event, STREAM);
         }
         Mutation::Flush | Mutation::TxBegin { .. } | Mutation::TxEnd { .. } => {}
     }

@@ -46,6 +46,12 @@ pub(crate) trait Reply {
     fn pairs_len(&mut self, n: usize);
     /// The start of one pair of a [`Reply::pairs_len`] list.
     fn pair(&mut self);
+    /// `n` key/value pairs that Redis sends as a map in RESP3 and as an array of
+    /// two-element arrays in RESP2 (`XREAD`'s streams). Each pair starts with
+    /// [`Reply::keyed`].
+    fn keyed_len(&mut self, n: usize);
+    /// The start of one pair of a [`Reply::keyed_len`] list.
+    fn keyed(&mut self);
     /// A double.
     fn double(&mut self, value: f64);
     /// A double already formatted (`,text` in RESP3, a bulk in RESP2).
@@ -248,6 +254,17 @@ impl Reply for Resp {
             self.enc().array_len(2);
         }
     }
+    fn keyed_len(&mut self, n: usize) {
+        match self.version {
+            RespVersion::Resp2 => self.enc().array_len(n),
+            RespVersion::Resp3 => self.enc().map_len(n),
+        }
+    }
+    fn keyed(&mut self) {
+        if self.version == RespVersion::Resp2 {
+            self.enc().array_len(2);
+        }
+    }
     fn double(&mut self, value: f64) {
         self.enc().double(value);
     }
@@ -300,6 +317,8 @@ pub(crate) enum Token {
     Set(usize),
     Pairs(usize),
     Pair,
+    Keyed(usize),
+    KeyedEntry,
     Double(f64),
     DoubleText(Range<usize>),
     Boolean(bool),
@@ -429,6 +448,8 @@ impl Replies {
                 Token::Set(n) => out.set_len(*n),
                 Token::Pairs(n) => out.pairs_len(*n),
                 Token::Pair => out.pair(),
+                Token::Keyed(n) => out.keyed_len(*n),
+                Token::KeyedEntry => out.keyed(),
                 Token::Double(v) => out.double(*v),
                 Token::DoubleText(r) => out.double_text(self.bytes(r)),
                 Token::Boolean(b) => out.boolean(*b),
@@ -474,6 +495,12 @@ impl Reply for Replies {
     }
     fn pair(&mut self) {
         self.push(Token::Pair);
+    }
+    fn keyed_len(&mut self, n: usize) {
+        self.push(Token::Keyed(n));
+    }
+    fn keyed(&mut self) {
+        self.push(Token::KeyedEntry);
     }
     fn double(&mut self, value: f64) {
         self.push(Token::Double(value));
@@ -560,6 +587,10 @@ pub(crate) mod tests {
             self.lines.push(format!("({n})"));
         }
         fn pair(&mut self) {}
+        fn keyed_len(&mut self, n: usize) {
+            self.lines.push(format!("{{{n}}}"));
+        }
+        fn keyed(&mut self) {}
         fn double(&mut self, value: f64) {
             self.lines.push(format!("~{value}"));
         }

@@ -164,7 +164,12 @@ impl MutationSink for ServerSink {
         // A key that may now serve a blocked pop (Redis signals a key ready on the same
         // changes: a push, an add, a new key by rename).
         match mutation {
-            Mutation::ListPush { key, .. } | Mutation::ZAdd { key, .. } => {
+            Mutation::ListPush { key, .. }
+            | Mutation::ZAdd { key, .. }
+            | Mutation::Stream {
+                key,
+                op: fc_shard::StreamOp::Add { .. },
+            } => {
                 self.blocked.signal(worker, key);
             }
             Mutation::Rename { to, .. } => self.blocked.signal(worker, to),

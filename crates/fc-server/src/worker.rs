@@ -83,19 +83,29 @@ impl Worker {
             // What the key holds now: a list serves list pops, a sorted set sorted-set pops;
             // empty or of another type, the waiters go on waiting (Redis keeps a client
             // blocked on a key of another type).
-            let (list, zset) = {
+            let (list, zset, stream) = {
                 let mut store = self.store.borrow_mut();
                 (
                     store.llen(key).is_ok_and(|n| n > 0),
                     store.zcard(key).is_ok_and(|n| n > 0),
+                    store.type_of(key) == Ok(Some(fc_shard::KeyType::Stream)),
                 )
             };
-            if !list && !zset {
+            if !list && !zset && !stream {
                 return;
             }
+            // A stream serves a reader whose id (or group) it has entries after.
             let serves = |op: &Op| match op {
                 Op::Pop { .. } | Op::Move { .. } => list,
                 Op::ZPop { .. } => zset,
+                Op::XRead { .. } if stream => {
+                    let id = op.args(&Bytes::copy_from_slice(key))[2].clone();
+                    crate::command::streams::has_after(&mut self.store.borrow_mut(), key, &id)
+                }
+                Op::XReadGroup { group, .. } if stream => {
+                    crate::command::streams::group_has_new(&mut self.store.borrow_mut(), key, group)
+                }
+                Op::XRead { .. } | Op::XReadGroup { .. } => false,
             };
             // The first waiter the key can serve, in arrival order (one blocked on the same
             // key for the other type does not hold it up).

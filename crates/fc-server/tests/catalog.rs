@@ -185,6 +185,32 @@ const DATABASES: &[(&str, &[u8])] = &[
     ("GET inside", b"$1\r\n4\r\n"),
 ];
 
+/// Streams and container commands (`XGROUP`, `XINFO`, `OBJECT`, `MEMORY USAGE`) in a database
+/// other than 0: key names in replies and errors as the client knows them (recorded from
+/// redis-server 7.0.15).
+const DATABASE_KEYS: &[(&str, &[u8])] = &[
+    ("FLUSHALL", b"+OK\r\n"),
+    ("SELECT 9", b"+OK\r\n"),
+    ("XADD st 1-1 f v", b"$3\r\n1-1\r\n"),
+    ("XREAD STREAMS st 0", b"*1\r\n*2\r\n$2\r\nst\r\n*1\r\n*2\r\n$3\r\n1-1\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n"),
+    ("XREADGROUP GROUP g c STREAMS st >", b"-NOGROUP No such key 'st' or consumer group 'g' in XREADGROUP with GROUP option\r\n"),
+    ("XGROUP CREATE st g 0", b"+OK\r\n"),
+    ("XREADGROUP GROUP g c COUNT 1 STREAMS st >", b"*1\r\n*2\r\n$2\r\nst\r\n*1\r\n*2\r\n$3\r\n1-1\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n"),
+    ("XINFO GROUPS st", b"*1\r\n*12\r\n$4\r\nname\r\n$1\r\ng\r\n$9\r\nconsumers\r\n:1\r\n$7\r\npending\r\n:1\r\n$17\r\nlast-delivered-id\r\n$3\r\n1-1\r\n$12\r\nentries-read\r\n:1\r\n$3\r\nlag\r\n:0\r\n"),
+    ("SELECT 0", b"+OK\r\n"),
+    ("XLEN st", b":0\r\n"),
+    ("EXISTS st", b":0\r\n"),
+    ("SELECT 9", b"+OK\r\n"),
+    ("XLEN st", b":1\r\n"),
+    ("SET s hello", b"+OK\r\n"),
+    ("OBJECT ENCODING s", b"$6\r\nembstr\r\n"),
+    ("MEMORY USAGE nokey", b"$-1\r\n"),
+    ("XINFO STREAM nokey", b"-ERR no such key\r\n"),
+    ("XGROUP CREATECONSUMER st g c2", b":1\r\n"),
+    ("SELECT 0", b"+OK\r\n"),
+    ("OBJECT ENCODING s", b"$-1\r\n"),
+];
+
 /// MODULE (none loaded; loading refused as Redis's default `enable-module-command no` does),
 /// PFSELFTEST and PFDEBUG (recorded from redis-server 7.0.15).
 const DEBUGGING: &[(&str, &[u8])] = &[
@@ -351,6 +377,7 @@ fn catalog_replies_are_redis_bytes() {
         .chain(SORTS)
         .chain(DATABASES)
         .chain(DEBUGGING)
+        .chain(DATABASE_KEYS)
     {
         let args: Vec<&str> = line.split(' ').collect();
         w.write_all(&encode(&args)).unwrap();

@@ -56,6 +56,24 @@ fn keyspace_reads_see_their_own_database_only() {
     assert_eq!(nine.get::<_, String>("shared").unwrap(), "nine");
 
     let dbsize = |con: &mut redis::Connection| -> i64 { redis::cmd("DBSIZE").query(con).unwrap() };
+    // Containers name their key as argument 2: rewritten too.
+    let line: String = redis::cmd("DEBUG")
+        .arg("OBJECT")
+        .arg("n:1")
+        .query(&mut nine)
+        .unwrap();
+    assert!(line.contains("encoding:int"), "{line}");
+    let missing: redis::RedisResult<String> = redis::cmd("DEBUG")
+        .arg("OBJECT")
+        .arg("n:1")
+        .query(&mut zero);
+    assert!(missing.is_err());
+    let usage: Option<i64> = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg("n:1")
+        .query(&mut nine)
+        .unwrap();
+    assert!(usage.is_some_and(|n| n > 0));
     assert_eq!((dbsize(&mut zero), dbsize(&mut nine)), (501, 8));
     let keys: Vec<String> = nine.keys("*").unwrap();
     let keys: BTreeSet<String> = keys.into_iter().collect();

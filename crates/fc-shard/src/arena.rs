@@ -67,6 +67,7 @@ pub(crate) const KIND_HASH: u32 = 1;
 pub(crate) const KIND_LIST: u32 = 2;
 pub(crate) const KIND_SET: u32 = 3;
 pub(crate) const KIND_ZSET: u32 = 4;
+pub(crate) const KIND_STREAM: u32 = 5;
 const KIND_BITS: u32 = 7 << 28;
 /// Kind of a freed chunk.
 const KIND_FREE: u32 = 7;

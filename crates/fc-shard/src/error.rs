@@ -112,6 +112,9 @@ pub enum StoreError {
     /// `ZADD ... INCR` / `ZINCRBY` whose result is NaN (`inf` + `-inf`).
     #[error("ERR resulting score is not a number (NaN)")]
     ScoreNan,
+    /// A stream command's error (Redis's texts; see [`crate::StreamError`]).
+    #[error(transparent)]
+    Stream(#[from] crate::StreamError),
     /// An operation on several keys that must share a shard got keys of different shards.
     #[error("keys of one operation route to different shards ({first} and {second})")]
     CrossShard {
@@ -143,6 +146,7 @@ impl StoreError {
                 | Self::IndexOutOfRange
                 | Self::RankZero
                 | Self::ScoreNan
+                | Self::Stream(_)
         )
     }
 }

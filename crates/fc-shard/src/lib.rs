@@ -3,7 +3,7 @@
 //! **Owns:** the shard (an exclusively owned hash index over a slab arena of entries), expiry
 //! (lazy on access plus bounded [`EmbeddedStore::process_maintenance`] sweeps), memory budgets
 //! and eviction ([`EvictionPolicy`]: refuse, CLOCK or S3-FIFO), removal listeners, Redis's data
-//! types (strings with counters and ranges, hashes, lists, sets, sorted sets, `SCAN`, `RENAME`,
+//! types (strings with counters and ranges, hashes, lists, sets, sorted sets, streams, `SCAN`, `RENAME`,
 //! digests) with Redis's semantics and error texts ([`RedisObjectResult`]), statistics,
 //! [`Mutation`] events, packed batches, and the three embedded store kinds:
 //!
@@ -94,6 +94,11 @@ pub use object::hash::{FieldValue, RandomField};
 pub use object::hll;
 pub use object::list::{InsertPosition, ListEnd, LposOptions};
 pub use object::set::{Members, SetAlgebra};
+pub use object::stream::{
+    Fields as StreamFields, GroupReadFrom, GroupStart, PendingEntry, PendingSet, Stream,
+    StreamConsumer, StreamEntry, StreamError, StreamGroup, StreamId, StreamOp, StreamTrim,
+    TrimStrategy, XAddId, XAddOptions, XAutoClaim, XClaimOptions,
+};
 pub use object::string::{
     GetExExpiry, MAX_STRING_LEN, SetCondition, SetExpiry, SetOptions, SetOutcome,
 };

@@ -161,6 +161,14 @@ pub enum Mutation<'a> {
         /// Members that were there.
         members: &'a [&'a [u8]],
     },
+    /// A change to the stream at `key` (see [`crate::StreamOp`]; `Create` and `Add` create
+    /// it when missing).
+    Stream {
+        /// The key.
+        key: &'a [u8],
+        /// What changed.
+        op: crate::StreamOp<'a>,
+    },
     /// The mutations that follow on this stream, up to [`Mutation::TxEnd`] with the same `id`,
     /// belong to transaction `id` (`EXEC`, a multi-key write across workers): a consumer applies
     /// them all or none. A transaction spanning several streams (a server's per-worker logs)
@@ -204,7 +212,8 @@ impl Mutation<'_> {
             | Self::SAdd { key, .. }
             | Self::SRem { key, .. }
             | Self::ZAdd { key, .. }
-            | Self::ZRem { key, .. } => Some(key),
+            | Self::ZRem { key, .. }
+            | Self::Stream { key, .. } => Some(key),
             Self::Rename { from, .. } => Some(from),
             Self::Flush | Self::TxBegin { .. } | Self::TxEnd { .. } => None,
         }

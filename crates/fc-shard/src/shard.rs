@@ -1378,7 +1378,7 @@ impl Shard {
 
     /// Calls `emit` with mutations that recreate every live key of this shard from nothing:
     /// `Set` for a string (with its expiry); `HSet` / `ListPush` (tail) / `SAdd` / `ZAdd` for an
-    /// aggregate, split into mutations of at most [`EXPORT_CHUNK`] elements, then `Expire` when
+    /// aggregate, the `Stream` ops of `Stream::export` for a stream, split into mutations of at most [`EXPORT_CHUNK`] elements, then `Expire` when
     /// it expires. Replaying them into an empty shard gives the same digest. Returns the number
     /// of keys exported.
     pub(crate) fn export(&self, clock: &Clock, emit: &mut dyn FnMut(&Mutation<'_>)) -> u64 {
@@ -1450,6 +1450,9 @@ impl Shard {
                     emit(&Mutation::ZAdd { key, entries: part });
                 }
             }
+            Object::Stream(stream) => stream.export(&mut |op| {
+                emit(&Mutation::Stream { key, op: *op });
+            }),
         }
         if let Some(expire_at_ms) = head.expire_at_ms {
             emit(&Mutation::Expire { key, expire_at_ms });

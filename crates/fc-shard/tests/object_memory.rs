@@ -9,7 +9,9 @@
 use std::alloc::System;
 
 use cap::Cap;
-use fc_shard::{EmbeddedStore, ZAddOptions};
+use fc_shard::{
+    EmbeddedStore, GroupReadFrom, GroupStart, StreamId, XAddId, XAddOptions, ZAddOptions,
+};
 
 #[global_allocator]
 static ALLOCATOR: Cap<System> = Cap::new(System, usize::MAX);
@@ -40,7 +42,7 @@ fn measure(n: usize, fill: impl Fn(&EmbeddedStore, &[Vec<u8>])) -> (usize, u64) 
 fn object_charges_track_real_allocations() {
     let mut report = Vec::new();
     for n in [100, 10_000] {
-        let cases: [(&str, Fill); 4] = [
+        let cases: [(&str, Fill); 6] = [
             (
                 "hash",
                 Box::new(|s, m| {
@@ -72,6 +74,30 @@ fn object_charges_track_real_allocations() {
                         s.zadd(b"o", &[(i as f64, x)], ZAddOptions::default())
                             .unwrap();
                     }
+                }),
+            ),
+            (
+                "stream",
+                Box::new(|s, m| {
+                    for (i, x) in m.iter().enumerate() {
+                        let id = XAddId::Explicit(StreamId::new(i as u64 + 1, 0));
+                        s.xadd(b"o", id, &[b"field", x], XAddOptions::default())
+                            .unwrap();
+                    }
+                }),
+            ),
+            (
+                "stream with every entry pending",
+                Box::new(|s, m| {
+                    for (i, x) in m.iter().enumerate() {
+                        let id = XAddId::Explicit(StreamId::new(i as u64 + 1, 0));
+                        s.xadd(b"o", id, &[b"field", x], XAddOptions::default())
+                            .unwrap();
+                    }
+                    s.xgroup_create(b"o", b"group", GroupStart::Id(StreamId::MIN), false, None)
+                        .unwrap();
+                    s.xreadgroup(b"o", b"group", b"consumer", GroupReadFrom::New, 0, false)
+                        .unwrap();
                 }),
             ),
         ];

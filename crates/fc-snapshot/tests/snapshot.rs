@@ -7,7 +7,9 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use fc_shard::{ListEnd, ManualClock, ZAddOptions};
+use fc_shard::{
+    GroupReadFrom, GroupStart, ListEnd, ManualClock, StreamId, XAddId, XAddOptions, ZAddOptions,
+};
 use fc_snapshot::{PersistentStore, image_dir};
 use fc_wal::{RecoveryMode, WalConfig, WalError};
 use proptest::prelude::*;
@@ -201,9 +203,27 @@ fn expiries_and_every_type_survive_an_image() {
         let entries: Vec<(f64, &[u8])> = refs.iter().map(|m| (f64::from(m[0]), *m)).collect();
         store.zadd(b"z", &entries, ZAddOptions::default()).unwrap();
         store.expire(b"z", 90_000);
+        // A stream with a group, consumers and pending entries (more than one export chunk).
+        for i in 0..1500u64 {
+            let id = XAddId::Explicit(StreamId::new(START_MS + i, 0));
+            store
+                .xadd(b"x", id, &[b"f", &i.to_le_bytes()], XAddOptions::default())
+                .unwrap();
+        }
+        store.xdel(b"x", &[StreamId::new(START_MS + 7, 0)]).unwrap();
+        store
+            .xgroup_create(b"x", b"g", GroupStart::Id(StreamId::MIN), false, None)
+            .unwrap();
+        store
+            .xreadgroup(b"x", b"g", b"alice", GroupReadFrom::New, 1200, false)
+            .unwrap();
+        store
+            .xreadgroup(b"x", b"g", b"bob", GroupReadFrom::New, 10, false)
+            .unwrap();
+        store.xgroup_createconsumer(b"x", b"g", b"idle").unwrap();
         clock.advance_ms(100);
         let report = store.snapshot().unwrap();
-        assert_eq!(report.keys, 5, "the expired key is not imaged");
+        assert_eq!(report.keys, 6, "the expired key is not imaged");
         store.digest()
     };
     let store = PersistentStore::open(&config, 4, RecoveryMode::Strict, |b| b.clock(clock.clone()))
@@ -220,7 +240,7 @@ proptest! {
     /// recovered store's digest equals the live one's.
     #[test]
     fn random_histories_recover_exactly_through_images(
-        ops in proptest::collection::vec((0u8..15, 0u8..6, any::<u8>(), -3i64..4), 1..150),
+        ops in proptest::collection::vec((0u8..16, 0u8..6, any::<u8>(), -3i64..4), 1..150),
         segment_bytes in prop_oneof![Just(200u64), Just(64 << 20)],
     ) {
         let dir = tempfile::tempdir().unwrap();

@@ -2,8 +2,8 @@
 //! and [`Record`], the owned mutation a payload decodes to.
 
 use fc_shard::{
-    EmbeddedStore, InsertPosition, ListEnd, Mutation, SetExpiry, SetOptions, StoreError,
-    ZAddOptions,
+    EmbeddedStore, InsertPosition, ListEnd, Mutation, PendingSet, SetExpiry, SetOptions,
+    StoreError, StreamId, StreamOp, ZAddOptions,
 };
 
 /// Why a payload could not be decoded (its frame's CRC was right: a format this build does not
@@ -48,6 +48,135 @@ fn put_list(out: &mut Vec<u8>, items: &[&[u8]]) {
     put_uvar(out, items.len() as u64);
     for item in items {
         put_bytes(out, item);
+    }
+}
+
+fn put_id(out: &mut Vec<u8>, id: StreamId) {
+    put_uvar(out, id.ms);
+    put_uvar(out, id.seq);
+}
+
+fn put_ids(out: &mut Vec<u8>, ids: &[StreamId]) {
+    put_uvar(out, ids.len() as u64);
+    for id in ids {
+        put_id(out, *id);
+    }
+}
+
+/// A stream op after its key: a sub-tag, then its fields.
+fn encode_stream_op(op: &StreamOp<'_>, out: &mut Vec<u8>) {
+    match *op {
+        StreamOp::Create => out.push(0),
+        StreamOp::Add { id, fields } => {
+            out.push(1);
+            put_id(out, id);
+            put_list(out, fields);
+        }
+        StreamOp::Delete { ids } => {
+            out.push(2);
+            put_ids(out, ids);
+        }
+        StreamOp::Trim { through } => {
+            out.push(3);
+            put_id(out, through);
+        }
+        StreamOp::SetId {
+            last_id,
+            entries_added,
+            max_deleted,
+        } => {
+            out.push(4);
+            put_id(out, last_id);
+            put_uvar(out, entries_added);
+            put_id(out, max_deleted);
+        }
+        StreamOp::GroupCreate {
+            group,
+            last_id,
+            entries_read,
+        } => {
+            out.push(5);
+            put_bytes(out, group);
+            put_id(out, last_id);
+            put_svar(out, entries_read);
+        }
+        StreamOp::GroupSetId {
+            group,
+            last_id,
+            entries_read,
+        } => {
+            out.push(6);
+            put_bytes(out, group);
+            put_id(out, last_id);
+            put_svar(out, entries_read);
+        }
+        StreamOp::Advance {
+            group,
+            last_id,
+            entries_read,
+        } => {
+            out.push(7);
+            put_bytes(out, group);
+            put_id(out, last_id);
+            put_svar(out, entries_read);
+        }
+        StreamOp::GroupDestroy { group } => {
+            out.push(8);
+            put_bytes(out, group);
+        }
+        StreamOp::ConsumerCreate {
+            group,
+            consumer,
+            seen_ms,
+        } => {
+            out.push(9);
+            put_bytes(out, group);
+            put_bytes(out, consumer);
+            put_uvar(out, seen_ms);
+        }
+        StreamOp::ConsumerDelete { group, consumer } => {
+            out.push(10);
+            put_bytes(out, group);
+            put_bytes(out, consumer);
+        }
+        StreamOp::Touch {
+            group,
+            consumer,
+            seen_ms,
+            active_ms,
+        } => {
+            out.push(11);
+            put_bytes(out, group);
+            put_bytes(out, consumer);
+            put_uvar(out, seen_ms);
+            match active_ms {
+                Some(at) => {
+                    out.push(1);
+                    put_uvar(out, at);
+                }
+                None => out.push(0),
+            }
+        }
+        StreamOp::Claim {
+            group,
+            consumer,
+            entries,
+        } => {
+            out.push(12);
+            put_bytes(out, group);
+            put_bytes(out, consumer);
+            put_uvar(out, entries.len() as u64);
+            for e in entries {
+                put_id(out, e.id);
+                put_uvar(out, e.delivery_ms);
+                put_uvar(out, e.delivery_count);
+            }
+        }
+        StreamOp::Ack { group, ids } => {
+            out.push(13);
+            put_bytes(out, group);
+            put_ids(out, ids);
+        }
     }
 }
 
@@ -187,6 +316,11 @@ pub fn encode_mutation(mutation: &Mutation<'_>, out: &mut Vec<u8>) {
             put_bytes(out, key);
             put_list(out, members);
         }
+        Mutation::Stream { key, op } => {
+            out.push(23);
+            put_bytes(out, key);
+            encode_stream_op(&op, out);
+        }
         Mutation::TxBegin { id } => {
             out.push(21);
             out.extend_from_slice(&id.to_le_bytes());
@@ -288,12 +422,252 @@ pub enum Record {
         key: Vec<u8>,
         members: Vec<Vec<u8>>,
     },
+    Stream {
+        key: Vec<u8>,
+        op: StreamRecord,
+    },
     TxBegin {
         id: u64,
     },
     TxEnd {
         id: u64,
     },
+}
+
+/// A decoded [`StreamOp`], owned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[expect(
+    missing_docs,
+    reason = "variants and fields mirror fc_shard::StreamOp's, documented there"
+)]
+pub enum StreamRecord {
+    Create,
+    Add {
+        id: StreamId,
+        fields: Vec<Vec<u8>>,
+    },
+    Delete {
+        ids: Vec<StreamId>,
+    },
+    Trim {
+        through: StreamId,
+    },
+    SetId {
+        last_id: StreamId,
+        entries_added: u64,
+        max_deleted: StreamId,
+    },
+    GroupCreate {
+        group: Vec<u8>,
+        last_id: StreamId,
+        entries_read: i64,
+    },
+    GroupSetId {
+        group: Vec<u8>,
+        last_id: StreamId,
+        entries_read: i64,
+    },
+    Advance {
+        group: Vec<u8>,
+        last_id: StreamId,
+        entries_read: i64,
+    },
+    GroupDestroy {
+        group: Vec<u8>,
+    },
+    ConsumerCreate {
+        group: Vec<u8>,
+        consumer: Vec<u8>,
+        seen_ms: u64,
+    },
+    ConsumerDelete {
+        group: Vec<u8>,
+        consumer: Vec<u8>,
+    },
+    Touch {
+        group: Vec<u8>,
+        consumer: Vec<u8>,
+        seen_ms: u64,
+        active_ms: Option<u64>,
+    },
+    Claim {
+        group: Vec<u8>,
+        consumer: Vec<u8>,
+        entries: Vec<PendingSet>,
+    },
+    Ack {
+        group: Vec<u8>,
+        ids: Vec<StreamId>,
+    },
+}
+
+impl StreamRecord {
+    /// Runs `f` with the borrowed op this record holds.
+    pub fn with_op<R>(&self, f: impl FnOnce(&StreamOp<'_>) -> R) -> R {
+        match self {
+            Self::Create => f(&StreamOp::Create),
+            Self::Add { id, fields } => {
+                let fields: Vec<&[u8]> = fields.iter().map(Vec::as_slice).collect();
+                f(&StreamOp::Add {
+                    id: *id,
+                    fields: &fields,
+                })
+            }
+            Self::Delete { ids } => f(&StreamOp::Delete { ids }),
+            Self::Trim { through } => f(&StreamOp::Trim { through: *through }),
+            Self::SetId {
+                last_id,
+                entries_added,
+                max_deleted,
+            } => f(&StreamOp::SetId {
+                last_id: *last_id,
+                entries_added: *entries_added,
+                max_deleted: *max_deleted,
+            }),
+            Self::GroupCreate {
+                group,
+                last_id,
+                entries_read,
+            } => f(&StreamOp::GroupCreate {
+                group,
+                last_id: *last_id,
+                entries_read: *entries_read,
+            }),
+            Self::GroupSetId {
+                group,
+                last_id,
+                entries_read,
+            } => f(&StreamOp::GroupSetId {
+                group,
+                last_id: *last_id,
+                entries_read: *entries_read,
+            }),
+            Self::Advance {
+                group,
+                last_id,
+                entries_read,
+            } => f(&StreamOp::Advance {
+                group,
+                last_id: *last_id,
+                entries_read: *entries_read,
+            }),
+            Self::GroupDestroy { group } => f(&StreamOp::GroupDestroy { group }),
+            Self::ConsumerCreate {
+                group,
+                consumer,
+                seen_ms,
+            } => f(&StreamOp::ConsumerCreate {
+                group,
+                consumer,
+                seen_ms: *seen_ms,
+            }),
+            Self::ConsumerDelete { group, consumer } => {
+                f(&StreamOp::ConsumerDelete { group, consumer })
+            }
+            Self::Touch {
+                group,
+                consumer,
+                seen_ms,
+                active_ms,
+            } => f(&StreamOp::Touch {
+                group,
+                consumer,
+                seen_ms: *seen_ms,
+                active_ms: *active_ms,
+            }),
+            Self::Claim {
+                group,
+                consumer,
+                entries,
+            } => f(&StreamOp::Claim {
+                group,
+                consumer,
+                entries,
+            }),
+            Self::Ack { group, ids } => f(&StreamOp::Ack { group, ids }),
+        }
+    }
+
+    fn read(r: &mut Reader<'_>) -> Result<Self, PayloadError> {
+        Ok(match r.u8()? {
+            0 => Self::Create,
+            1 => Self::Add {
+                id: r.id()?,
+                fields: r.list()?,
+            },
+            2 => Self::Delete { ids: r.ids()? },
+            3 => Self::Trim { through: r.id()? },
+            4 => Self::SetId {
+                last_id: r.id()?,
+                entries_added: r.uvar()?,
+                max_deleted: r.id()?,
+            },
+            tag @ 5..=7 => {
+                let (group, last_id, entries_read) = (r.bytes()?, r.id()?, r.svar()?);
+                match tag {
+                    5 => Self::GroupCreate {
+                        group,
+                        last_id,
+                        entries_read,
+                    },
+                    6 => Self::GroupSetId {
+                        group,
+                        last_id,
+                        entries_read,
+                    },
+                    _ => Self::Advance {
+                        group,
+                        last_id,
+                        entries_read,
+                    },
+                }
+            }
+            8 => Self::GroupDestroy { group: r.bytes()? },
+            9 => Self::ConsumerCreate {
+                group: r.bytes()?,
+                consumer: r.bytes()?,
+                seen_ms: r.uvar()?,
+            },
+            10 => Self::ConsumerDelete {
+                group: r.bytes()?,
+                consumer: r.bytes()?,
+            },
+            11 => Self::Touch {
+                group: r.bytes()?,
+                consumer: r.bytes()?,
+                seen_ms: r.uvar()?,
+                active_ms: match r.u8()? {
+                    0 => None,
+                    1 => Some(r.uvar()?),
+                    _ => return Err(PayloadError::Invalid("active flag")),
+                },
+            },
+            12 => {
+                let group = r.bytes()?;
+                let consumer = r.bytes()?;
+                let n = r.count()?;
+                let entries = (0..n)
+                    .map(|_| {
+                        Ok(PendingSet {
+                            id: r.id()?,
+                            delivery_ms: r.uvar()?,
+                            delivery_count: r.uvar()?,
+                        })
+                    })
+                    .collect::<Result<_, PayloadError>>()?;
+                Self::Claim {
+                    group,
+                    consumer,
+                    entries,
+                }
+            }
+            13 => Self::Ack {
+                group: r.bytes()?,
+                ids: r.ids()?,
+            },
+            _ => return Err(PayloadError::Invalid("stream op")),
+        })
+    }
 }
 
 struct Reader<'a> {
@@ -368,6 +742,15 @@ impl Reader<'_> {
     fn list(&mut self) -> Result<Vec<Vec<u8>>, PayloadError> {
         let n = self.count()?;
         (0..n).map(|_| self.bytes()).collect()
+    }
+
+    fn id(&mut self) -> Result<StreamId, PayloadError> {
+        Ok(StreamId::new(self.uvar()?, self.uvar()?))
+    }
+
+    fn ids(&mut self) -> Result<Vec<StreamId>, PayloadError> {
+        let n = self.count()?;
+        (0..n).map(|_| self.id()).collect()
     }
 
     fn end(&mut self) -> Result<ListEnd, PayloadError> {
@@ -519,6 +902,10 @@ impl Record {
                 key: r.bytes()?,
                 members: r.list()?,
             },
+            23 => Self::Stream {
+                key: r.bytes()?,
+                op: StreamRecord::read(r)?,
+            },
             21 => Self::TxBegin { id: r.u64_le()? },
             22 => Self::TxEnd { id: r.u64_le()? },
             other => return Err(PayloadError::UnknownTag(other)),
@@ -606,6 +993,7 @@ impl Record {
             Self::ZRem { key, members } => {
                 store.zrem(key, &refs(members))?;
             }
+            Self::Stream { key, op } => op.with_op(|op| store.stream_apply(key, op))?,
             // Boundaries change nothing; recovery groups by them (see `crate::recover`).
             Self::TxBegin { .. } | Self::TxEnd { .. } => {}
         }

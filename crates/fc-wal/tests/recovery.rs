@@ -7,7 +7,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use fc_shard::{EmbeddedStore, InsertPosition, ListEnd, ManualClock, Mutation, ZAddOptions};
+use fc_shard::{
+    EmbeddedStore, GroupReadFrom, GroupStart, InsertPosition, ListEnd, ManualClock, Mutation,
+    StreamId, StreamTrim, TrimStrategy, XAddId, XAddOptions, XClaimOptions, ZAddOptions,
+};
 use fc_wal::{
     FsyncPolicy, LoggedStore, Record, RecoveryMode, WalConfig, WalError, encode_mutation,
 };
@@ -80,6 +83,60 @@ fn every_mutation_kind_round_trips_through_the_log() {
             .unwrap();
         store.zincrby(b"z", 10.0, b"a").unwrap();
         store.zrem(b"z", &[b"b"]).unwrap();
+        // Streams: every op kind (auto ids and delivery times are logged as results).
+        let no = XAddOptions::default();
+        for _ in 0..5 {
+            store.xadd(b"x", XAddId::Auto, &[b"f", b"v"], no).unwrap();
+        }
+        store
+            .xadd(b"x", XAddId::AutoSeq(START_MS + 9), &[b"g", b"w"], no)
+            .unwrap();
+        let first = StreamId::new(START_MS, 0);
+        store.xdel(b"x", &[StreamId::new(START_MS, 1)]).unwrap();
+        let maxlen = |n| StreamTrim {
+            strategy: TrimStrategy::MaxLen(n),
+            approx: false,
+            limit: 0,
+        };
+        store.xtrim(b"x", maxlen(4)).unwrap();
+        store
+            .xgroup_create(b"x", b"g", GroupStart::Id(StreamId::MIN), false, None)
+            .unwrap();
+        store
+            .xgroup_create(b"x", b"gone", GroupStart::Last, false, Some(3))
+            .unwrap();
+        store.xgroup_destroy(b"x", b"gone").unwrap();
+        store
+            .xreadgroup(b"x", b"g", b"alice", GroupReadFrom::New, 3, false)
+            .unwrap();
+        clock.advance_ms(5);
+        store
+            .xclaim(
+                b"x",
+                b"g",
+                b"bob",
+                1,
+                &[StreamId::new(START_MS, 2)],
+                XClaimOptions::default(),
+            )
+            .unwrap();
+        store
+            .xautoclaim(b"x", b"g", b"carol", 0, StreamId::MIN, 1, false)
+            .unwrap();
+        store
+            .xack(b"x", b"g", &[StreamId::new(START_MS, 3)])
+            .unwrap();
+        store.xgroup_createconsumer(b"x", b"g", b"dave").unwrap();
+        store.xgroup_delconsumer(b"x", b"g", b"alice").unwrap();
+        store
+            .xgroup_setid(b"x", b"g", GroupStart::Id(first), Some(1))
+            .unwrap();
+        store
+            .xsetid(b"x", StreamId::new(START_MS + 100, 0), Some(50), None)
+            .unwrap();
+        store
+            .xgroup_create(b"{t}mk", b"g", GroupStart::Last, true, None)
+            .unwrap();
         store.set(b"short", b"v", Some(10));
         clock.advance_ms(11);
         assert_eq!(store.get(b"short"), None); // logged as expired
@@ -117,7 +174,7 @@ fn capture() -> (EmbeddedStore, Arc<Mutex<Vec<Vec<u8>>>>) {
 proptest! {
     #[test]
     fn payloads_decode_and_reencode_identically(
-        ops in proptest::collection::vec((0u8..10, 0u8..4, any::<u8>(), -3i64..3), 1..60),
+        ops in proptest::collection::vec((0u8..11, 0u8..4, any::<u8>(), -3i64..3), 1..60),
     ) {
         let (store, payloads) = capture();
         for (op, k, v, n) in ops {
@@ -133,6 +190,12 @@ proptest! {
                 6 => store.zadd(&key, &[(n as f64 / 3.0, &val)], ZAddOptions::default()).map(drop),
                 7 => store.zrem(&key, &[&val]).map(drop),
                 8 => { store.delete(&key); Ok(()) }
+                9 if n > 0 => store
+                    .xadd(&key, XAddId::AutoSeq(v.into()), &[&val, &val], XAddOptions::default())
+                    .map(drop),
+                9 => store
+                    .xgroup_create(&key, &val, GroupStart::Id(StreamId::MIN), n == 0, Some(n))
+                    .map(drop),
                 _ => store.pop(&key, ListEnd::Left, 2).map(drop),
             };
         }

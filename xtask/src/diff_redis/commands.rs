@@ -19,6 +19,7 @@ pub(crate) const FAMILIES: &[&str] = &[
     "geo",
     "server",
     "databases",
+    "streams",
 ];
 
 /// A command and how its reply is normalized.
@@ -112,7 +113,7 @@ impl Gen {
     /// A key of `family` (its prefix), now and then another family's.
     fn key(&mut self, prefix: &str) -> String {
         let prefix = if self.chance(8) {
-            self.pick(&["s", "b", "l", "h", "t", "z", "p", "g"])
+            self.pick(&["s", "b", "l", "h", "t", "z", "p", "g", "x"])
         } else {
             prefix
         };
@@ -232,6 +233,7 @@ impl Gen {
             "hll" => self.hll(),
             "geo" => self.geo(),
             "databases" => self.databases(),
+            "streams" => self.streams(),
             _ => self.server(),
         };
         // Damaged argument lists: one argument dropped, or a junk one appended (not to
@@ -958,6 +960,252 @@ impl Gen {
                 }
                 a
             }
+        };
+        Cmd::plain(to_args(args))
+    }
+
+    /// A stream id with explicit parts (auto ids follow each server's clock): small
+    /// milliseconds so keys collide, now and then a bare `ms`, `ms-*`, a bound or junk.
+    fn stream_id(&mut self) -> String {
+        match self.below(12) {
+            0 => format!("{}", self.below(25)),
+            1 => format!("{}-*", self.below(25)),
+            2 => self
+                .pick(&[
+                    "0-0",
+                    "0",
+                    "18446744073709551615-18446744073709551615",
+                    "x",
+                    "1-x",
+                ])
+                .into(),
+            _ => format!("{}-{}", self.below(25), self.below(3)),
+        }
+    }
+
+    /// A range bound: an id, `-`/`+`, or an exclusive `(id`.
+    fn stream_bound(&mut self) -> String {
+        match self.below(6) {
+            0 => "-".into(),
+            1 => "+".into(),
+            2 => format!("({}-{}", self.below(25), self.below(3)),
+            _ => format!("{}-{}", self.below(25), self.below(3)),
+        }
+    }
+
+    fn group(&mut self) -> String {
+        format!("g{}", self.below(3))
+    }
+
+    fn consumer(&mut self) -> String {
+        format!("c{}", self.below(3))
+    }
+
+    /// Streams (keys `x:*`) with explicit ids, consumer groups, their reads, claims and
+    /// acknowledgements. Nothing whose reply holds a time (auto ids, idle times, `XINFO
+    /// CONSUMERS`, the extended `XPENDING`) and no `BLOCK` (`blocking` covers waiting).
+    fn streams(&mut self) -> Cmd {
+        let k = self.key("x");
+        let args: Vec<String> = match self.below(24) {
+            0..=5 => {
+                let mut a = vec!["XADD".into(), k];
+                if self.chance(10) {
+                    a.push("NOMKSTREAM".into());
+                }
+                if self.chance(20) {
+                    a.push(self.pick(&["MAXLEN", "MINID"]).into());
+                    match self.below(3) {
+                        0 => a.push("~".into()),
+                        1 => a.push("=".into()),
+                        _ => {}
+                    }
+                    a.push(if a.contains(&"MINID".to_string()) {
+                        self.stream_id()
+                    } else {
+                        self.int(-1, 6)
+                    });
+                    if a.contains(&"~".to_string()) && self.chance(30) {
+                        a.extend(["LIMIT".into(), self.int(-1, 5)]);
+                    }
+                }
+                a.push(self.stream_id());
+                for _ in 0..1 + self.below(2) {
+                    a.push(format!("f{}", self.below(3)));
+                    a.push(self.value());
+                }
+                a
+            }
+            6 | 7 => {
+                let rev = self.chance(40);
+                let mut a = vec![if rev { "XREVRANGE" } else { "XRANGE" }.into(), k];
+                a.push(self.stream_bound());
+                a.push(self.stream_bound());
+                if self.chance(40) {
+                    a.extend(["COUNT".into(), self.int(-1, 4)]);
+                }
+                a
+            }
+            8 => vec!["XLEN".into(), k],
+            9 => {
+                let mut a = vec!["XDEL".into(), k];
+                for _ in 0..1 + self.below(3) {
+                    a.push(self.stream_id());
+                }
+                a
+            }
+            10 => {
+                let mut a = vec!["XTRIM".into(), k];
+                let minid = self.chance(40);
+                a.push(if minid { "MINID" } else { "MAXLEN" }.into());
+                match self.below(3) {
+                    0 => a.push("~".into()),
+                    1 => a.push("=".into()),
+                    _ => {}
+                }
+                a.push(if minid {
+                    self.stream_id()
+                } else {
+                    self.int(-1, 6)
+                });
+                if self.chance(20) {
+                    a.extend(["LIMIT".into(), self.int(-1, 5)]);
+                }
+                a
+            }
+            11 => {
+                let mut a = vec!["XSETID".into(), k, format!("{}-0", 30 + self.below(5))];
+                if self.chance(30) {
+                    a.extend(["ENTRIESADDED".into(), self.int(-1, 40)]);
+                }
+                if self.chance(30) {
+                    a.extend(["MAXDELETEDID".into(), self.stream_id()]);
+                }
+                a
+            }
+            12 | 13 => {
+                let sub = self.pick(&[
+                    "CREATE",
+                    "CREATE",
+                    "SETID",
+                    "DESTROY",
+                    "CREATECONSUMER",
+                    "DELCONSUMER",
+                ]);
+                let mut a = vec!["XGROUP".into(), sub.into(), k, self.group()];
+                match sub {
+                    "CREATE" | "SETID" => {
+                        a.push(if self.chance(30) {
+                            "$".into()
+                        } else {
+                            self.stream_id()
+                        });
+                        if sub == "CREATE" && self.chance(40) {
+                            a.push("MKSTREAM".into());
+                        }
+                        if self.chance(20) {
+                            a.extend(["ENTRIESREAD".into(), self.int(-2, 5)]);
+                        }
+                    }
+                    "CREATECONSUMER" | "DELCONSUMER" => a.push(self.consumer()),
+                    _ => {}
+                }
+                a
+            }
+            14..=16 => {
+                let mut a = vec![
+                    "XREADGROUP".into(),
+                    "GROUP".into(),
+                    self.group(),
+                    self.consumer(),
+                ];
+                if self.chance(50) {
+                    a.extend(["COUNT".into(), self.int(0, 3)]);
+                }
+                if self.chance(15) {
+                    a.push("NOACK".into());
+                }
+                a.push("STREAMS".into());
+                let keys = self.keys_upto("x", 2);
+                let ids: Vec<String> = keys
+                    .iter()
+                    .map(|_| {
+                        if self.chance(70) {
+                            ">".into()
+                        } else {
+                            self.stream_id()
+                        }
+                    })
+                    .collect();
+                a.extend(keys);
+                a.extend(ids);
+                a
+            }
+            17 => {
+                let mut a = vec!["XACK".into(), k, self.group()];
+                for _ in 0..1 + self.below(3) {
+                    a.push(self.stream_id());
+                }
+                a
+            }
+            18 => vec!["XPENDING".into(), k, self.group()],
+            19 => {
+                let mut a = vec![
+                    "XCLAIM".into(),
+                    k,
+                    self.group(),
+                    self.consumer(),
+                    "0".into(),
+                ];
+                for _ in 0..1 + self.below(3) {
+                    a.push(self.stream_id());
+                }
+                a.push("JUSTID".into());
+                if self.chance(30) {
+                    a.push("FORCE".into());
+                }
+                if self.chance(20) {
+                    a.extend(["LASTID".into(), self.stream_id()]);
+                }
+                a
+            }
+            20 => {
+                let mut a = vec![
+                    "XAUTOCLAIM".into(),
+                    k,
+                    self.group(),
+                    self.consumer(),
+                    "0".into(),
+                    self.stream_bound(),
+                ];
+                if self.chance(50) {
+                    a.extend(["COUNT".into(), self.int(0, 3)]);
+                }
+                a.push("JUSTID".into());
+                a
+            }
+            21 => {
+                let mut a = vec!["XREAD".into()];
+                if self.chance(50) {
+                    a.extend(["COUNT".into(), self.int(0, 3)]);
+                }
+                a.push("STREAMS".into());
+                let keys = self.keys_upto("x", 2);
+                let ids: Vec<String> = keys
+                    .iter()
+                    .map(|_| {
+                        if self.chance(20) {
+                            "$".into()
+                        } else {
+                            self.stream_id()
+                        }
+                    })
+                    .collect();
+                a.extend(keys);
+                a.extend(ids);
+                a
+            }
+            22 => vec!["XINFO".into(), "GROUPS".into(), k],
+            _ => vec!["XINFO".into(), "STREAM".into(), k],
         };
         Cmd::plain(to_args(args))
     }

@@ -524,6 +524,7 @@ pub(super) fn object<R: Reply>(ctx: &mut Ctx<'_, R>) {
                 _ => b"skiplist",
             }
         }
+        fc_shard::KeyType::Stream => b"stream",
         _ => b"raw",
     };
     ctx.out.bulk(name);

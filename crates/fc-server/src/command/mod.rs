@@ -59,6 +59,7 @@ mod lists;
 pub(crate) mod pops;
 mod sets;
 mod sort;
+pub(crate) mod streams;
 mod strings;
 mod subs;
 mod table;
@@ -205,6 +206,9 @@ pub(crate) enum Route {
     Session(Session),
     /// On the owner of argument 1's shard (a second key must share the shard).
     Key(Handler),
+    /// A container whose subcommands name a key in argument 2 (`XGROUP`, `XINFO`): on that
+    /// key's owner (here when there is none: `HELP`).
+    SubKey(Handler),
     /// Split per key (`step` arguments per key from argument 1), each part on its owner,
     /// replies merged.
     PerKey {
@@ -620,7 +624,8 @@ impl Spec {
 }
 
 /// Rewrites a command for database `db` (see [`fc_shard::namespaced`]): each key its key specs
-/// find (and `SORT`'s `STORE` destination, which they cannot) becomes its stored form, and
+/// find (and `SORT`'s `STORE` destination, which they cannot, and a container's key: `OBJECT`,
+/// `XINFO`, `XGROUP`, `MEMORY USAGE`, `DEBUG OBJECT`) becomes its stored form, and
 /// the name of a keyspace-wide command (`DBSIZE`, `KEYS`, `SCAN`, `FLUSHDB`...) carries the
 /// database for its handler ([`db_of`]). In database 0 only a key that begins with
 /// [`fc_shard::NAMESPACE_MARK`] changes, so the common case costs a byte compare per argument.
@@ -632,6 +637,20 @@ pub(crate) fn into_db(spec: &Spec, args: &mut [Bytes], db: u32) {
     if matches!(spec.route, Route::AllWorkers { .. } | Route::Cursor(_)) {
         if db != 0 {
             args[0] = Bytes::from(fc_shard::namespaced(db, &args[0]));
+        }
+        return;
+    }
+    // Containers keep their subcommands' key specs to themselves: the key is argument 2.
+    let sub = |name: &[u8]| args.get(1).is_some_and(|a| a.eq_ignore_ascii_case(name));
+    let container_key = match spec.name {
+        "object" | "xinfo" | "xgroup" => true,
+        "memory" => sub(b"usage"),
+        "debug" => sub(b"object"),
+        _ => false,
+    };
+    if container_key {
+        if let Some(key) = args.get_mut(2) {
+            *key = Bytes::from(fc_shard::namespaced(db, key));
         }
         return;
     }
@@ -1001,7 +1020,7 @@ mod tests {
                 Route::Session(_) => spec.keys.0 > 0,
                 // `LMPOP`'s keys follow a count: Redis gives no first key.
                 Route::Pop(_) | Route::Multi { .. } => !spec.key_specs.is_empty(),
-                Route::AllWorkers { .. } | Route::Cursor(_) => false,
+                Route::AllWorkers { .. } | Route::Cursor(_) | Route::SubKey(_) => false,
                 _ => true,
             };
             assert_eq!(

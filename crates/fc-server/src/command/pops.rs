@@ -3,6 +3,7 @@
 //! store step that serves one key on its owner ([`TRY`]). Where they run and how a client
 //! waits is `crate::blocking`'s.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -24,6 +25,10 @@ pub(crate) enum Block {
     Bzpopmax,
     Bzmpop,
     Zmpop,
+    /// `XREAD` (blocks with `BLOCK`).
+    Xread,
+    /// `XREADGROUP` (blocks with `BLOCK` when every id is `>`).
+    Xreadgroup,
 }
 
 /// What serving a key does.
@@ -39,6 +44,21 @@ pub(crate) enum Op {
         dst: Bytes,
         from: ListEnd,
         to: ListEnd,
+    },
+    /// Read a stream after an id (`XREAD`): `ids` pairs each key with its id (`$` resolved
+    /// by `crate::blocking` before a client waits), `count` 0 for no limit.
+    XRead {
+        ids: Vec<(Bytes, Bytes)>,
+        count: usize,
+    },
+    /// Read a group's entries (`XREADGROUP`); `ids` as for `XRead` (`>` for a new read,
+    /// else a history id).
+    XReadGroup {
+        group: Bytes,
+        consumer: Bytes,
+        count: usize,
+        no_ack: bool,
+        ids: Vec<(Bytes, Bytes)>,
     },
 }
 
@@ -59,6 +79,85 @@ pub(crate) fn end_word(arg: &[u8]) -> Option<ListEnd> {
     } else {
         None
     }
+}
+
+/// `XREAD`/`XREADGROUP`'s arguments, checked in Redis's order (the per-key checks, which need
+/// the keys, are `crate::blocking`'s).
+fn stream_read_plan(args: &[Bytes], group: bool) -> Result<Plan, Vec<u8>> {
+    let mut timeout = None;
+    let mut count = 0usize;
+    let mut names = None;
+    let mut no_ack = false;
+    let mut streams_at = 0;
+    let mut i = 1;
+    while i < args.len() {
+        let more = args.len() - i - 1;
+        let is = |w: &str| args[i].eq_ignore_ascii_case(w.as_bytes());
+        if is("block") && more > 0 {
+            i += 1;
+            let ms = fc_resp::number::parse_i64(&args[i])
+                .ok_or(b"ERR timeout is not an integer or out of range".to_vec())?;
+            if ms < 0 {
+                return Err(b"ERR timeout is negative".to_vec());
+            }
+            timeout = Some((ms > 0).then(|| Duration::from_millis(ms as u64)));
+        } else if is("count") && more > 0 {
+            i += 1;
+            let n = fc_resp::number::parse_i64(&args[i])
+                .ok_or(b"ERR value is not an integer or out of range".to_vec())?;
+            count = n.max(0) as usize;
+        } else if is("streams") && more > 0 {
+            streams_at = i + 1;
+            if !(args.len() - streams_at).is_multiple_of(2) {
+                let (name, symbol) = if group {
+                    ("xreadgroup", '>')
+                } else {
+                    ("xread", '$')
+                };
+                return Err(format!("ERR Unbalanced '{name}' list of streams: for each stream key an ID or '{symbol}' must be specified.").into_bytes());
+            }
+            break;
+        } else if is("group") && more >= 2 {
+            if !group {
+                return Err(b"ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead.".to_vec());
+            }
+            names = Some((args[i + 1].clone(), args[i + 2].clone()));
+            i += 2;
+        } else if is("noack") {
+            if !group {
+                return Err(b"ERR The NOACK option is only supported by XREADGROUP. You called XREAD instead.".to_vec());
+            }
+            no_ack = true;
+        } else {
+            return Err(b"ERR syntax error".to_vec());
+        }
+        i += 1;
+    }
+    if streams_at == 0 {
+        return Err(b"ERR syntax error".to_vec());
+    }
+    let n = (args.len() - streams_at) / 2;
+    let keys = args[streams_at..streams_at + n].to_vec();
+    let ids: Vec<(Bytes, Bytes)> = keys
+        .iter()
+        .cloned()
+        .zip(args[streams_at + n..].iter().cloned())
+        .collect();
+    let op = if group {
+        let Some((group, consumer)) = names else {
+            return Err(b"ERR Missing GROUP option for XREADGROUP".to_vec());
+        };
+        Op::XReadGroup {
+            group,
+            consumer,
+            count,
+            no_ack,
+            ids,
+        }
+    } else {
+        Op::XRead { ids, count }
+    };
+    Ok(Plan { keys, op, timeout })
 }
 
 /// A blocking timeout in seconds as Redis 7.0 reads it: a float, rounded up to milliseconds;
@@ -115,9 +214,19 @@ fn mpop_args(
 
 impl Block {
     /// Parses a whole command (arity already checked).
-    pub(crate) fn parse(self, args: &[Bytes]) -> Result<Plan, &'static [u8]> {
+    pub(crate) fn parse(self, args: &[Bytes]) -> Result<Plan, Cow<'static, [u8]>> {
+        match self {
+            Self::Xread | Self::Xreadgroup => {
+                stream_read_plan(args, self == Self::Xreadgroup).map_err(Cow::Owned)
+            }
+            _ => self.parse_static(args).map_err(Cow::Borrowed),
+        }
+    }
+
+    fn parse_static(self, args: &[Bytes]) -> Result<Plan, &'static [u8]> {
         let last = args.len() - 1;
         let plan = match self {
+            Self::Xread | Self::Xreadgroup => unreachable!("stream reads parse in `parse`"),
             Self::Blpop | Self::Brpop | Self::Bzpopmin | Self::Bzpopmax => {
                 let op = match self {
                     Self::Blpop => Op::Pop {
@@ -239,6 +348,34 @@ impl Op {
                 end(from),
                 end(to),
             ],
+            // Served from a waiter: the whole one-key reply (`wrap`).
+            Self::XRead { ids, count: n } => vec![
+                Bytes::from_static(b"xread"),
+                key.clone(),
+                id_of(ids, key),
+                Bytes::from(n.to_string()),
+                Bytes::from_static(b"1"),
+            ],
+            Self::XReadGroup {
+                group,
+                consumer,
+                count: n,
+                no_ack,
+                ids,
+            } => vec![
+                Bytes::from_static(b"xreadgroup"),
+                key.clone(),
+                group.clone(),
+                consumer.clone(),
+                id_of(ids, key),
+                Bytes::from(n.to_string()),
+                if *no_ack {
+                    Bytes::from_static(b"1")
+                } else {
+                    Bytes::new()
+                },
+                Bytes::from_static(b"1"),
+            ],
         }
     }
 
@@ -251,6 +388,13 @@ impl Op {
             _ => out.null_array(),
         }
     }
+}
+
+/// The id a stream read waits after for `key` (its first pairing).
+fn id_of(ids: &[(Bytes, Bytes)], key: &Bytes) -> Bytes {
+    ids.iter()
+        .find(|(k, _)| k == key)
+        .map_or_else(|| Bytes::from_static(b"0-0"), |(_, id)| id.clone())
 }
 
 /// Serves one key on its owner, if it can: `[kind, key, ...]` from [`Op::args`]. Replies
@@ -329,6 +473,10 @@ fn attempt<R: Reply>(ctx: &mut Ctx<'_, R>) {
                 }
             });
         }
+        b"xread" => super::streams::read_step(ctx),
+        b"xreadgroup" => super::streams::group_step(ctx),
+        b"xresolve" => super::streams::resolve_step(ctx),
+        b"xgroupcheck" => super::streams::group_check(ctx),
         _ => ctx.out.error(b"ERR unknown pop"),
     }
 }

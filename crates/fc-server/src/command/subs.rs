@@ -99,6 +99,16 @@ pub(crate) static SUBCOMMANDS: &[Sub] = &[
     sub("slowlog", "help", 2, HELP),
     sub("slowlog", "len", 2, SLOWLOG),
     sub("slowlog", "reset", 2, SLOWLOG),
+    sub("xgroup", "create", -5, F::WRITE | F::DENYOOM),
+    sub("xgroup", "createconsumer", 5, F::WRITE | F::DENYOOM),
+    sub("xgroup", "delconsumer", 5, F::WRITE),
+    sub("xgroup", "destroy", 4, F::WRITE),
+    sub("xgroup", "help", 2, HELP),
+    sub("xgroup", "setid", -5, F::WRITE),
+    sub("xinfo", "consumers", 4, F::READONLY),
+    sub("xinfo", "groups", 3, F::READONLY),
+    sub("xinfo", "help", 2, HELP),
+    sub("xinfo", "stream", -3, F::READONLY),
 ];
 
 impl Sub {

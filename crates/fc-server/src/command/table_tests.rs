@@ -128,6 +128,19 @@ const SAMPLES: &[&str] = &[
     "ttl e",
     "type h",
     "unlink s",
+    "xack x g 1-0",
+    "xadd x * f v",
+    "xautoclaim x g c2 0 0",
+    "xclaim x g c2 0 2-0",
+    "xdel x 3-0",
+    "xgroup createconsumer x g c3",
+    "xinfo stream x full",
+    "xlen x",
+    "xpending x g - + 10",
+    "xrange x - +",
+    "xrevrange x + -",
+    "xsetid x 99-0",
+    "xtrim x maxlen 1",
     "zadd z 3 c",
     "zcard z",
     "zcount z -inf +inf",
@@ -194,13 +207,24 @@ fn populate(counter: &Arc<Counter>) -> LocalEmbeddedStore {
     store
         .zadd(b"z", &[(1.0, &b"a"[..]), (2.0, b"b")], Default::default())
         .unwrap();
+    for ms in 1..=3 {
+        let id = fc_shard::XAddId::Explicit(fc_shard::StreamId::new(ms, 0));
+        store
+            .xadd(b"x", id, &[&b"f"[..], b"v"], Default::default())
+            .unwrap();
+    }
+    let start = fc_shard::GroupStart::Id(fc_shard::StreamId::MIN);
+    store.xgroup_create(b"x", b"g", start, false, None).unwrap();
+    store
+        .xreadgroup(b"x", b"g", b"c", fc_shard::GroupReadFrom::New, 2, false)
+        .unwrap();
     store
 }
 
 fn handler(name: &str) -> super::Handler {
     let spec = super::lookup(name.as_bytes()).unwrap_or_else(|| panic!("no command {name}"));
     match spec.route {
-        Route::Key(h) | Route::Cursor(h) => h,
+        Route::Key(h) | Route::Cursor(h) | Route::SubKey(h) => h,
         Route::PerKey { part, .. }
         | Route::AllWorkers { part, .. }
         | Route::Atomic { part, .. } => part,
@@ -270,7 +294,14 @@ fn commands_not_flagged_write_change_nothing() {
         );
         let mutations = counter.0.load(Ordering::Relaxed) - emitted;
         let after = digest(&mut store);
-        if spec.has(F::WRITE) {
+        // A container's subcommand carries the write flag (`XGROUP CREATE`).
+        let write = spec.has(F::WRITE)
+            || spec.subcommands().iter().any(|s| {
+                args.get(1)
+                    .is_some_and(|a| a.eq_ignore_ascii_case(s.name.as_bytes()))
+                    && s.flags & F::WRITE != 0
+            });
+        if write {
             wrote += usize::from(mutations > 0);
         } else {
             assert_eq!(mutations, 0, "{line}: read-only, but emitted mutations");

@@ -1,4 +1,4 @@
-//! Redis objects: hashes, lists, sets and sorted sets, stored beside the arena.
+//! Redis objects: hashes, lists, sets, sorted sets and streams, stored beside the arena.
 //!
 //! An object key is an ordinary arena entry whose kind bits name the type and whose 4-byte
 //! value is the object's slot in the shard's [`Objects`] table. The entry keeps what every key
@@ -18,6 +18,7 @@ pub(crate) mod list;
 pub(crate) mod long_double;
 pub(crate) mod number;
 pub(crate) mod set;
+pub(crate) mod stream;
 pub(crate) mod string;
 pub(crate) mod zset;
 
@@ -29,6 +30,7 @@ use crate::mutation::{Mutation, MutationSink};
 pub(crate) use hash::Hash;
 pub(crate) use list::List;
 pub(crate) use set::Set;
+pub(crate) use stream::Stream;
 pub(crate) use zset::ZSet;
 
 /// The hasher of object tables: foldhash (fast, seeded per table, the one hashbrown uses).
@@ -53,6 +55,8 @@ pub enum KeyType {
     Set,
     /// A sorted set.
     ZSet,
+    /// A stream.
+    Stream,
 }
 
 impl KeyType {
@@ -65,15 +69,23 @@ impl KeyType {
             Self::List => "list",
             Self::Set => "set",
             Self::ZSet => "zset",
+            Self::Stream => "stream",
         }
     }
 
     /// The type a `TYPE` name (as `SCAN ... TYPE` takes it) denotes, case-insensitively.
     #[must_use]
     pub fn from_redis_name(name: &[u8]) -> Option<Self> {
-        [Self::String, Self::Hash, Self::List, Self::Set, Self::ZSet]
-            .into_iter()
-            .find(|t| t.redis_name().as_bytes().eq_ignore_ascii_case(name))
+        [
+            Self::String,
+            Self::Hash,
+            Self::List,
+            Self::Set,
+            Self::ZSet,
+            Self::Stream,
+        ]
+        .into_iter()
+        .find(|t| t.redis_name().as_bytes().eq_ignore_ascii_case(name))
     }
 
     pub(crate) fn of_kind(kind: u32) -> Self {
@@ -82,6 +94,7 @@ impl KeyType {
             arena::KIND_LIST => Self::List,
             arena::KIND_SET => Self::Set,
             arena::KIND_ZSET => Self::ZSet,
+            arena::KIND_STREAM => Self::Stream,
             _ => Self::String,
         }
     }
@@ -94,6 +107,8 @@ pub(crate) enum Object {
     List(List),
     Set(Set),
     ZSet(ZSet),
+    /// Boxed: a stream's fields are several maps, the other kinds a few words.
+    Stream(Box<Stream>),
 }
 
 impl Object {
@@ -104,6 +119,7 @@ impl Object {
             Self::List(l) => l.mem_bytes(),
             Self::Set(s) => s.mem_bytes(),
             Self::ZSet(z) => z.mem_bytes(),
+            Self::Stream(s) => s.mem_bytes(),
         }
     }
 
@@ -113,6 +129,8 @@ impl Object {
             Self::List(l) => l.is_empty(),
             Self::Set(s) => s.is_empty(),
             Self::ZSet(z) => z.is_empty(),
+            // Redis keeps an empty stream (its last id and groups live on).
+            Self::Stream(_) => false,
         }
     }
 
@@ -123,7 +141,7 @@ impl Object {
             Self::Hash(h) => h.remove(element),
             Self::Set(s) => s.remove(element),
             Self::ZSet(z) => z.remove(element),
-            Self::List(_) => false,
+            Self::List(_) | Self::Stream(_) => false,
         }
     }
 
@@ -134,6 +152,7 @@ impl Object {
             Self::List(l) => l.digest(),
             Self::Set(s) => s.digest(),
             Self::ZSet(z) => z.digest(),
+            Self::Stream(s) => s.digest(),
         }
     }
 }

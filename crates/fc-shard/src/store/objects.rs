@@ -14,6 +14,10 @@ use crate::object::KeyType;
 use crate::object::hash::{FieldValue, RandomField};
 use crate::object::list::{InsertPosition, ListEnd, LposOptions};
 use crate::object::set::{Members, SetAlgebra};
+use crate::object::stream::{
+    GroupReadFrom, GroupStart, Stream, StreamEntry, StreamId, StreamOp, StreamTrim, XAddId,
+    XAddOptions, XAutoClaim, XClaimOptions,
+};
 use crate::object::string::{GetExExpiry, SetOptions, SetOutcome};
 use crate::object::zset::{ScoredMember, ZAddOptions, ZAddOutcome, ZRange};
 use crate::shard::Shard;
@@ -336,6 +340,84 @@ object_ops! {
     read fn zrank(member: &[u8], rev: bool) -> Option<(usize, f64)>;
     /// `ZSCAN key cursor [MATCH pattern] [COUNT count]`.
     read fn zscan(cursor: u64, pattern: Option<&[u8]>, count: usize) -> (u64, Vec<ScoredMember>);
+
+    // ----- streams ------------------------------------------------------------------------------
+
+    /// `XADD`: the new entry's id (`None` with `NOMKSTREAM` on a missing key), then the trim.
+    /// [`crate::StreamError::IdTooSmall`], [`crate::StreamError::IdZero`],
+    /// [`crate::StreamError::Exhausted`].
+    ///
+    /// ```
+    /// use fc_shard::{EmbeddedStore, StreamId, XAddId, XAddOptions};
+    ///
+    /// let store = EmbeddedStore::new(4);
+    /// let id = store.xadd(b"s", XAddId::AutoSeq(5), &[b"f", b"v"], XAddOptions::default())?;
+    /// assert_eq!(id, Some(StreamId::new(5, 0)));
+    /// let mut len = 0;
+    /// store.stream_read(b"s", &mut |s| len = s.len())?;
+    /// assert_eq!(len, 1);
+    /// # Ok::<(), fc_shard::StoreError>(())
+    /// ```
+    write fn xadd(id: XAddId, fields: &[&[u8]], options: XAddOptions) -> Option<StreamId>;
+    /// `XDEL`: how many of the ids existed.
+    write fn xdel(ids: &[StreamId]) -> usize;
+    /// `XTRIM`: how many entries went.
+    write fn xtrim(trim: StreamTrim) -> usize;
+    /// `XSETID`. [`StoreError::NoSuchKey`] and the stream errors.
+    write fn xsetid(
+        last_id: StreamId,
+        entries_added: Option<u64>,
+        max_deleted: Option<StreamId>
+    ) -> ();
+    /// `XGROUP CREATE`. [`crate::StreamError::BusyGroup`],
+    /// [`crate::StreamError::GroupNeedsKey`].
+    write fn xgroup_create(
+        group: &[u8],
+        start: GroupStart,
+        mkstream: bool,
+        entries_read: Option<i64>
+    ) -> ();
+    /// `XGROUP SETID`. [`crate::StreamError::NoGroup`].
+    write fn xgroup_setid(group: &[u8], start: GroupStart, entries_read: Option<i64>) -> ();
+    /// `XGROUP DESTROY`: whether the group existed. [`StoreError::NoSuchKey`].
+    write fn xgroup_destroy(group: &[u8]) -> bool;
+    /// `XGROUP CREATECONSUMER`: whether it was created. [`crate::StreamError::NoGroup`].
+    write fn xgroup_createconsumer(group: &[u8], consumer: &[u8]) -> bool;
+    /// `XGROUP DELCONSUMER`: the consumer's pending count. [`crate::StreamError::NoGroup`].
+    write fn xgroup_delconsumer(group: &[u8], consumer: &[u8]) -> usize;
+    /// `XREADGROUP` on one stream (`None`: nothing new). [`crate::StreamError::NoGroup`].
+    write fn xreadgroup(
+        group: &[u8],
+        consumer: &[u8],
+        from: GroupReadFrom,
+        count: usize,
+        no_ack: bool
+    ) -> Option<Vec<StreamEntry>>;
+    /// `XACK`: how many ids were pending.
+    write fn xack(group: &[u8], ids: &[StreamId]) -> usize;
+    /// `XCLAIM`. [`crate::StreamError::NoGroup`].
+    write fn xclaim(
+        group: &[u8],
+        consumer: &[u8],
+        min_idle_ms: u64,
+        ids: &[StreamId],
+        options: XClaimOptions
+    ) -> Vec<StreamEntry>;
+    /// `XAUTOCLAIM`. [`crate::StreamError::NoGroup`].
+    #[expect(clippy::too_many_arguments, reason = "XAUTOCLAIM's arguments, one each")]
+    write fn xautoclaim(
+        group: &[u8],
+        consumer: &[u8],
+        min_idle_ms: u64,
+        start: StreamId,
+        count: usize,
+        just_id: bool
+    ) -> XAutoClaim;
+    /// Applies a logged stream change (a log replay, a key moved between shards).
+    write fn stream_apply(op: &StreamOp<'_>) -> ();
+    /// Runs `read` on the stream (`XRANGE`, `XREAD`, `XINFO`, `XPENDING`...): `false` when
+    /// the key is missing.
+    read fn stream_read(read: &mut dyn FnMut(&Stream)) -> bool;
 }
 
 /// The keys' shard (all must share it) and their tags.

@@ -73,6 +73,9 @@ pub(crate) fn replay(replica: &EmbeddedStore, m: &Mutation<'_>) {
         Mutation::HDel { key, fields } => {
             replica.hdel(key, fields).unwrap();
         }
+        Mutation::Stream { key, op } => {
+            replica.stream_apply(key, &op).unwrap();
+        }
         // Boundaries change nothing; a replica applying as it goes needs no grouping.
         Mutation::TxBegin { .. } | Mutation::TxEnd { .. } => {}
     }
