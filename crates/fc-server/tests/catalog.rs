@@ -209,6 +209,20 @@ const DATABASE_KEYS: &[(&str, &[u8])] = &[
     ("XGROUP CREATECONSUMER st g c2", b":1\r\n"),
     ("SELECT 0", b"+OK\r\n"),
     ("OBJECT ENCODING s", b"$-1\r\n"),
+    // Repeated STORE/STOREDIST: the last is the destination, in the client's database.
+    ("SELECT 5", b"+OK\r\n"),
+    ("GEOADD src 13.361389 38.115556 a", b":1\r\n"),
+    ("GEORADIUS src 15 37 200 km STORE d1 STOREDIST d2", b":1\r\n"),
+    ("ZRANGE d2 0 -1", b"*1\r\n$1\r\na\r\n"),
+    ("EXISTS d1", b":0\r\n"),
+    ("GEORADIUSBYMEMBER src a 10 km COUNT 1 STORE d3", b":1\r\n"),
+    ("ZCARD d3", b":1\r\n"),
+    ("RPUSH l 2 1", b":2\r\n"),
+    ("SORT l GET store STORE s1 STORE s2", b":2\r\n"),
+    ("LRANGE s2 0 -1", b"*2\r\n$0\r\n\r\n$0\r\n\r\n"),
+    ("EXISTS s1", b":0\r\n"),
+    ("SELECT 0", b"+OK\r\n"),
+    ("EXISTS d1 d2 d3 s1 s2", b":0\r\n"),
 ];
 
 /// MODULE (none loaded; loading refused as Redis's default `enable-module-command no` does),

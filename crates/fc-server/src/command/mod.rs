@@ -663,19 +663,45 @@ pub(crate) fn into_db(spec: &Spec, args: &mut [Bytes], db: u32) {
         .filter(|(_, ks)| !ks.flags.contains(&"not_key"))
         .map(|(i, _)| i)
         .collect();
-    if spec.name.starts_with("sort") {
-        positions.extend(
-            (2..args.len().saturating_sub(1))
-                .filter(|&i| args[i].eq_ignore_ascii_case(b"store"))
-                .map(|i| i + 1)
-                .last(),
-        );
-    }
+    positions.extend(store_destinations(spec.name, args));
     positions.sort_unstable();
     positions.dedup();
     for i in positions {
         args[i] = Bytes::from(fc_shard::namespaced(db, &args[i]));
     }
+}
+
+/// The destinations of `SORT ... STORE` and `GEORADIUS[BYMEMBER] ... STORE|STOREDIST` (every
+/// one given: the last is the one used, which key specs do not name), found by walking the
+/// options as the commands parse them, so an option's own argument is never mistaken for one.
+fn store_destinations(name: &str, args: &[Bytes]) -> Vec<usize> {
+    let (mut i, geo) = match name {
+        "sort" | "sort_ro" => (2, false),
+        "georadius" => (5, true),
+        "georadiusbymember" => (4, true),
+        _ => return Vec::new(),
+    };
+    let mut found = Vec::new();
+    while i < args.len() {
+        let word = args[i].to_ascii_lowercase();
+        let skip = match word.as_slice() {
+            b"store" => {
+                found.push(i + 1);
+                1
+            }
+            b"storedist" if geo => {
+                found.push(i + 1);
+                1
+            }
+            b"limit" if !geo => 2,
+            b"by" | b"get" if !geo => 1,
+            b"count" if geo => 1,
+            _ => 0,
+        };
+        i += 1 + skip;
+    }
+    found.retain(|&at| at < args.len());
+    found
 }
 
 /// The database a keyspace-wide command runs in (its name carries it: [`into_db`]).
