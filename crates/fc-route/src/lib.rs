@@ -19,10 +19,10 @@
 //!      segments (`session:1:layer:0` → `session:1` with the default `:` and 2), when the key has
 //!      more segments than that;
 //!    - otherwise the whole key.
-//!
-//!    A *namespaced* key (see [`namespaced`]: `\xFF<database>:<key>`, a Redis database other
-//!    than 0) takes the route slice of its `<key>` part, so a key lives on the same shard in
-//!    every database (`MOVE` and `SWAPDB` stay within a shard).
+//!    - in [`EmbeddedRouteMode::Namespaced`] mode (fc-server's), the `<key>` part of a
+//!      namespaced key (see [`namespaced`]: `\xFF<database>:<key>`, a Redis database other than
+//!      0), so a key lives on the same shard in every database (`MOVE` and `SWAPDB` stay within
+//!      a shard);
 //! 3. `route_hash = XXH3_64(route slice, seed = 0)`; equal to `key_hash` when the slice is the key
 //!    (the common case costs one hash).
 //! 4. `shard = route_hash >> (64 - log2(shard_count))` — the top bits; `shard_count` is a power of
@@ -175,6 +175,10 @@ pub enum EmbeddedRouteMode {
     FullKey,
     /// Route on the key's session prefix, so every chunk of one session lands on one shard.
     SessionPrefix(SessionPrefixRule),
+    /// [`EmbeddedRouteMode::FullKey`], except that a namespaced key ([`namespaced`]: a key of
+    /// a Redis database other than 0) routes as its key part: the same name is on the same
+    /// shard in every database. fc-server's mode; `FullKey` users pay nothing for it.
+    Namespaced,
 }
 
 impl EmbeddedRouteMode {
@@ -188,12 +192,13 @@ impl EmbeddedRouteMode {
     #[inline]
     #[must_use]
     pub fn route_slice<'k>(&self, key: &'k [u8]) -> &'k [u8] {
-        let key = split_namespace(key).1;
+        // A namespace (`\xFF<digits>:`) holds no brace: a namespaced key's tag is its key's.
         if let Some(tag) = hash_tag(key) {
             return tag;
         }
         match self {
             Self::FullKey => key,
+            Self::Namespaced => split_namespace(key).1,
             Self::SessionPrefix(rule) => rule.prefix_of(key).unwrap_or(key),
         }
     }
@@ -475,7 +480,11 @@ mod tests {
 
     #[test]
     fn namespaces_round_trip_and_route_like_their_key() {
-        let router = ShardRouter::new(1024, EmbeddedRouteMode::FullKey);
+        let router = ShardRouter::new(1024, EmbeddedRouteMode::Namespaced);
+        let plain = ShardRouter::new(1024, EmbeddedRouteMode::FullKey);
+        // FullKey routes a namespaced key as any other key.
+        let stored = namespaced(3, b"k");
+        assert_eq!(plain.route_key(&stored).route_hash(), hash_bytes(&stored));
         for key in [
             &b"user:1"[..],
             b"",

@@ -411,7 +411,7 @@ fn direct(
     // (`command::into_db`).
     let usable = state.authed
         && state.db == 0
-        && spec.plain_keys(&parsed.args)
+        && command::Spec::plain_key(&parsed.args)
         && !state.in_multi()
         && !state.restricted
         && spec.arity_ok(parsed.args.len())

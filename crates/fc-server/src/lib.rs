@@ -200,8 +200,10 @@ impl Server {
     pub fn start(config: ServerConfig) -> anyhow::Result<ServerHandle> {
         let threads = config.threads.clamp(1, config.shards.max(1));
         let board = Arc::new(watched::WatchBoard::new(config.shards));
-        let mut builder =
-            EmbeddedStore::builder(config.shards).eviction_policy(config.maxmemory_policy);
+        let mut builder = EmbeddedStore::builder(config.shards)
+            .eviction_policy(config.maxmemory_policy)
+            // Databases: a name is on the same shard in every database.
+            .route_mode(fc_shard::EmbeddedRouteMode::Namespaced);
         if let Some(bytes) = config.maxmemory {
             builder = builder.max_memory(bytes);
         }

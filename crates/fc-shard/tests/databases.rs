@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use fc_shard::{EmbeddedStore, LocalEmbeddedStore, ScanOptions, namespaced};
+use fc_shard::{EmbeddedRouteMode, EmbeddedStore, LocalEmbeddedStore, ScanOptions, namespaced};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -129,7 +129,12 @@ proptest! {
 
     #[test]
     fn counts_scans_flushes_and_swaps_follow_the_model(ops in prop::collection::vec(op(), 1..80)) {
-        let mut store = EmbeddedStore::new(4).into_local_stores(1).pop().unwrap();
+        let mut store = EmbeddedStore::builder(4)
+            .route_mode(EmbeddedRouteMode::Namespaced)
+            .build()
+            .into_local_stores(1)
+            .pop()
+            .unwrap();
         let mut model = Model::new();
         for op in &ops {
             apply(&mut store, &mut model, op);
@@ -149,4 +154,11 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+#[should_panic(expected = "Namespaced route mode")]
+fn swapping_databases_needs_the_namespaced_route_mode() {
+    let mut store = EmbeddedStore::new(4).into_local_stores(1).pop().unwrap();
+    store.swap_dbs(0, 1);
 }

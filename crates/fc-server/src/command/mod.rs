@@ -516,18 +516,13 @@ impl Spec {
         )
     }
 
-    /// Whether no key of `args` (by the first-last-step range) begins with
-    /// [`fc_shard::NAMESPACE_MARK`]: database 0 then stores them as they are (see [`into_db`]).
-    /// One byte compare for a one-key command.
+    /// For a [`Route::Key`] command (whose one key is argument 1: a table test checks it),
+    /// whether its key does not begin with [`fc_shard::NAMESPACE_MARK`]: database 0 then
+    /// stores it as it is (see [`into_db`]). One byte compare.
     #[inline]
-    pub(crate) fn plain_keys(&self, args: &[Bytes]) -> bool {
-        let mark = Some(&fc_shard::NAMESPACE_MARK);
-        match self.keys {
-            (1, 1, _) => args.get(1).is_none_or(|k| k.first() != mark),
-            _ => self
-                .key_positions(args.len())
-                .all(|i| args[i].first() != mark),
-        }
+    pub(crate) fn plain_key(args: &[Bytes]) -> bool {
+        args.get(1)
+            .is_none_or(|k| k.first() != Some(&fc_shard::NAMESPACE_MARK))
     }
 
     /// The key argument positions of `args` (a whole command), from the first-last-step
@@ -1029,6 +1024,16 @@ mod tests {
                 pair[0].name,
                 pair[1].name
             );
+        }
+    }
+
+    /// The in-place path checks argument 1 alone for a namespaced key (`Spec::plain_key`).
+    #[test]
+    fn a_keyed_command_has_one_key_argument_1() {
+        for spec in COMMANDS {
+            if matches!(spec.route, super::Route::Key(_)) {
+                assert_eq!((spec.keys.0, spec.keys.1), (1, 1), "{}", spec.name);
+            }
         }
     }
 

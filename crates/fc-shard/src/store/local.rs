@@ -489,7 +489,16 @@ impl LocalEmbeddedStore {
     }
 
     /// `SWAPDB a b` on this worker's shards (a key lives on the same shard in every database).
+    ///
+    /// # Panics
+    /// Unless the store routes in [`crate::EmbeddedRouteMode::Namespaced`] mode (in another
+    /// mode a name may live on different shards in two databases).
     pub fn swap_dbs(&mut self, a: u32, b: u32) {
+        assert_eq!(
+            self.route_mode(),
+            crate::EmbeddedRouteMode::Namespaced,
+            "swap_dbs needs the Namespaced route mode"
+        );
         let (shards, clock) = self.shards_and_clock();
         for shard in shards {
             shard.swap_dbs(a, b, clock);
