@@ -443,4 +443,115 @@ mod tests {
         let count = run("command count");
         assert_eq!(count, [format!("#{}", super::COMMANDS.len())]);
     }
+
+    #[test]
+    fn containers_nest_describe_and_list_their_subcommands() {
+        // The tenth element: the subcommands' own entries, in name order.
+        let lines = run("command info slowlog");
+        assert_eq!(&lines[..3], ["[1]", "[10]", "\"slowlog"]);
+        let nested: Vec<&String> = lines
+            .iter()
+            .filter(|l| l.starts_with("\"slowlog|"))
+            .collect();
+        assert_eq!(
+            nested,
+            [
+                "\"slowlog|get",
+                "\"slowlog|help",
+                "\"slowlog|len",
+                "\"slowlog|reset"
+            ]
+        );
+        // A subcommand by its full name (any case): ten elements, no subcommands of its own.
+        let lines = run("command info OBJECT|Encoding");
+        assert_eq!(
+            &lines[..10],
+            [
+                "[1]",
+                "[10]",
+                "\"object|encoding",
+                "#3",
+                "<1>",
+                "+readonly",
+                "#2",
+                "#2",
+                "#1",
+                "<3>"
+            ]
+        );
+        assert_eq!(lines.last().map(String::as_str), Some("<0>"));
+        assert_eq!(
+            run("command info config|nope get|x config|get|x"),
+            ["[3]", "nil", "nil", "nil"]
+        );
+        // DOCS: a container's `subcommands` map; a subcommand's own entry.
+        let lines = run("command docs latency");
+        assert_eq!(lines[1], "\"latency");
+        assert_eq!(lines[2], "{5}");
+        let at = lines.iter().position(|l| l == "\"subcommands").unwrap();
+        assert_eq!(lines[at + 1], "{7}");
+        assert_eq!(lines[at + 2], "\"latency|doctor");
+        assert_eq!(
+            run("command docs slowlog|len nosuch")[..4],
+            ["{1}", "\"slowlog|len", "{4}", "\"summary"]
+        );
+        // LIST: each subcommand after its container, filtered one by one; COUNT: commands.
+        assert_eq!(
+            run("command list filterby pattern slowlog*"),
+            [
+                "[5]",
+                "\"slowlog",
+                "\"slowlog|get",
+                "\"slowlog|help",
+                "\"slowlog|len",
+                "\"slowlog|reset"
+            ]
+        );
+        let dangerous = run("command list filterby aclcat dangerous");
+        assert!(dangerous.contains(&"\"config|set".to_string()));
+        assert!(!dangerous.contains(&"\"config".to_string()));
+        assert_eq!(run("command list filterby module x"), ["[0]"]);
+        assert_eq!(run("command list filterby nope x"), ["!ERR syntax error"]);
+        let all = run("command list");
+        assert!(all.len() > super::COMMANDS.len() + 90);
+    }
+
+    #[test]
+    fn getkeys_of_a_container_uses_its_subcommand() {
+        assert_eq!(run("command getkeys object encoding k"), ["[1]", "\"k"]);
+        assert_eq!(run("command getkeys XINFO STREAM s FULL"), ["[1]", "\"s"]);
+        assert_eq!(
+            run("command getkeys memory usage k samples 5"),
+            ["[1]", "\"k"]
+        );
+        assert_eq!(
+            run("command getkeysandflags xgroup create s g $"),
+            ["[1]", "[2]", "\"s", "<2>", "+RW", "+insert"]
+        );
+        assert_eq!(
+            run("command getkeys object nope k"),
+            ["!ERR Invalid command specified"]
+        );
+        assert_eq!(
+            run("command getkeys object encoding"),
+            ["!ERR Invalid number of arguments specified for command"]
+        );
+        // Redis's order: no key specs before the argument count.
+        assert_eq!(
+            run("command getkeys object help x"),
+            ["!ERR The command has no key arguments"]
+        );
+        assert_eq!(
+            run("command getkeys echo a b"),
+            ["!ERR The command has no key arguments"]
+        );
+        assert_eq!(
+            run("command getkeys sintercard 0 a"),
+            ["!ERR Invalid arguments specified for command"]
+        );
+        assert_eq!(
+            run("command getkeys config|get x"),
+            ["!ERR Invalid command specified"]
+        );
+    }
 }

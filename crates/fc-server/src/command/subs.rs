@@ -256,4 +256,66 @@ mod tests {
         }
         assert!(slot_count() <= crate::stats::SLOTS);
     }
+
+    #[test]
+    fn subcommand_metadata_is_whole() {
+        for s in SUBCOMMANDS {
+            assert_eq!(s.full_name, format!("{}|{}", s.container, s.name));
+            assert!(s.arity.unsigned_abs() >= 2, "{}", s.full_name);
+            assert!(!s.doc.summary.is_empty() && !s.doc.since.is_empty());
+            assert!(s.flags & F::WRITE == 0 || s.flags & F::READONLY == 0);
+            // Key positions count the container's name; key specs and positions go together.
+            assert_eq!(
+                s.keys == (0, 0, 0),
+                s.key_specs.is_empty(),
+                "{}",
+                s.full_name
+            );
+            assert!(s.keys.0 == 0 || s.keys.0 >= 2, "{}", s.full_name);
+            let container = super::super::lookup(s.container.as_bytes()).unwrap();
+            assert!(container.key_specs.is_empty(), "{}", container.name);
+        }
+        // Every container has its HELP.
+        for spec in COMMANDS.iter().filter(|s| !s.subcommands().is_empty()) {
+            assert!(spec.subcommand(b"HELP").is_some(), "{}", spec.name);
+        }
+    }
+
+    #[test]
+    fn names_find_commands_and_subcommands() {
+        let full = |name: &[u8]| match lookup_named(name) {
+            Some(Named::Command(spec)) => Some(spec.name),
+            Some(Named::Sub(sub)) => Some(sub.full_name),
+            None => None,
+        };
+        assert_eq!(full(b"GET"), Some("get"));
+        assert_eq!(full(b"Config|GET"), Some("config|get"));
+        assert_eq!(full(b"config"), Some("config"));
+        assert_eq!(full(b"config|nope"), None);
+        assert_eq!(full(b"config|get|x"), None);
+        assert_eq!(full(b"config|"), None);
+        assert_eq!(full(b"get|x"), None);
+        assert_eq!(full(b"|get"), None);
+        let args = |a: &[&str]| -> Vec<Bytes> {
+            a.iter()
+                .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+                .collect()
+        };
+        let whole = |a: &[&str]| match lookup_command(&args(a)) {
+            Some(Named::Command(spec)) => Some(spec.name),
+            Some(Named::Sub(sub)) => Some(sub.full_name),
+            None => None,
+        };
+        assert_eq!(whole(&["object", "ENCODING", "k"]), Some("object|encoding"));
+        assert_eq!(whole(&["object", "nope"]), None);
+        assert_eq!(whole(&["get", "k"]), Some("get"));
+        assert_eq!(whole(&["nosuch", "k"]), None);
+        // `MEMORY USAGE` now has its own slot; `CLUSTER` refuses an unknown subcommand.
+        assert_eq!(slots_named(b"memory|usage").len(), 1);
+        let cluster = super::super::lookup(b"cluster").unwrap();
+        assert_eq!(
+            select(cluster, &args(&["cluster", "nope"])),
+            Selected::UnknownSub
+        );
+    }
 }
