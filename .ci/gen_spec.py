@@ -3,7 +3,11 @@ commands, from a live redis-server's COMMAND INFO and COMMAND DOCS: the way to a
 whose metadata `.ci/compare_redis.py` then finds equal to Redis's. Only the `route` is left to
 write (a `todo_route!()` placeholder that does not compile until it is replaced).
 
-Usage: python3 .ci/gen_spec.py <redis-server port> <command> [<command> ...]
+A name with a bar (`config|get`) prints a subcommand's entry instead
+(`crates/fc-server/src/command/sub_table.rs`'s `Sub`, complete: a subcommand runs in its
+container's handler); `config|*` prints every subcommand Redis has for `CONFIG`, in name order.
+
+Usage: python3 .ci/gen_spec.py <redis-server port> <command>|<container|sub>|<container|*> ...
 (needs redis-py: `pip install 'redis>=5,<6'`; `.ci/run` keeps one in target/ci-venv)
 """
 
@@ -85,7 +89,16 @@ def main():
         conn.send_command(*args)
         return conn.read_response()
 
+    expanded = []
     for name in names:
+        if name.endswith("|*"):
+            container = raw("COMMAND", "INFO", name[:-2])[0]
+            if container is None:
+                sys.exit(f"gen_spec: redis-server does not know {name[:-2]}")
+            expanded.extend(sorted(text(sub[0]) for sub in container[9]))
+        else:
+            expanded.append(name)
+    for name in expanded:
         info = raw("COMMAND", "INFO", name)[0]
         if info is None:
             sys.exit(f"gen_spec: redis-server does not know {name}")
@@ -93,8 +106,16 @@ def main():
         cmd_name, arity, flags, first, last, step, acl, tips, specs = info[:9]
         flag_names = [text(f) for f in flags]
         acl_names = [acl_name(c) for c in acl]
-        print("    Spec {")
-        print(f"        name: {rust_str(cmd_name)},")
+        sub = "|" in text(cmd_name)
+        if sub:
+            container, sub_name = text(cmd_name).split("|")
+            print("    Sub {")
+            print(f"        container: {rust_str(container)},")
+            print(f"        name: {rust_str(sub_name)},")
+            print(f"        full_name: {rust_str(cmd_name)},")
+        else:
+            print("    Spec {")
+            print(f"        name: {rust_str(cmd_name)},")
         print(f"        arity: {arity},")
         print(f"        flags: {bits(flag_names, FLAGS, 'F')},")
         print(f"        acl: {' | '.join('A::' + a for a in acl_names) or '0'},")
@@ -107,7 +128,8 @@ def main():
         print(f"            complexity: {rust_str(docs.get('complexity', b''))},")
         print(f"            summary: {rust_str(docs['summary'])},")
         print("        },")
-        print("        route: todo_route!(),")
+        if not sub:
+            print("        route: todo_route!(),")
         print("    },")
 
 

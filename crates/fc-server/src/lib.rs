@@ -2,7 +2,8 @@
 //!
 //! **Owns:** the runtime (tokio, one single-threaded runtime per worker thread), the listener,
 //! connections, the command table (`command/table.rs`: every command's name, arity, Redis 7
-//! flags, ACL categories, key positions, docs and route, from which `COMMAND` is generated),
+//! flags, ACL categories, key positions, docs and route; `command/sub_table.rs`: the same for
+//! each container's subcommands; `COMMAND` is generated from both),
 //! the store handlers (`command/`: one module per family, generic over a reply sink, so a
 //! protocol is a sink plus an edge), and `INFO`/`CONFIG`. Workers own shards exclusively (a
 //! `LocalEmbeddedStore` each: no lock on the hot path); a command for a key of another
@@ -22,7 +23,7 @@
 //! Built: connection commands (PING, ECHO, HELLO 2/3 with AUTH/SETNAME, AUTH, SELECT, QUIT,
 //! RESET, CLIENT LIST/INFO/KILL/SETNAME/GETNAME/ID/SETINFO/UNBLOCK/PAUSE/UNPAUSE/REPLY/
 //! NO-EVICT/NO-TOUCH, client-side caching (CLIENT TRACKING/CACHING/GETREDIR/TRACKINGINFO:
-//! `tracking`), COMMAND, INFO, TIME, CONFIG GET/SET/RESETSTAT/REWRITE, SHUTDOWN, SLOWLOG,
+//! `tracking`), COMMAND (subcommands nested, listed and described as Redis 7's), INFO, TIME, CONFIG GET/SET/RESETSTAT/REWRITE, SHUTDOWN, SLOWLOG,
 //! LATENCY, MONITOR, DEBUG SLEEP/DIGEST/OBJECT/SET-ACTIVE-EXPIRE/ERROR/LOG, INFO commandstats,
 //! errorstats and latencystats), strings, keys and TTLs, hashes, lists, sets, sorted sets, the SCAN
 //! family, MULTI/EXEC/DISCARD/WATCH/UNWATCH (atomic across workers: `EXEC` holds every worker

@@ -6,10 +6,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::net::TcpStream;
 
-use common::{encode, two_workers};
+use common::{encode, read_reply, two_workers};
 
 /// (command, reply bytes); the command split on spaces.
 const CASES: &[(&str, &[u8])] = &[
@@ -352,31 +352,6 @@ const SORTS: &[(&str, &[u8])] = &[
     ("RPUSH {t}ln 1 1.0 01 1e0 inf -inf", b":6\r\n"),
     ("SORT {t}ln", b"*6\r\n$4\r\n-inf\r\n$2\r\n01\r\n$1\r\n1\r\n$3\r\n1.0\r\n$3\r\n1e0\r\n$3\r\ninf\r\n"),
 ];
-
-/// Reads one whole reply (RESP2 or RESP3) off `r`.
-fn read_reply(r: &mut BufReader<TcpStream>, out: &mut Vec<u8>) {
-    let mut line = Vec::new();
-    r.read_until(b'\n', &mut line).unwrap();
-    out.extend_from_slice(&line);
-    let body = std::str::from_utf8(&line[1..line.len() - 2]).unwrap();
-    match line[0] {
-        b'$' | b'=' | b'!' => {
-            if let Ok(n) = usize::try_from(body.parse::<i64>().unwrap()) {
-                let mut data = vec![0; n + 2];
-                r.read_exact(&mut data).unwrap();
-                out.extend_from_slice(&data);
-            }
-        }
-        b'*' | b'~' | b'>' | b'%' => {
-            let n = body.parse::<i64>().unwrap().max(0) as usize;
-            let n = if line[0] == b'%' { 2 * n } else { n };
-            for _ in 0..n {
-                read_reply(r, out);
-            }
-        }
-        _ => {}
-    }
-}
 
 #[test]
 fn catalog_replies_are_redis_bytes() {

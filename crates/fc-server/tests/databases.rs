@@ -74,6 +74,45 @@ fn keyspace_reads_see_their_own_database_only() {
         .query(&mut nine)
         .unwrap();
     assert!(usage.is_some_and(|n| n > 0));
+    // Found by the subcommands' key specs (`OBJECT ENCODING key`, `XINFO STREAM key`).
+    let object = |con: &mut redis::Connection| -> Option<String> {
+        redis::cmd("OBJECT")
+            .arg("ENCODING")
+            .arg("n:1")
+            .query(con)
+            .unwrap()
+    };
+    assert_eq!(object(&mut nine).as_deref(), Some("int"));
+    assert_eq!(object(&mut zero), None);
+    let _: String = redis::cmd("XADD")
+        .arg("n:s")
+        .arg("1-1")
+        .arg("f")
+        .arg("v")
+        .query(&mut nine)
+        .unwrap();
+    let _: () = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg("n:s")
+        .arg("g")
+        .arg("0")
+        .query(&mut nine)
+        .unwrap();
+    let groups: redis::Value = redis::cmd("XINFO")
+        .arg("GROUPS")
+        .arg("n:s")
+        .query(&mut nine)
+        .unwrap();
+    assert!(
+        matches!(groups, redis::Value::Array(ref g) if g.len() == 1),
+        "{groups:?}"
+    );
+    let absent: redis::RedisResult<redis::Value> = redis::cmd("XINFO")
+        .arg("STREAM")
+        .arg("n:s")
+        .query(&mut zero);
+    assert!(absent.is_err());
+    let _: i64 = redis::cmd("DEL").arg("n:s").query(&mut nine).unwrap();
     assert_eq!((dbsize(&mut zero), dbsize(&mut nine)), (501, 8));
     let keys: Vec<String> = nine.keys("*").unwrap();
     let keys: BTreeSet<String> = keys.into_iter().collect();

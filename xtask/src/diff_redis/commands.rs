@@ -1426,7 +1426,7 @@ impl Gen {
     }
 
     fn server(&mut self) -> Cmd {
-        let args: Vec<String> = match self.below(8) {
+        let args: Vec<String> = match self.below(13) {
             0 => vec!["PING".into()],
             1 => vec!["ECHO".into(), self.value()],
             2 => vec!["NOSUCHCOMMAND".into(), "x".into()],
@@ -1434,6 +1434,59 @@ impl Gen {
             4 => vec!["SELECT".into(), self.pick(&["0", "x", "-1"]).into()],
             5 => vec!["EXISTS".into()],
             6 => vec!["GET".into(), "a".into(), "b".into()],
+            // Subcommands as COMMAND sees them (no container's whole entry: Redis lists its
+            // subcommands in a random order).
+            7 => {
+                let sub = self.pick(&[
+                    "object|encoding",
+                    "XINFO|STREAM",
+                    "memory|usage",
+                    "config|get",
+                    "client|kill",
+                    "config|nope",
+                    "get|x",
+                ]);
+                vec!["COMMAND".into(), "INFO".into(), sub.into()]
+            }
+            8 => {
+                let sub = self.pick(&["slowlog|len", "memory|stats", "config|rewrite", "x|y"]);
+                vec!["COMMAND".into(), "DOCS".into(), sub.into()]
+            }
+            9 => {
+                let pattern = self.pick(&["config*", "*|get", "object|*", "xinfo*", "CLIENT|K*"]);
+                let args = vec!["COMMAND", "LIST", "FILTERBY", "PATTERN", pattern];
+                return Cmd {
+                    args: to_args(args.into_iter().map(String::from).collect()),
+                    norm: UNORDERED,
+                };
+            }
+            10 => {
+                let full = self.pick(&[
+                    "OBJECT ENCODING k",
+                    "OBJECT NOPE k",
+                    "OBJECT ENCODING",
+                    "OBJECT HELP",
+                    "XINFO STREAM s FULL",
+                    "XGROUP CREATE s g $",
+                    "MEMORY USAGE k SAMPLES 5",
+                    "CONFIG GET x",
+                ]);
+                let sub = self.pick(&["GETKEYS", "GETKEYSANDFLAGS"]);
+                ["COMMAND", sub]
+                    .into_iter()
+                    .chain(full.split(' '))
+                    .map(String::from)
+                    .collect()
+            }
+            11 => {
+                let line = self.pick(&[
+                    "CLUSTER NOPE",
+                    "CLUSTER INFO x",
+                    "CLUSTER INFO",
+                    "MEMORY USAGE",
+                ]);
+                line.split(' ').map(String::from).collect()
+            }
             _ => vec!["DBSIZE".into()],
         };
         Cmd::plain(to_args(args))

@@ -61,6 +61,7 @@ mod sets;
 mod sort;
 pub(crate) mod streams;
 mod strings;
+mod sub_table;
 mod subs;
 mod table;
 #[cfg(test)]
@@ -322,10 +323,10 @@ pub(crate) mod F {
         (NO_AUTH, "no_auth"),
         (MAY_REPLICATE, "may_replicate"),
         (NO_MANDATORY_KEYS, "no_mandatory_keys"),
+        (NO_ASYNC_LOADING, "no_async_loading"),
         (NO_MULTI, "no_multi"),
         (MOVABLEKEYS, "movablekeys"),
         (ALLOW_BUSY, "allow_busy"),
-        (NO_ASYNC_LOADING, "no_async_loading"),
     ];
 }
 
@@ -547,75 +548,84 @@ impl Spec {
     /// A spec whose keyword is missing finds nothing; a key count that is not a number makes
     /// the command invalid (`None`).
     pub(crate) fn spec_keys(&self, args: &[Bytes]) -> Option<Vec<(usize, &'static KeySpec)>> {
-        let argc = args.len() as i64;
-        let mut found = Vec::new();
-        for ks in self.key_specs {
-            let first = match ks.begin {
-                Begin::Index(i) => i64::from(i),
-                Begin::Keyword {
-                    keyword,
-                    start_from,
-                } => {
-                    let start = i64::from(start_from);
-                    let (from, backwards) = if start > 0 {
-                        (start, false)
-                    } else {
-                        (argc + start, true)
-                    };
-                    let mut i = from;
-                    let mut at = None;
-                    while i >= 1 && i < argc {
-                        if args[i as usize].eq_ignore_ascii_case(keyword.as_bytes()) {
-                            at = Some(i + 1);
-                            break;
-                        }
-                        i += if backwards { -1 } else { 1 };
-                    }
-                    match at {
-                        Some(i) => i,
-                        None => continue,
-                    }
-                }
-                Begin::Unknown => continue,
-            };
-            let (first, last, step) = match ks.find {
-                Find::Range { last, step, limit } => {
-                    let last = i64::from(last);
-                    let end = if last >= 0 {
-                        first + last
-                    } else if limit <= 1 {
-                        argc + last
-                    } else {
-                        first + ((argc - first) / i64::from(limit) + last)
-                    };
-                    (first, end, i64::from(step.max(1)))
-                }
-                Find::Keynum {
-                    keynum_index,
-                    first_key,
-                    step,
-                } => {
-                    let at = first + i64::from(keynum_index);
-                    let n = args
-                        .get(at as usize)
-                        .and_then(|a| parse_i64(a))
-                        .filter(|&n| n >= 0)?;
-                    let step = i64::from(step.max(1));
-                    let start = first + i64::from(first_key);
-                    // A count past the arguments finds what is there (no overflow).
-                    let n = n.min(argc);
-                    (start, start + (n - 1) * step, step)
-                }
-                Find::Unknown => continue,
-            };
-            let mut i = first;
-            while i <= last && i < argc && i >= 1 {
-                found.push((i as usize, ks));
-                i += step;
-            }
-        }
-        Some(found)
+        keys_by_specs(self.key_specs, args)
     }
+}
+
+/// The keys of `args` (a whole command) that `key_specs` find (see [`Spec::spec_keys`]; a
+/// subcommand's key specs count the container's name, as its arguments do).
+pub(crate) fn keys_by_specs(
+    key_specs: &'static [KeySpec],
+    args: &[Bytes],
+) -> Option<Vec<(usize, &'static KeySpec)>> {
+    let argc = args.len() as i64;
+    let mut found = Vec::new();
+    for ks in key_specs {
+        let first = match ks.begin {
+            Begin::Index(i) => i64::from(i),
+            Begin::Keyword {
+                keyword,
+                start_from,
+            } => {
+                let start = i64::from(start_from);
+                let (from, backwards) = if start > 0 {
+                    (start, false)
+                } else {
+                    (argc + start, true)
+                };
+                let mut i = from;
+                let mut at = None;
+                while i >= 1 && i < argc {
+                    if args[i as usize].eq_ignore_ascii_case(keyword.as_bytes()) {
+                        at = Some(i + 1);
+                        break;
+                    }
+                    i += if backwards { -1 } else { 1 };
+                }
+                match at {
+                    Some(i) => i,
+                    None => continue,
+                }
+            }
+            Begin::Unknown => continue,
+        };
+        let (first, last, step) = match ks.find {
+            Find::Range { last, step, limit } => {
+                let last = i64::from(last);
+                let end = if last >= 0 {
+                    first + last
+                } else if limit <= 1 {
+                    argc + last
+                } else {
+                    first + ((argc - first) / i64::from(limit) + last)
+                };
+                (first, end, i64::from(step.max(1)))
+            }
+            Find::Keynum {
+                keynum_index,
+                first_key,
+                step,
+            } => {
+                let at = first + i64::from(keynum_index);
+                let n = args
+                    .get(at as usize)
+                    .and_then(|a| parse_i64(a))
+                    .filter(|&n| n >= 0)?;
+                let step = i64::from(step.max(1));
+                let start = first + i64::from(first_key);
+                // A count past the arguments finds what is there (no overflow).
+                let n = n.min(argc);
+                (start, start + (n - 1) * step, step)
+            }
+            Find::Unknown => continue,
+        };
+        let mut i = first;
+        while i <= last && i < argc && i >= 1 {
+            found.push((i as usize, ks));
+            i += step;
+        }
+    }
+    Some(found)
 }
 
 /// Rewrites a command for database `db` (see [`fc_shard::namespaced`]): each key its key specs
@@ -624,7 +634,7 @@ impl Spec {
 /// the name of a keyspace-wide command (`DBSIZE`, `KEYS`, `SCAN`, `FLUSHDB`...) carries the
 /// database for its handler ([`db_of`]). In database 0 only a key that begins with
 /// [`fc_shard::NAMESPACE_MARK`] changes, so the common case costs a byte compare per argument.
-pub(crate) fn into_db(spec: &Spec, args: &mut [Bytes], db: u32) {
+pub(crate) fn into_db(spec: &'static Spec, args: &mut [Bytes], db: u32) {
     let mark = Some(&fc_shard::NAMESPACE_MARK);
     if db == 0 && !args[1..].iter().any(|a| a.first() == mark) {
         return;
@@ -635,21 +645,23 @@ pub(crate) fn into_db(spec: &Spec, args: &mut [Bytes], db: u32) {
         }
         return;
     }
-    // Containers keep their subcommands' key specs to themselves: the key is argument 2.
-    let sub = |name: &[u8]| args.get(1).is_some_and(|a| a.eq_ignore_ascii_case(name));
-    let container_key = match spec.name {
-        "object" | "xinfo" | "xgroup" => true,
-        "memory" => sub(b"usage"),
-        "debug" => sub(b"object"),
-        _ => false,
-    };
-    if container_key {
+    // `DEBUG OBJECT key` (`DEBUG` has no key specs).
+    if spec.name == "debug"
+        && args
+            .get(1)
+            .is_some_and(|a| a.eq_ignore_ascii_case(b"object"))
+    {
         if let Some(key) = args.get_mut(2) {
             *key = Bytes::from(fc_shard::namespaced(db, key));
         }
         return;
     }
-    let Some(found) = spec.spec_keys(args) else {
+    // A container's keys are its subcommand's (`OBJECT ENCODING key`, `MEMORY USAGE key`).
+    let found = match args.get(1).and_then(|sub| spec.subcommand(sub)) {
+        Some(sub) => sub.spec_keys(args),
+        None => spec.spec_keys(args),
+    };
+    let Some(found) = found else {
         return;
     };
     // Shard channels (`SSUBSCRIBE`, `SPUBLISH`) are found by key specs but are not keys.

@@ -1,115 +1,43 @@
-//! The subcommands of the container commands (`CLIENT`, `COMMAND`, `CONFIG`, `LATENCY`,
-//! `OBJECT`, `PUBSUB`, `SLOWLOG`) fc-server has, with the arity and Redis 7 flags Redis's
-//! `COMMAND INFO` lists for each. A container's arguments are checked against them before it
-//! runs, as Redis does (`ERR unknown subcommand 'x'. Try CONFIG HELP.`, `ERR wrong number of
+//! The subcommands of the container commands (`CLIENT`, `CLUSTER`, `COMMAND`, `CONFIG`,
+//! `LATENCY`, `MEMORY`, `MODULE`, `OBJECT`, `PUBSUB`, `SLOWLOG`, `XGROUP`, `XINFO`) fc-server
+//! has, each with the metadata Redis 7's `COMMAND INFO` and `COMMAND DOCS` report for it
+//! ([`SUBCOMMANDS`], in `sub_table.rs`). A container's arguments are checked against them before
+//! it runs, as Redis does (`ERR unknown subcommand 'x'. Try CONFIG HELP.`, `ERR wrong number of
 //! arguments for 'config|get' command`), and each has its own statistics slot
 //! (`cmdstat_config|get`), its own `admin`/`readonly` flags for `MONITOR` and the slow log.
+//! `COMMAND` lists them (`COMMAND LIST`, the tenth element of `COMMAND INFO`), describes them
+//! (`COMMAND INFO config|get`, `COMMAND DOCS`) and finds their keys (`COMMAND GETKEYS`).
 
 use std::sync::LazyLock;
 
 use bytes::Bytes;
 
-use super::{COMMANDS, F, Spec};
+pub(crate) use super::sub_table::SUBCOMMANDS;
+use super::{COMMANDS, Doc, KeySpec, Spec};
 
-/// One subcommand.
+/// One subcommand: its [`Spec`] but for the route (it runs in its container's).
 #[derive(Debug)]
 pub(crate) struct Sub {
     /// The container's name.
     pub(crate) container: &'static str,
     /// Lowercase name.
     pub(crate) name: &'static str,
+    /// `container|name`: the name Redis reports (`config|get`).
+    pub(crate) full_name: &'static str,
     /// Redis arity (the container's name and the subcommand's count).
     pub(crate) arity: i32,
-    /// [`F`] bits.
+    /// [`super::F`] bits.
     pub(crate) flags: u32,
+    /// [`super::A`] bits.
+    pub(crate) acl: u32,
+    /// First key, last key, step, counting the container's name (`OBJECT ENCODING key`:
+    /// `(2, 2, 1)`); `(0, 0, 0)`: no keys.
+    pub(crate) keys: (i32, i32, i32),
+    pub(crate) key_specs: &'static [KeySpec],
+    /// Redis's command tips.
+    pub(crate) tips: &'static [&'static str],
+    pub(crate) doc: Doc,
 }
-
-const ADMIN: u32 = F::ADMIN | F::NOSCRIPT | F::LOADING | F::STALE;
-const PLAIN: u32 = F::NOSCRIPT | F::LOADING | F::STALE;
-const HELP: u32 = F::LOADING | F::STALE;
-const PUBSUB: u32 = F::PUBSUB | F::LOADING | F::STALE;
-const SLOWLOG: u32 = F::ADMIN | F::LOADING | F::STALE;
-const MODULE: u32 = F::ADMIN | F::NOSCRIPT | F::NO_ASYNC_LOADING;
-
-const fn sub(container: &'static str, name: &'static str, arity: i32, flags: u32) -> Sub {
-    Sub {
-        container,
-        name,
-        arity,
-        flags,
-    }
-}
-
-/// Every subcommand, sorted by container, then name.
-pub(crate) static SUBCOMMANDS: &[Sub] = &[
-    sub("client", "caching", 3, PLAIN),
-    sub("client", "getname", 2, PLAIN),
-    sub("client", "getredir", 2, PLAIN),
-    sub("client", "help", 2, HELP),
-    sub("client", "id", 2, PLAIN),
-    sub("client", "info", 2, PLAIN),
-    sub("client", "kill", -3, ADMIN),
-    sub("client", "list", -2, ADMIN),
-    sub("client", "no-evict", 3, ADMIN),
-    sub("client", "no-touch", 3, PLAIN),
-    sub("client", "pause", -3, ADMIN),
-    sub("client", "reply", 3, PLAIN),
-    sub("client", "setinfo", 4, PLAIN),
-    sub("client", "setname", 3, PLAIN),
-    sub("client", "tracking", -3, PLAIN),
-    sub("client", "trackinginfo", 2, PLAIN),
-    sub("client", "unblock", -3, ADMIN),
-    sub("client", "unpause", 2, ADMIN),
-    sub("command", "count", 2, HELP),
-    sub("command", "docs", -2, HELP),
-    sub("command", "getkeys", -4, HELP),
-    sub("command", "getkeysandflags", -4, HELP),
-    sub("command", "help", 2, HELP),
-    sub("command", "info", -2, HELP),
-    sub("command", "list", -2, HELP),
-    sub("config", "get", -3, ADMIN),
-    sub("config", "help", 2, HELP),
-    sub("config", "resetstat", 2, ADMIN),
-    sub("config", "rewrite", 2, ADMIN),
-    sub("config", "set", -4, ADMIN),
-    sub("latency", "doctor", 2, ADMIN),
-    sub("latency", "graph", 3, ADMIN),
-    sub("latency", "help", 2, HELP),
-    sub("latency", "histogram", -2, ADMIN),
-    sub("latency", "history", 3, ADMIN),
-    sub("latency", "latest", 2, ADMIN),
-    sub("latency", "reset", -2, ADMIN),
-    sub("module", "help", 2, HELP),
-    sub("module", "list", 2, F::ADMIN | F::NOSCRIPT),
-    sub("module", "load", -3, MODULE),
-    sub("module", "loadex", -3, MODULE),
-    sub("module", "unload", 3, MODULE),
-    sub("object", "encoding", 3, F::READONLY),
-    sub("object", "freq", 3, F::READONLY),
-    sub("object", "help", 2, HELP),
-    sub("object", "idletime", 3, F::READONLY),
-    sub("object", "refcount", 3, F::READONLY),
-    sub("pubsub", "channels", -2, PUBSUB),
-    sub("pubsub", "help", 2, HELP),
-    sub("pubsub", "numpat", 2, PUBSUB),
-    sub("pubsub", "numsub", -2, PUBSUB),
-    sub("pubsub", "shardchannels", -2, PUBSUB),
-    sub("pubsub", "shardnumsub", -2, PUBSUB),
-    sub("slowlog", "get", -2, SLOWLOG),
-    sub("slowlog", "help", 2, HELP),
-    sub("slowlog", "len", 2, SLOWLOG),
-    sub("slowlog", "reset", 2, SLOWLOG),
-    sub("xgroup", "create", -5, F::WRITE | F::DENYOOM),
-    sub("xgroup", "createconsumer", 5, F::WRITE | F::DENYOOM),
-    sub("xgroup", "delconsumer", 5, F::WRITE),
-    sub("xgroup", "destroy", 4, F::WRITE),
-    sub("xgroup", "help", 2, HELP),
-    sub("xgroup", "setid", -5, F::WRITE),
-    sub("xinfo", "consumers", 4, F::READONLY),
-    sub("xinfo", "groups", 3, F::READONLY),
-    sub("xinfo", "help", 2, HELP),
-    sub("xinfo", "stream", -3, F::READONLY),
-];
 
 impl Sub {
     fn arity_ok(&self, argc: usize) -> bool {
@@ -122,7 +50,49 @@ impl Sub {
     }
 }
 
+impl Sub {
+    /// The keys of `args` (a whole command: the container's name, the subcommand's, its
+    /// arguments) its key specs find ([`Spec::spec_keys`]).
+    pub(crate) fn spec_keys(&self, args: &[Bytes]) -> Option<Vec<(usize, &'static KeySpec)>> {
+        super::keys_by_specs(self.key_specs, args)
+    }
+}
+
+/// A command or a subcommand, as `COMMAND INFO`, `COMMAND DOCS` and `COMMAND GETKEYS` find it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Named {
+    Command(&'static Spec),
+    Sub(&'static Sub),
+}
+
+/// The command or subcommand `name` names, any case: `get`, `config|get` (Redis's
+/// `lookupCommandBySds`: one bar at most, and only a container's subcommand after it).
+pub(crate) fn lookup_named(name: &[u8]) -> Option<Named> {
+    let Some(bar) = name.iter().position(|&b| b == b'|') else {
+        return super::lookup(name).map(Named::Command);
+    };
+    let spec = super::lookup(&name[..bar])?;
+    spec.subcommand(&name[bar + 1..]).map(Named::Sub)
+}
+
+/// The command or subcommand a whole command runs (Redis's `lookupCommand`: a container's
+/// subcommand by the second argument), `None` when there is none of that name.
+pub(crate) fn lookup_command(args: &[Bytes]) -> Option<Named> {
+    let spec = super::lookup(args.first()?)?;
+    match args.get(1) {
+        Some(sub) if !spec.subcommands().is_empty() => spec.subcommand(sub).map(Named::Sub),
+        _ => Some(Named::Command(spec)),
+    }
+}
+
 impl Spec {
+    /// Its subcommand `name` (any case), if it is a container that has one.
+    pub(crate) fn subcommand(&'static self, name: &[u8]) -> Option<&'static Sub> {
+        self.subcommands()
+            .iter()
+            .find(|s| s.name.as_bytes().eq_ignore_ascii_case(name))
+    }
+
     /// Its position in [`COMMANDS`]: its statistics slot.
     #[inline]
     pub(crate) fn index(&'static self) -> usize {
@@ -163,7 +133,7 @@ pub(crate) fn slot_name(slot: usize) -> String {
     }
 }
 
-/// A slot's [`F`] flags.
+/// A slot's [`super::F`] flags.
 pub(crate) fn slot_flags(slot: usize) -> u32 {
     match slot.checked_sub(COMMANDS.len()) {
         None => COMMANDS[slot].flags,
@@ -235,6 +205,7 @@ pub(crate) fn select(spec: &'static Spec, args: &[Bytes]) -> Selected {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::command::F;
 
     #[test]
     fn subcommands_are_sorted_and_belong_to_containers() {
@@ -284,5 +255,67 @@ mod tests {
             assert_eq!(spec.index(), i);
         }
         assert!(slot_count() <= crate::stats::SLOTS);
+    }
+
+    #[test]
+    fn subcommand_metadata_is_whole() {
+        for s in SUBCOMMANDS {
+            assert_eq!(s.full_name, format!("{}|{}", s.container, s.name));
+            assert!(s.arity.unsigned_abs() >= 2, "{}", s.full_name);
+            assert!(!s.doc.summary.is_empty() && !s.doc.since.is_empty());
+            assert!(s.flags & F::WRITE == 0 || s.flags & F::READONLY == 0);
+            // Key positions count the container's name; key specs and positions go together.
+            assert_eq!(
+                s.keys == (0, 0, 0),
+                s.key_specs.is_empty(),
+                "{}",
+                s.full_name
+            );
+            assert!(s.keys.0 == 0 || s.keys.0 >= 2, "{}", s.full_name);
+            let container = super::super::lookup(s.container.as_bytes()).unwrap();
+            assert!(container.key_specs.is_empty(), "{}", container.name);
+        }
+        // Every container has its HELP.
+        for spec in COMMANDS.iter().filter(|s| !s.subcommands().is_empty()) {
+            assert!(spec.subcommand(b"HELP").is_some(), "{}", spec.name);
+        }
+    }
+
+    #[test]
+    fn names_find_commands_and_subcommands() {
+        let full = |name: &[u8]| match lookup_named(name) {
+            Some(Named::Command(spec)) => Some(spec.name),
+            Some(Named::Sub(sub)) => Some(sub.full_name),
+            None => None,
+        };
+        assert_eq!(full(b"GET"), Some("get"));
+        assert_eq!(full(b"Config|GET"), Some("config|get"));
+        assert_eq!(full(b"config"), Some("config"));
+        assert_eq!(full(b"config|nope"), None);
+        assert_eq!(full(b"config|get|x"), None);
+        assert_eq!(full(b"config|"), None);
+        assert_eq!(full(b"get|x"), None);
+        assert_eq!(full(b"|get"), None);
+        let args = |a: &[&str]| -> Vec<Bytes> {
+            a.iter()
+                .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+                .collect()
+        };
+        let whole = |a: &[&str]| match lookup_command(&args(a)) {
+            Some(Named::Command(spec)) => Some(spec.name),
+            Some(Named::Sub(sub)) => Some(sub.full_name),
+            None => None,
+        };
+        assert_eq!(whole(&["object", "ENCODING", "k"]), Some("object|encoding"));
+        assert_eq!(whole(&["object", "nope"]), None);
+        assert_eq!(whole(&["get", "k"]), Some("get"));
+        assert_eq!(whole(&["nosuch", "k"]), None);
+        // `MEMORY USAGE` now has its own slot; `CLUSTER` refuses an unknown subcommand.
+        assert_eq!(slots_named(b"memory|usage").len(), 1);
+        let cluster = super::super::lookup(b"cluster").unwrap();
+        assert_eq!(
+            select(cluster, &args(&["cluster", "nope"])),
+            Selected::UnknownSub
+        );
     }
 }

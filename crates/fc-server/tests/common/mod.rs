@@ -3,7 +3,7 @@
 
 #![allow(dead_code, reason = "each test binary uses a subset")]
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
@@ -108,4 +108,29 @@ pub(crate) fn info_field(con: &mut redis::Connection, section: &str, field: &str
         .trim()
         .parse()
         .unwrap()
+}
+
+/// Reads one whole reply (RESP2 or RESP3) off `r`.
+pub(crate) fn read_reply(r: &mut BufReader<TcpStream>, out: &mut Vec<u8>) {
+    let mut line = Vec::new();
+    r.read_until(b'\n', &mut line).unwrap();
+    out.extend_from_slice(&line);
+    let body = std::str::from_utf8(&line[1..line.len() - 2]).unwrap();
+    match line[0] {
+        b'$' | b'=' | b'!' => {
+            if let Ok(n) = usize::try_from(body.parse::<i64>().unwrap()) {
+                let mut data = vec![0; n + 2];
+                r.read_exact(&mut data).unwrap();
+                out.extend_from_slice(&data);
+            }
+        }
+        b'*' | b'~' | b'>' | b'%' => {
+            let n = body.parse::<i64>().unwrap().max(0) as usize;
+            let n = if line[0] == b'%' { 2 * n } else { n };
+            for _ in 0..n {
+                read_reply(r, out);
+            }
+        }
+        _ => {}
+    }
 }
