@@ -749,10 +749,16 @@ pub(crate) async fn config<R: Reply>(
         b"help" => {
             let lines: &[&[u8]] = &[
                 b"CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                b"GET <pattern> [<pattern> ...]",
-                b"SET <directive> <value> [<directive> <value> ...]: maxmemory, maxclients, timeout, hz, requirepass, save, client-output-buffer-limit, proto-max-bulk-len, client-query-buffer-limit, notify-keyspace-events, slowlog-log-slower-than, slowlog-max-len, latency-monitor-threshold, latency-tracking, latency-tracking-info-percentiles; Redis's encoding, lazyfree and eviction-sampler settings are accepted and reported, and change nothing",
+                b"GET <pattern>",
+                b"    Return parameters matching the glob-like <pattern> and their values.",
+                b"SET <directive> <value>",
+                b"    Set the configuration <directive> to <value>.",
                 b"RESETSTAT",
-                b"REWRITE: writes the settable values into the TOML file the server was started with (--config), keeping its comments",
+                b"    Reset statistics reported by the INFO command.",
+                b"REWRITE",
+                b"    Rewrite the configuration file.",
+                b"HELP",
+                b"    Prints this help.",
             ];
             crate::command::help(out, lines);
         }
