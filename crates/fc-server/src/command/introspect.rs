@@ -349,7 +349,18 @@ fn getkeys<R: Reply>(command: &[Bytes], out: &mut R, with_flags: bool) {
     if (meta.arity >= 0 && argc != meta.arity) || argc < -meta.arity {
         return out.error(b"ERR Invalid number of arguments specified for command");
     }
-    let keys = super::keys_by_specs(meta.key_specs, command).unwrap_or_default();
+    let mut keys: Vec<(usize, &[&str])> = super::keys_by_specs(meta.key_specs, command)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(i, ks)| (i, ks.flags))
+        .collect();
+    // SORT's destination, which its key specs cannot find (Redis asks the command itself: the
+    // last STORE's key, overwritten).
+    if meta.name.eq_ignore_ascii_case("sort")
+        && let Some(&at) = super::store_destinations("sort", command).last()
+    {
+        keys.push((at, &["OW", "update"]));
+    }
     if keys.is_empty() {
         // Redis: no keys found is an invalid command unless its keys are optional.
         return if meta.flags & F::NO_MANDATORY_KEYS != 0 {
@@ -359,12 +370,12 @@ fn getkeys<R: Reply>(command: &[Bytes], out: &mut R, with_flags: bool) {
         };
     }
     out.array_len(keys.len());
-    for (i, ks) in keys {
+    for (i, flags) in keys {
         if with_flags {
             out.array_len(2);
             out.bulk(&command[i]);
-            out.set_len(ks.flags.len());
-            ks.flags.iter().for_each(|f| out.simple(f.as_bytes()));
+            out.set_len(flags.len());
+            flags.iter().for_each(|f| out.simple(f.as_bytes()));
         } else {
             out.bulk(&command[i]);
         }
@@ -410,6 +421,11 @@ mod tests {
         );
         // Key counts (LMPOP, BZMPOP) and ranges ending before the timeout (BLPOP), as the key
         // specs say (answers as redis-server 7.0's).
+        // SORT's destination: the last STORE's, as Redis's sortGetKeys finds it.
+        assert_eq!(
+            run("command getkeys sort k by store get store store d store e"),
+            ["[2]", "\"k", "\"e"]
+        );
         assert_eq!(
             run("command getkeys lmpop 2 a b left"),
             ["[2]", "\"a", "\"b"]

@@ -681,7 +681,7 @@ pub(crate) fn into_db(spec: &'static Spec, args: &mut [Bytes], db: u32) {
 /// The destinations of `SORT ... STORE` and `GEORADIUS[BYMEMBER] ... STORE|STOREDIST` (every
 /// one given: the last is the one used, which key specs do not name), found by walking the
 /// options as the commands parse them, so an option's own argument is never mistaken for one.
-fn store_destinations(name: &str, args: &[Bytes]) -> Vec<usize> {
+pub(crate) fn store_destinations(name: &str, args: &[Bytes]) -> Vec<usize> {
     let (mut i, geo) = match name {
         "sort" | "sort_ro" => (2, false),
         "georadius" => (5, true),
