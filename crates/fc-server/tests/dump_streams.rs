@@ -110,7 +110,9 @@ fn timeless(payload: &[u8]) -> Vec<u8> {
 }
 
 /// (key, commands, whether the clock marks the payload).
-fn histories() -> Vec<(&'static str, Vec<Vec<Vec<u8>>>, bool)> {
+type History = (&'static str, Vec<Vec<Vec<u8>>>, bool);
+
+fn histories() -> Vec<History> {
     let v = |words: &[&str]| {
         words
             .iter()

@@ -14,6 +14,7 @@
 //! | set | intset (11) when every member is an integer and there are at most 512, else a plain set (2) in the given order |
 //! | sorted set | listpack (17) when at most 128 members of at most 64 bytes, else `ZSET_2` (5, binary doubles, greatest first) |
 //! | hash | listpack (16) when at most 512 pairs of at most 64 bytes each, else a plain hash (4) in the given order |
+//! | stream | `STREAM_LISTPACKS_2` (19): each node's listpack (master entry, entries with their flags and id deltas, deleted ones included) as [`StreamValue`] gives the nodes, then counters, groups, PELs, consumers |
 //!
 //! Blobs (listpacks, intsets) and strings are LZF-compressed exactly as Redis's `lzf_c.c`
 //! (liblzf 3.6) compresses them, so a payload equals redis-server 7.0.15's byte for byte
@@ -29,8 +30,9 @@
 //! [`restore`] reads every encoding Redis 2.4 to 7.2 writes for strings, lists, sets, sorted
 //! sets and hashes: raw, integer and LZF strings; list (1), ziplist (10), quicklist (14) and
 //! quicklist 2 (18); set (2), intset (11) and listpack set (20); sorted set (3, 5), ziplist (12)
-//! and listpack (17); hash (4), zipmap (9), ziplist (13) and listpack (16). Streams and module
-//! values are [`RdbError::Unsupported`]. Every length read from the payload is checked against
+//! and listpack (17); hash (4), zipmap (9), ziplist (13) and listpack (16); and streams of
+//! types 15 (Redis 5 to 6.2: counters estimated as Redis 7 estimates them), 19 (7.0) and 21
+//! (7.2: consumers' active times). Module values are [`RdbError::Unsupported`]. Every length read from the payload is checked against
 //! the bytes left and against [`Limits`] before anything is allocated for it, every blob is
 //! validated in full (Redis's deep sanitization), and no input makes it panic.
 
@@ -365,7 +367,7 @@ pub enum RdbError {
     BadVersionOrChecksum,
     /// The value's encoding is damaged or inconsistent (Redis: `ERR Bad data format`).
     Malformed(&'static str),
-    /// A value this codec does not decode: streams, module values, types of newer RDB versions.
+    /// A value this codec does not decode: module values, types of newer RDB versions.
     Unsupported(&'static str),
     /// The value holds more elements or bytes than the [`Limits`] allow.
     TooLarge,
@@ -2088,8 +2090,7 @@ fn stream_node(master: StreamId, lp: &[u8], budget: &mut Budget) -> Result<Strea
         budget.element()?;
         let mut fields = Vec::with_capacity(2 * pairs);
         for i in 0..pairs {
-            if same {
-                let f = &master_fields[i];
+            if same && let Some(f) = master_fields.get(i) {
                 budget.bytes(f.len())?;
                 fields.push(f.clone());
             } else {
@@ -2308,13 +2309,15 @@ pub fn verify_payload<'a>(
 /// Decodes a `RESTORE` payload: verifies its trailer, then decodes the value in any encoding
 /// Redis 2.4 to 7.2 writes (see the [module documentation](self)).
 ///
-/// Stricter than Redis in one way: bytes left between the value and the trailer are refused
-/// (Redis ignores them; no Redis writes them). Validation is Redis's deep sanitization:
-/// duplicates, empty collections, NaN scores and inconsistent blobs are all refused.
+/// Stricter than Redis where no Redis writes what is refused: bytes left between the value
+/// and the trailer (Redis ignores them), and streams whose parts disagree (a length other than
+/// the live entries, an entry above the last id, ids out of order, a pending entry owned by
+/// two consumers). Validation is Redis's deep sanitization: duplicates, empty collections,
+/// NaN scores and inconsistent blobs are all refused.
 ///
 /// # Errors
 /// [`RdbError::BadVersionOrChecksum`] for the trailer, [`RdbError::Malformed`] for a damaged
-/// value, [`RdbError::Unsupported`] for streams and module values, [`RdbError::TooLarge`] past
+/// value, [`RdbError::Unsupported`] for module values, [`RdbError::TooLarge`] past
 /// `limits`.
 pub fn restore(payload: &[u8], limits: Limits) -> std::result::Result<Value, RdbError> {
     let (_, body) = verify_payload(payload, &limits)?;
