@@ -96,8 +96,8 @@ pub use object::list::{InsertPosition, ListEnd, LposOptions};
 pub use object::set::{Members, SetAlgebra};
 pub use object::stream::{
     Fields as StreamFields, GroupReadFrom, GroupStart, PendingEntry, PendingSet, Stream,
-    StreamConsumer, StreamEntry, StreamError, StreamGroup, StreamId, StreamOp, StreamTrim,
-    TrimStrategy, XAddId, XAddOptions, XAutoClaim, XClaimOptions,
+    StreamConsumer, StreamEntry, StreamError, StreamGroup, StreamId, StreamNode, StreamOp,
+    StreamTrim, TrimStrategy, XAddId, XAddOptions, XAutoClaim, XClaimOptions,
 };
 pub use object::string::{
     GetExExpiry, MAX_STRING_LEN, SetCondition, SetExpiry, SetOptions, SetOutcome,

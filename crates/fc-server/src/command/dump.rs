@@ -3,7 +3,7 @@
 //! with the tools built on these two commands.
 
 use fc_shard::{KeyTtl, KeyType, ListEnd, SetExpiry, SetOptions, ZAddOptions, ZRange};
-use fc_snapshot::rdb::{self, Limits, Value};
+use fc_snapshot::rdb::{self, Limits, StreamValue, Value};
 
 use super::Ctx;
 use crate::reply::Reply;
@@ -22,9 +22,33 @@ fn read_value(
         KeyType::Set => Value::Set(store.smembers(key)?),
         KeyType::Hash => Value::Hash(store.hgetall(key)?),
         KeyType::ZSet => Value::SortedSet(store.zrange(key, ZRange::Rank(0, -1), false, None)?),
-        // A type the codec has no encoding for yet.
+        KeyType::Stream => {
+            let mut value = None;
+            store.stream_read(key, &mut |s| value = Some(StreamValue::from_stream(s)))?;
+            match value {
+                Some(v) => Value::Stream(Box::new(v)),
+                None => return Ok(None),
+            }
+        }
+        // A type the codec has no encoding for.
         _ => return Err(fc_shard::StoreError::WrongType),
     }))
+}
+
+/// Creates the stream `key` from a restored value through the logged ops that rebuild it
+/// ([`StreamValue::ops`]).
+fn write_stream(
+    store: &mut fc_shard::LocalEmbeddedStore,
+    key: &[u8],
+    s: &StreamValue,
+) -> Result<(), fc_shard::StoreError> {
+    let mut result = Ok(());
+    s.ops(&mut |op| {
+        if result.is_ok() {
+            result = store.stream_apply(key, op);
+        }
+    });
+    result
 }
 
 /// `DUMP key`: the serialized value, or nil.
@@ -139,6 +163,7 @@ fn write_value<R: Reply>(
             let entries: Vec<(f64, &[u8])> = entries.iter().map(|(m, s)| (*s, &m[..])).collect();
             ctx.store.zadd(key, &entries, ZAddOptions::default())?;
         }
+        Value::Stream(s) => write_stream(ctx.store, key, s)?,
     }
     if let Some(at) = at_ms {
         ctx.store.expire_at_ms(key, at);

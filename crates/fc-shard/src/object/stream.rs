@@ -365,8 +365,112 @@ struct Node {
     live: u32,
     /// Entries appended (deleted ones included).
     total: u32,
-    /// Estimated listpack bytes.
-    bytes: usize,
+    /// Bytes of Redis's listpack for this node but for its two counters (live and deleted
+    /// entries), whose widths change as they count: see [`Node::lp_bytes`].
+    fixed: usize,
+}
+
+impl Node {
+    /// `lpBytes` of the node's listpack in Redis (what `stream-node-max-bytes` is checked
+    /// against).
+    fn lp_bytes(&self) -> usize {
+        self.fixed
+            + lp_int_size(i64::from(self.live))
+            + lp_int_size(i64::from(self.total - self.live))
+    }
+}
+
+/// Bytes of a listpack entry's back-length for an entry of `len` bytes.
+fn lp_backlen_size(len: usize) -> usize {
+    match len {
+        0..=127 => 1,
+        128..16383 => 2,
+        16383..2_097_151 => 3,
+        2_097_151..268_435_455 => 4,
+        _ => 5,
+    }
+}
+
+/// Bytes of a listpack element holding the integer `v`.
+fn lp_int_size(v: i64) -> usize {
+    let enc = if (0..=127).contains(&v) {
+        1
+    } else if (-4096..=4095).contains(&v) {
+        2
+    } else if i16::try_from(v).is_ok() {
+        3
+    } else if (-8_388_608..=8_388_607).contains(&v) {
+        4
+    } else if i32::try_from(v).is_ok() {
+        5
+    } else {
+        9
+    };
+    enc + 1
+}
+
+/// Bytes of a listpack element holding `s` (integer-encoded when it spells an integer
+/// exactly, as `lpAppend` stores it).
+fn lp_str_size(s: &[u8]) -> usize {
+    if let Some(v) = super::number::parse_i64(s) {
+        return lp_int_size(v);
+    }
+    let len = s.len();
+    let enc = if len < 64 {
+        1 + len
+    } else if len < 4096 {
+        2 + len
+    } else {
+        5 + len
+    };
+    enc + lp_backlen_size(enc)
+}
+
+/// Whether an entry's fields (`fields`: field, value, ...) are its node's master fields
+/// (`master`: the node's first entry, field, value, ...): Redis then stores only the values
+/// (`STREAM_ITEM_FLAG_SAMEFIELDS`).
+fn same_fields<'a>(fields: &[&[u8]], master: impl ExactSizeIterator<Item = &'a [u8]>) -> bool {
+    master.len() == fields.len()
+        && master
+            .step_by(2)
+            .zip(fields.iter().step_by(2))
+            .all(|(m, f)| m == *f)
+}
+
+/// Bytes of one entry in its node's listpack (flags, id deltas, [field count and fields],
+/// values, element count), as Redis's `streamAppendItem` writes it.
+fn lp_entry_size(id: StreamId, master: StreamId, fields: &[&[u8]], same: bool) -> usize {
+    let pairs = fields.len() / 2;
+    let mut size = lp_int_size(if same { 2 } else { 0 })
+        + lp_int_size(id.ms.wrapping_sub(master.ms) as i64)
+        + lp_int_size(id.seq.wrapping_sub(master.seq) as i64);
+    let mut count = pairs + 3;
+    if !same {
+        size += lp_int_size(pairs as i64);
+        size += fields
+            .iter()
+            .step_by(2)
+            .map(|f| lp_str_size(f))
+            .sum::<usize>();
+        count += pairs + 1;
+    }
+    size += fields
+        .iter()
+        .skip(1)
+        .step_by(2)
+        .map(|v| lp_str_size(v))
+        .sum::<usize>();
+    size + lp_int_size(count as i64)
+}
+
+/// One node of a stream as Redis's radix tree holds it: its master id and its entries in
+/// id order, deleted ones (still in Redis's listpack, flagged) included.
+#[derive(Debug, Clone)]
+pub struct StreamNode<'a> {
+    /// The node's master id (its first entry's, deleted or not).
+    pub master: StreamId,
+    /// (id, deleted, fields) of each entry.
+    pub entries: Vec<(StreamId, bool, Fields<'a>)>,
 }
 
 /// One pending entry of a group.
@@ -476,6 +580,9 @@ impl StreamGroup {
 #[derive(Debug, Default)]
 pub struct Stream {
     entries: BTreeMap<StreamId, Box<[u8]>>,
+    /// Deleted entries whose node lives on: Redis keeps them in the node's listpack, flagged
+    /// deleted, until the whole node goes (so `DUMP` writes them as Redis does).
+    tombstones: BTreeMap<StreamId, Box<[u8]>>,
     nodes: VecDeque<Node>,
     payload: usize,
     last_id: StreamId,
@@ -494,7 +601,7 @@ impl Stream {
     pub(crate) fn mem_bytes(&self) -> usize {
         STREAM_OVERHEAD
             + self.payload
-            + self.entries.len() * ENTRY_OVERHEAD
+            + (self.entries.len() + self.tombstones.len()) * ENTRY_OVERHEAD
             + self.nodes.len() * NODE_OVERHEAD
             + self.group_bytes
     }
@@ -642,32 +749,99 @@ impl Stream {
 
     // ----- changes (each the application of one StreamOp) -------------------------------------
 
+    /// The fields of an entry, live or deleted.
+    fn any_entry(&self, id: StreamId) -> Option<Fields<'_>> {
+        self.entries
+            .get(&id)
+            .or_else(|| self.tombstones.get(&id))
+            .map(|e| Fields::of(e))
+    }
+
     fn add(&mut self, id: StreamId, fields: &[&[u8]]) {
+        let elements = Self::element_bytes(fields);
+        // Redis's `streamAppendItem`: a new node when the last one's listpack would reach
+        // `stream-node-max-bytes` or holds `stream-node-max-entries` entries, deleted ones
+        // counted.
+        let room = self.nodes.back().is_some_and(|n| {
+            n.lp_bytes() + elements < NODE_MAX_BYTES && n.total < NODE_MAX_ENTRIES
+        });
         let entry = encode_entry(fields);
         self.payload += entry.len();
-        self.entries.insert(id, entry);
         self.last_id = id;
         self.entries_added += 1;
-        let elements = Self::element_bytes(fields);
-        let room = self.nodes.back().is_some_and(|n| {
-            n.bytes + elements < NODE_MAX_BYTES && n.total < NODE_MAX_ENTRIES && n.live > 0
-        });
-        let estimate = elements + 2 * fields.len() + 8;
-        match self.nodes.back_mut() {
-            Some(node) if room => {
+        if room && let Some(&Node { master, .. }) = self.nodes.back() {
+            let same = self
+                .any_entry(master)
+                .is_some_and(|m| same_fields(fields, m));
+            let size = lp_entry_size(id, master, fields, same);
+            if let Some(node) = self.nodes.back_mut() {
                 node.last = id;
                 node.live += 1;
                 node.total += 1;
-                node.bytes += estimate;
+                node.fixed += size;
             }
-            _ => self.nodes.push_back(Node {
+        } else {
+            // Header (6), terminator (1), then the master entry: [counts,] field count,
+            // fields, a zero; then the entry itself, values only.
+            let fixed = 7
+                + lp_int_size((fields.len() / 2) as i64)
+                + fields
+                    .iter()
+                    .step_by(2)
+                    .map(|f| lp_str_size(f))
+                    .sum::<usize>()
+                + lp_int_size(0)
+                + lp_entry_size(id, id, fields, true);
+            self.nodes.push_back(Node {
                 master: id,
                 last: id,
                 live: 1,
                 total: 1,
-                bytes: 16 + 2 * estimate,
-            }),
+                fixed,
+            });
         }
+        self.entries.insert(id, entry);
+    }
+
+    /// Drops the tombstones of a node that went.
+    fn drop_tombstones(&mut self, node: &Node) {
+        if self.tombstones.is_empty() {
+            return;
+        }
+        let gone: Vec<StreamId> = self
+            .tombstones
+            .range(node.master..=node.last)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in gone {
+            if let Some(e) = self.tombstones.remove(&id) {
+                self.payload -= e.len();
+            }
+        }
+    }
+
+    /// The nodes of Redis's radix tree for this stream, first to last, with every entry
+    /// their listpacks hold (what `DUMP` writes).
+    pub fn nodes(&self) -> impl Iterator<Item = StreamNode<'_>> {
+        self.nodes.iter().map(|node| {
+            let mut entries: Vec<(StreamId, bool, Fields<'_>)> = self
+                .entries
+                .range(node.master..=node.last)
+                .map(|(id, e)| (*id, false, Fields::of(e)))
+                .collect();
+            if !self.tombstones.is_empty() {
+                entries.extend(
+                    self.tombstones
+                        .range(node.master..=node.last)
+                        .map(|(id, e)| (*id, true, Fields::of(e))),
+                );
+                entries.sort_unstable_by_key(|(id, _, _)| *id);
+            }
+            StreamNode {
+                master: node.master,
+                entries,
+            }
+        })
     }
 
     /// The node holding `id` (the last node whose master id is at or below it).
@@ -681,13 +855,20 @@ impl Stream {
         let Some(entry) = self.entries.remove(&id) else {
             return false;
         };
-        self.payload -= entry.len();
-        if let Some(i) = self.node_of(id) {
-            let node = &mut self.nodes[i];
-            node.live = node.live.saturating_sub(1);
-            if node.live == 0 {
-                self.nodes.remove(i);
+        match self.node_of(id) {
+            Some(i) => {
+                let node = &mut self.nodes[i];
+                node.live = node.live.saturating_sub(1);
+                if node.live == 0 {
+                    self.payload -= entry.len();
+                    if let Some(node) = self.nodes.remove(i) {
+                        self.drop_tombstones(&node);
+                    }
+                } else {
+                    self.tombstones.insert(id, entry);
+                }
             }
+            None => self.payload -= entry.len(),
         }
         // An entry's pending references stay: Redis keeps them until acknowledged or claimed.
         true
@@ -713,19 +894,39 @@ impl Stream {
     /// entry by an exact trim stays, as in Redis, unless all of it went.
     fn trim_through(&mut self, through: StreamId) -> usize {
         let ids: Vec<StreamId> = self.entries.range(..=through).map(|(id, _)| *id).collect();
+        let mut removed = Vec::with_capacity(ids.len());
         for id in &ids {
             if let Some(entry) = self.entries.remove(id) {
+                removed.push((*id, entry));
+            }
+        }
+        while let Some(&node) = self.nodes.front() {
+            if node.last <= through {
+                self.nodes.pop_front();
+                self.drop_tombstones(&node);
+                continue;
+            }
+            break;
+        }
+        // What is left of the first node (an exact trim inside it): Redis flags the entries
+        // deleted in its listpack.
+        let first = self.nodes.front().map(|n| n.master);
+        let mut partial = 0u32;
+        for (id, entry) in removed {
+            if first.is_some_and(|m| id >= m) {
+                partial += 1;
+                self.tombstones.insert(id, entry);
+            } else {
                 self.payload -= entry.len();
             }
         }
-        while let Some(node) = self.nodes.front_mut() {
-            if node.last <= through {
-                self.nodes.pop_front();
-                continue;
+        if let Some(node) = self.nodes.front_mut() {
+            node.live = node.live.saturating_sub(partial);
+            if node.live == 0
+                && let Some(node) = self.nodes.pop_front()
+            {
+                self.drop_tombstones(&node);
             }
-            let removed = ids.iter().filter(|&&id| id >= node.master).count() as u32;
-            node.live = node.live.saturating_sub(removed);
-            break;
         }
         ids.len()
     }
@@ -993,14 +1194,42 @@ impl Stream {
     /// into `emit`.
     pub(crate) fn export(&self, emit: &mut dyn FnMut(&StreamOp<'_>)) {
         emit(&StreamOp::Create);
+        // Deleted entries still in a node's listpack are added and deleted again, so the
+        // nodes come back as they were (for `DUMP`).
         let mut fields: Vec<&[u8]> = Vec::new();
-        for (id, entry) in &self.entries {
-            fields.clear();
-            fields.extend(Fields::of(entry));
-            emit(&StreamOp::Add {
-                id: *id,
-                fields: &fields,
-            });
+        let mut deleted: Vec<StreamId> = Vec::new();
+        let in_nodes: usize = self
+            .nodes
+            .iter()
+            .map(|n| self.entries.range(n.master..=n.last).count())
+            .sum();
+        if in_nodes == self.entries.len() {
+            for node in self.nodes() {
+                for (id, dead, entry) in node.entries {
+                    fields.clear();
+                    fields.extend(entry);
+                    emit(&StreamOp::Add {
+                        id,
+                        fields: &fields,
+                    });
+                    if dead {
+                        deleted.push(id);
+                    }
+                }
+            }
+        } else {
+            // Not expected: entries the node model lost track of. Their content matters more.
+            for (id, entry) in &self.entries {
+                fields.clear();
+                fields.extend(Fields::of(entry));
+                emit(&StreamOp::Add {
+                    id: *id,
+                    fields: &fields,
+                });
+            }
+        }
+        for part in deleted.chunks(crate::shard::EXPORT_CHUNK) {
+            emit(&StreamOp::Delete { ids: part });
         }
         emit(&StreamOp::SetId {
             last_id: self.last_id,
@@ -1936,6 +2165,84 @@ mod tests {
         assert_eq!(s.node_count(), 1);
         assert_eq!(s.max_deleted_id(), id(100, 0));
         assert_eq!(s.first_id(), id(101, 0));
+    }
+
+    /// (master, [(id, deleted)]) of every node.
+    fn layout(s: &Stream) -> Vec<(StreamId, Vec<(StreamId, bool)>)> {
+        s.nodes()
+            .map(|n| {
+                (
+                    n.master,
+                    n.entries.iter().map(|(id, d, _)| (*id, *d)).collect(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn deleted_entries_stay_in_their_node_until_it_goes() {
+        let mut s = filled(150);
+        s.delete(&[id(1, 0), id(50, 0), id(120, 0)]);
+        let nodes = layout(&s);
+        assert_eq!(nodes.len(), 2);
+        assert_eq!(nodes[0].1.len(), 100);
+        assert_eq!(nodes[0].1[0], (id(1, 0), true));
+        assert_eq!(nodes[1].1.iter().filter(|(_, d)| *d).count(), 1);
+        // An exact trim flags entries inside the node it stops in.
+        s.trim_through(id(110, 0));
+        let nodes = layout(&s);
+        assert_eq!(nodes.len(), 1);
+        assert_eq!(nodes[0].0, id(101, 0));
+        assert_eq!(nodes[0].1.iter().filter(|(_, d)| *d).count(), 11);
+        assert_eq!(s.len(), 39);
+        // The last live entry going takes the node and its deleted entries with it.
+        let rest: Vec<StreamId> = s
+            .range(StreamId::MIN, StreamId::MAX)
+            .map(|(i, _)| i)
+            .collect();
+        s.delete(&rest);
+        assert_eq!((s.node_count(), s.tombstones.len(), s.payload), (0, 0, 0));
+    }
+
+    #[test]
+    fn nodes_are_cut_at_redis_listpack_bytes() {
+        // 300-byte values: Redis's listpack passes 4096 bytes after 13 entries of one field.
+        let mut s = Stream::default();
+        let value = vec![b'v'; 300];
+        for i in 1..=30 {
+            s.add(id(i, 0), &[b"payload", &value]);
+        }
+        let sizes: Vec<usize> = layout(&s).iter().map(|(_, e)| e.len()).collect();
+        assert_eq!(sizes, [13, 13, 4]);
+        // An entry's own size: flags, deltas, the value (2-byte header + 300 + 2-byte backlen),
+        // the element count.
+        assert_eq!(
+            lp_entry_size(id(2, 0), id(1, 0), &[b"payload", &value], true),
+            2 + 2 + 2 + 304 + 2
+        );
+        assert_eq!(lp_str_size(b"-4096"), 3);
+        assert_eq!(lp_str_size(b"007"), 5);
+    }
+
+    #[test]
+    fn export_brings_the_nodes_back() {
+        let mut s = filled(230);
+        s.delete(&[id(3, 0), id(150, 0), id(229, 0)]);
+        s.trim_through(id(10, 0));
+        let mut ops: Vec<(u8, Vec<StreamId>)> = Vec::new();
+        let mut copy = Stream::default();
+        s.export(&mut |op| {
+            copy.apply(op);
+            if let StreamOp::Delete { ids } = op {
+                ops.push((1, ids.to_vec()));
+            }
+        });
+        assert_eq!(layout(&copy), layout(&s));
+        assert_eq!(
+            (copy.len(), copy.last_id(), copy.max_deleted_id()),
+            (s.len(), s.last_id(), s.max_deleted_id())
+        );
+        assert_eq!(ops.len(), 1);
     }
 
     #[test]
