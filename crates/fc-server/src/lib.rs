@@ -25,12 +25,15 @@
 //! NO-EVICT/NO-TOUCH, client-side caching (CLIENT TRACKING/CACHING/GETREDIR/TRACKINGINFO:
 //! `tracking`), COMMAND (subcommands nested, listed and described as Redis 7's), INFO, TIME, CONFIG GET/SET/RESETSTAT/REWRITE, SHUTDOWN, SLOWLOG,
 //! LATENCY, MONITOR, DEBUG SLEEP/DIGEST/OBJECT/SET-ACTIVE-EXPIRE/ERROR/LOG, INFO commandstats,
-//! errorstats and latencystats), strings, keys and TTLs, hashes, lists, sets, sorted sets, the SCAN
-//! family, MULTI/EXEC/DISCARD/WATCH/UNWATCH (atomic across workers: `EXEC` holds every worker
+//! errorstats and latencystats; every INFO section and field Redis 7 prints, MODULE,
+//! PFDEBUG/PFSELFTEST), strings, keys and TTLs, hashes, lists, sets, sorted sets, streams,
+//! HyperLogLog, GEO, bitmaps, SORT, DUMP/RESTORE, blocking commands, pub/sub, keyspace
+//! notifications, databases (SELECT 0..`databases`, keys rewritten by `command::into_db`), the
+//! SCAN family, MULTI/EXEC/DISCARD/WATCH/UNWATCH (atomic across workers: `EXEC` holds every worker
 //! its commands and watched keys touch), MSETNX across workers, `requirepass`, `maxclients`,
 //! `maxmemory` with an eviction policy, the idle timeout, output limits, persistence (`--data-dir`),
 //! the TOML configuration ([`config::FastCacheConfig`]), active expiry (`hz`), logs through
-//! `tracing` and graceful shutdown. Not yet: blocking commands (BLPOP...), pub/sub, scripting.
+//! `tracing` and graceful shutdown. Not yet: scripting, replication, ACL.
 //!
 //! ## Example
 //! ```no_run
