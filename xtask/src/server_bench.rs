@@ -95,6 +95,10 @@ pub(crate) struct ServerBenchArgs {
     /// (`queue-C`: items consumed per second; 0: none).
     #[arg(long, default_value_t = 50)]
     queue_consumers: usize,
+    /// The stream row: consumers of one consumer group looping on `XREADGROUP ... BLOCK 0
+    /// NOACK` while one producer `XADD`s (`stream-C`: entries consumed per second; 0: none).
+    #[arg(long, default_value_t = 50)]
+    stream_consumers: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,6 +171,7 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
         args.rounds = 1;
         args.fanout.retain(|&n| n <= 100);
         args.queue_consumers = args.queue_consumers.min(8);
+        args.stream_consumers = args.stream_consumers.min(8);
     }
     args.rounds = args.rounds.max(1);
     let mixes: Vec<Mix> = args
@@ -279,6 +284,9 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
         .collect();
     if args.queue_consumers > 0 {
         shapes.push(patterns::Pattern::Queue(args.queue_consumers));
+    }
+    if args.stream_consumers > 0 {
+        shapes.push(patterns::Pattern::Stream(args.stream_consumers));
     }
     if !shapes.is_empty() {
         // In memory, each server started once; the servers take turns first as above.
@@ -963,7 +971,7 @@ fn write_summary(
             .insert(r.server.clone(), r);
     }
     let mut text = format!(
-        "# bench-server {run_id}\n\n`{}`\n\nServer on CPUs {:?} (fc-server: {} worker thread(s); Redis: io-threads {}), load on CPUs {:?}, {} connections, {} keys preloaded. Same load, same run: {} round(s) of {} s per shape, the servers taking turns first; each cell is the median of its rounds (all rounds: `server-rounds.csv`).\n\n- **ops/s ratio** = fc-server ÷ Redis throughput. On a machine where the load has only as many cores as the server, the load generator can be the limit (then both servers show the same rate and the server CPU column is below 1.0).\n- **per-CPU ratio** = fc-server ÷ Redis in operations per server CPU-second (throughput ÷ the server's measured CPU use): the per-core efficiency, meaningful whichever side is the limit.\n- **fc ÷ in memory** = fc-server with this persistence ÷ fc-server in memory, same shape (with `--fsync none` among the settings).\n- Latency: per batch round trip (xtask load) or per request (redis-benchmark), µs.\n- Application patterns (value 64, pipeline = the batch of 16): **pubsub-N** = N subscribers on one channel, ops/s = messages delivered per second (the publisher's next batch waits for every delivery of the last); **queue-C** = C consumers looping on `BRPOP` while one producer `LPUSH`es, ops/s = items consumed per second (see `xtask/src/server_bench/patterns.rs`).\n\n| load | persistence | value | mix | pipeline | fc-server ops/s | Redis ops/s | ops/s ratio | fc CPU | Redis CPU | per-CPU ratio | fc ÷ in memory | fc p50 / p99 | Redis p50 / p99 |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "# bench-server {run_id}\n\n`{}`\n\nServer on CPUs {:?} (fc-server: {} worker thread(s); Redis: io-threads {}), load on CPUs {:?}, {} connections, {} keys preloaded. Same load, same run: {} round(s) of {} s per shape, the servers taking turns first; each cell is the median of its rounds (all rounds: `server-rounds.csv`).\n\n- **ops/s ratio** = fc-server ÷ Redis throughput. On a machine where the load has only as many cores as the server, the load generator can be the limit (then both servers show the same rate and the server CPU column is below 1.0).\n- **per-CPU ratio** = fc-server ÷ Redis in operations per server CPU-second (throughput ÷ the server's measured CPU use): the per-core efficiency, meaningful whichever side is the limit.\n- **fc ÷ in memory** = fc-server with this persistence ÷ fc-server in memory, same shape (with `--fsync none` among the settings).\n- Latency: per batch round trip (xtask load) or per request (redis-benchmark), µs.\n- Application patterns (value 64, pipeline = the batch of 16): **pubsub-N** = N subscribers on one channel, ops/s = messages delivered per second (the publisher's next batch waits for every delivery of the last); **queue-C** = C consumers looping on `BRPOP` while one producer `LPUSH`es, ops/s = items consumed per second; **stream-C** = C consumers of one consumer group looping on `XREADGROUP GROUP g cN COUNT 1 BLOCK 0 NOACK STREAMS s >` while one producer `XADD`s (`MAXLEN ~ 100000`), ops/s = entries consumed per second (see `xtask/src/server_bench/patterns.rs`).\n\n| load | persistence | value | mix | pipeline | fc-server ops/s | Redis ops/s | ops/s ratio | fc CPU | Redis CPU | per-CPU ratio | fc ÷ in memory | fc p50 / p99 | Redis p50 / p99 |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         report::command_line(),
         args.server_cores,
         args.server_cores.len(),

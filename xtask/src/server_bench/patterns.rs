@@ -26,6 +26,8 @@ pub(crate) enum Pattern {
     Fanout(usize),
     /// Consumers.
     Queue(usize),
+    /// Consumers of one stream consumer group.
+    Stream(usize),
 }
 
 impl Pattern {
@@ -33,6 +35,7 @@ impl Pattern {
         match self {
             Self::Fanout(n) => format!("pubsub-{n}"),
             Self::Queue(c) => format!("queue-{c}"),
+            Self::Stream(c) => format!("stream-{c}"),
         }
     }
 }
@@ -67,6 +70,9 @@ pub(crate) fn run(
                 }
                 Pattern::Queue(c) => {
                     queue(&addr, c, warmup, duration, &counter, &latencies).await?
+                }
+                Pattern::Stream(c) => {
+                    stream(&addr, c, warmup, duration, &counter, &latencies).await?
                 }
             };
             let mut lat = std::mem::take(&mut *latencies.lock().unwrap());
@@ -264,6 +270,101 @@ async fn queue(
     let mut batch = Vec::new();
     for _ in 0..BATCH {
         push_command(&mut batch, &[b"LPUSH", b"q", &payload]);
+    }
+    let start = Instant::now();
+    let (measure_from, end) = (
+        start + warmup,
+        start + warmup + duration + Duration::from_millis(400),
+    );
+    let mut rbuf = Vec::new();
+    let mut produced = 0u64;
+    while Instant::now() < end {
+        if produced > consumed.load(Ordering::Relaxed) + 1000 {
+            tokio::task::yield_now().await;
+            continue;
+        }
+        let t = Instant::now();
+        producer.write_all(&batch).await?;
+        read_replies(&mut producer, &mut rbuf, BATCH).await?;
+        produced += BATCH as u64;
+        let done = Instant::now();
+        latencies.lock().unwrap().push((done, micros(done - t)));
+    }
+    for t in tasks {
+        t.abort();
+    }
+    Ok((measure_from, end))
+}
+
+/// Consumers of one consumer group reading one new entry at a time (`XREADGROUP ... COUNT 1
+/// BLOCK 0 NOACK`, so nothing is acknowledged) while one producer appends in batches, kept at
+/// most 1,000 entries ahead of them; the stream is capped with `MAXLEN ~ 100000`.
+async fn stream(
+    addr: &str,
+    consumers: usize,
+    warmup: Duration,
+    duration: Duration,
+    consumed: &Arc<AtomicU64>,
+    latencies: &Latencies,
+) -> anyhow::Result<(Instant, Instant)> {
+    let payload = vec![b'e'; PAYLOAD];
+    let mut setup = TcpStream::connect(addr).await?;
+    let mut commands = Vec::new();
+    push_command(&mut commands, &[b"DEL", b"s"]);
+    push_command(
+        &mut commands,
+        &[b"XGROUP", b"CREATE", b"s", b"g", b"$", b"MKSTREAM"],
+    );
+    setup.write_all(&commands).await?;
+    read_replies(&mut setup, &mut Vec::new(), 2).await?;
+    let mut tasks = Vec::new();
+    for c in 0..consumers {
+        let mut s = TcpStream::connect(addr).await?;
+        s.set_nodelay(true)?;
+        let consumed = Arc::clone(consumed);
+        let mut read = Vec::new();
+        let name = format!("c{c}");
+        push_command(
+            &mut read,
+            &[
+                b"XREADGROUP",
+                b"GROUP",
+                b"g",
+                name.as_bytes(),
+                b"COUNT",
+                b"1",
+                b"BLOCK",
+                b"0",
+                b"NOACK",
+                b"STREAMS",
+                b"s",
+                b">",
+            ],
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut buf = Vec::new();
+            loop {
+                if s.write_all(&read).await.is_err() {
+                    return;
+                }
+                // `[[s, [[id, [f, v]]]]]`: nine RESP elements (see `count_replies`).
+                if read_replies(&mut s, &mut buf, 9).await.is_err() {
+                    return;
+                }
+                consumed.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    let mut producer = TcpStream::connect(addr).await?;
+    producer.set_nodelay(true)?;
+    let mut batch = Vec::new();
+    for _ in 0..BATCH {
+        push_command(
+            &mut batch,
+            &[
+                b"XADD", b"s", b"MAXLEN", b"~", b"100000", b"*", b"f", &payload,
+            ],
+        );
     }
     let start = Instant::now();
     let (measure_from, end) = (
