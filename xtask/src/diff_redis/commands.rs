@@ -237,10 +237,13 @@ impl Gen {
             _ => self.server(),
         };
         // Damaged argument lists: one argument dropped, or a junk one appended (not to
-        // ZRANK/ZREVRANK: Redis 7.2's WITHSCORE changed their arity, docs/REDIS-COMPAT.md).
-        let rank = cmd.args[0].eq_ignore_ascii_case(b"zrank")
-            || cmd.args[0].eq_ignore_ascii_case(b"zrevrank");
-        if cmd.args.len() > 1 && !rank && self.chance(4) {
+        // ZRANK/ZREVRANK: Redis 7.2's WITHSCORE changed their arity, docs/REDIS-COMPAT.md;
+        // nor to COMMAND: without its names, COMMAND INFO/DOCS answer for every command, and
+        // fast-cache has fewer than Redis).
+        let spared = [&b"zrank"[..], b"zrevrank", b"command"]
+            .iter()
+            .any(|n| cmd.args[0].eq_ignore_ascii_case(n));
+        if cmd.args.len() > 1 && !spared && self.chance(4) {
             if self.chance(50) {
                 let at = 1 + self.below(cmd.args.len() as u64 - 1) as usize;
                 cmd.args.remove(at);
