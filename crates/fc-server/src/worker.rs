@@ -94,17 +94,34 @@ impl Worker {
             if !list && !zset && !stream {
                 return;
             }
-            // A stream serves a reader whose id (or group) it has entries after.
+            // A stream serves a reader whose id (or group) it has entries after. Asked once per
+            // id or group while looking for the next waiter (the key does not change meanwhile:
+            // fifty consumers of one group blocked on a stream cost one lookup, not fifty).
+            let asked: RefCell<Vec<(bool, Bytes, bool)>> = RefCell::new(Vec::new());
+            let stream_serves = |group: bool, what: Bytes| {
+                if let Some(&(_, _, answer)) = asked
+                    .borrow()
+                    .iter()
+                    .find(|(g, w, _)| *g == group && *w == what)
+                {
+                    return answer;
+                }
+                let mut store = self.store.borrow_mut();
+                let answer = if group {
+                    crate::command::streams::group_has_new(&mut store, key, &what)
+                } else {
+                    crate::command::streams::has_after(&mut store, key, &what)
+                };
+                asked.borrow_mut().push((group, what, answer));
+                answer
+            };
             let serves = |op: &Op| match op {
                 Op::Pop { .. } | Op::Move { .. } => list,
                 Op::ZPop { .. } => zset,
                 Op::XRead { .. } if stream => {
-                    let id = op.args(&Bytes::copy_from_slice(key))[2].clone();
-                    crate::command::streams::has_after(&mut self.store.borrow_mut(), key, &id)
+                    stream_serves(false, op.args(&Bytes::copy_from_slice(key))[2].clone())
                 }
-                Op::XReadGroup { group, .. } if stream => {
-                    crate::command::streams::group_has_new(&mut self.store.borrow_mut(), key, group)
-                }
+                Op::XReadGroup { group, .. } if stream => stream_serves(true, group.clone()),
                 Op::XRead { .. } | Op::XReadGroup { .. } => false,
             };
             // The first waiter the key can serve, in arrival order (one blocked on the same
