@@ -84,12 +84,16 @@ impl Worker {
             // empty or of another type, the waiters go on waiting (Redis keeps a client
             // blocked on a key of another type).
             let (list, zset, stream) = {
+                use fc_shard::KeyType;
                 let mut store = self.store.borrow_mut();
-                (
-                    store.llen(key).is_ok_and(|n| n > 0),
-                    store.zcard(key).is_ok_and(|n| n > 0),
-                    store.type_of(key) == Ok(Some(fc_shard::KeyType::Stream)),
-                )
+                match store.type_of(key) {
+                    Ok(Some(KeyType::List)) => (store.llen(key).is_ok_and(|n| n > 0), false, false),
+                    Ok(Some(KeyType::ZSet)) => {
+                        (false, store.zcard(key).is_ok_and(|n| n > 0), false)
+                    }
+                    Ok(Some(KeyType::Stream)) => (false, false, true),
+                    _ => return,
+                }
             };
             if !list && !zset && !stream {
                 return;
