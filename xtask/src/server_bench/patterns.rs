@@ -265,12 +265,30 @@ async fn queue(
             }
         }));
     }
-    let mut producer = TcpStream::connect(addr).await?;
-    producer.set_nodelay(true)?;
     let mut batch = Vec::new();
     for _ in 0..BATCH {
         push_command(&mut batch, &[b"LPUSH", b"q", &payload]);
     }
+    let window = produce(addr, &batch, warmup, duration, consumed, latencies).await;
+    for t in tasks {
+        t.abort();
+    }
+    window
+}
+
+/// The producer of `queue` and `stream`: sends `batch` (`BATCH` commands) and waits for its
+/// replies, again and again, at most 1,000 items ahead of the consumers; returns the measured
+/// window's bounds.
+async fn produce(
+    addr: &str,
+    batch: &[u8],
+    warmup: Duration,
+    duration: Duration,
+    consumed: &Arc<AtomicU64>,
+    latencies: &Latencies,
+) -> anyhow::Result<(Instant, Instant)> {
+    let mut producer = TcpStream::connect(addr).await?;
+    producer.set_nodelay(true)?;
     let start = Instant::now();
     let (measure_from, end) = (
         start + warmup,
@@ -284,14 +302,11 @@ async fn queue(
             continue;
         }
         let t = Instant::now();
-        producer.write_all(&batch).await?;
+        producer.write_all(batch).await?;
         read_replies(&mut producer, &mut rbuf, BATCH).await?;
         produced += BATCH as u64;
         let done = Instant::now();
         latencies.lock().unwrap().push((done, micros(done - t)));
-    }
-    for t in tasks {
-        t.abort();
     }
     Ok((measure_from, end))
 }
@@ -355,8 +370,6 @@ async fn stream(
             }
         }));
     }
-    let mut producer = TcpStream::connect(addr).await?;
-    producer.set_nodelay(true)?;
     let mut batch = Vec::new();
     for _ in 0..BATCH {
         push_command(
@@ -366,27 +379,9 @@ async fn stream(
             ],
         );
     }
-    let start = Instant::now();
-    let (measure_from, end) = (
-        start + warmup,
-        start + warmup + duration + Duration::from_millis(400),
-    );
-    let mut rbuf = Vec::new();
-    let mut produced = 0u64;
-    while Instant::now() < end {
-        if produced > consumed.load(Ordering::Relaxed) + 1000 {
-            tokio::task::yield_now().await;
-            continue;
-        }
-        let t = Instant::now();
-        producer.write_all(&batch).await?;
-        read_replies(&mut producer, &mut rbuf, BATCH).await?;
-        produced += BATCH as u64;
-        let done = Instant::now();
-        latencies.lock().unwrap().push((done, micros(done - t)));
-    }
+    let window = produce(addr, &batch, warmup, duration, consumed, latencies).await;
     for t in tasks {
         t.abort();
     }
-    Ok((measure_from, end))
+    window
 }
