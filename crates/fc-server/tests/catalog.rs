@@ -6,10 +6,7 @@
 
 mod common;
 
-use std::io::{BufReader, Write};
-use std::net::TcpStream;
-
-use common::{encode, read_reply, two_workers};
+use common::two_workers;
 
 /// (command, reply bytes); the command split on spaces.
 const CASES: &[(&str, &[u8])] = &[
@@ -371,32 +368,18 @@ const SORTS: &[(&str, &[u8])] = &[
 #[test]
 fn catalog_replies_are_redis_bytes() {
     let server = two_workers();
-    let stream = TcpStream::connect(server.addr()).unwrap();
-    let mut w = stream.try_clone().unwrap();
-    let mut r = BufReader::new(stream);
-    for (line, want) in CASES
-        .iter()
-        .chain(std::iter::once(&("HELLO 2", &b"(hello)"[..])))
-        .chain(MORE)
-        .chain(SORTS)
-        .chain(DATABASES)
-        .chain(DEBUGGING)
-        .chain(DATABASE_KEYS)
-        .chain(HELPS)
-    {
-        let args: Vec<&str> = line.split(' ').collect();
-        w.write_all(&encode(&args)).unwrap();
-        let mut got = Vec::new();
-        read_reply(&mut r, &mut got);
-        if args[0] == "HELLO" {
-            continue;
-        }
-        assert_eq!(
-            got.escape_ascii().to_string(),
-            want.escape_ascii().to_string(),
-            "{line}"
-        );
-    }
+    common::expect_replies(
+        server.addr(),
+        CASES
+            .iter()
+            .chain(std::iter::once(&("HELLO 2", &b"(hello)"[..])))
+            .chain(MORE)
+            .chain(SORTS)
+            .chain(DATABASES)
+            .chain(DEBUGGING)
+            .chain(DATABASE_KEYS)
+            .chain(HELPS),
+    );
 }
 
 #[test]
@@ -407,18 +390,5 @@ fn one_database_replies_are_redis_bytes() {
         databases: 1,
         ..fc_server::ServerConfig::default()
     });
-    let stream = TcpStream::connect(server.addr()).unwrap();
-    let mut w = stream.try_clone().unwrap();
-    let mut r = BufReader::new(stream);
-    for (line, want) in STANDALONE {
-        let args: Vec<&str> = line.split(' ').collect();
-        w.write_all(&encode(&args)).unwrap();
-        let mut got = Vec::new();
-        read_reply(&mut r, &mut got);
-        assert_eq!(
-            got.escape_ascii().to_string(),
-            want.escape_ascii().to_string(),
-            "{line}"
-        );
-    }
+    common::expect_replies(server.addr(), STANDALONE);
 }

@@ -7,10 +7,7 @@
 
 mod common;
 
-use std::io::{BufReader, Write};
-use std::net::TcpStream;
-
-use common::{client, encode, read_reply, two_workers};
+use common::{client, two_workers};
 
 /// (command, reply bytes) in RESP2; the command split on spaces.
 const RESP2: &[(&str, &[u8])] = &[
@@ -67,25 +64,8 @@ const RESP3: &[(&str, &[u8])] = &[
 /// Sends each case on one connection (after `hello`, when given) and compares the bytes.
 fn exchange(hello: Option<&str>, cases: &[(&str, &[u8])]) {
     let server = two_workers();
-    let stream = TcpStream::connect(server.addr()).unwrap();
-    let mut w = stream.try_clone().unwrap();
-    let mut r = BufReader::new(stream);
-    if let Some(hello) = hello {
-        w.write_all(&encode(&hello.split(' ').collect::<Vec<_>>()))
-            .unwrap();
-        read_reply(&mut r, &mut Vec::new());
-    }
-    for (line, want) in cases {
-        let args: Vec<&str> = line.split(' ').collect();
-        w.write_all(&encode(&args)).unwrap();
-        let mut got = Vec::new();
-        read_reply(&mut r, &mut got);
-        assert_eq!(
-            got.escape_ascii().to_string(),
-            want.escape_ascii().to_string(),
-            "{line}"
-        );
-    }
+    let hello = hello.map(|h| (h, &b""[..]));
+    common::expect_replies(server.addr(), hello.iter().chain(cases));
 }
 
 #[test]

@@ -6,13 +6,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{Raw, encode, two_workers};
+use common::{Raw, read_reply, two_workers};
 
 /// (command, reply bytes); the command split on spaces. Recorded from redis-server 7.0.15.
 const CASES: &[(&str, &[u8])] = &[
@@ -159,51 +158,10 @@ const CASES: &[(&str, &[u8])] = &[
 
 ];
 
-/// Reads one whole reply (RESP2 or RESP3) off `r`.
-fn read_reply(r: &mut BufReader<TcpStream>, out: &mut Vec<u8>) {
-    let mut line = Vec::new();
-    r.read_until(b'\n', &mut line).unwrap();
-    out.extend_from_slice(&line);
-    let body = std::str::from_utf8(&line[1..line.len() - 2]).unwrap();
-    match line[0] {
-        b'$' | b'=' | b'!' => {
-            if let Ok(n) = usize::try_from(body.parse::<i64>().unwrap()) {
-                let mut data = vec![0; n + 2];
-                r.read_exact(&mut data).unwrap();
-                out.extend_from_slice(&data);
-            }
-        }
-        b'*' | b'~' | b'>' | b'%' => {
-            let n = body.parse::<i64>().unwrap().max(0) as usize;
-            let n = if line[0] == b'%' { 2 * n } else { n };
-            for _ in 0..n {
-                read_reply(r, out);
-            }
-        }
-        _ => {}
-    }
-}
-
 #[test]
 fn stream_replies_are_redis_bytes() {
     let server = two_workers();
-    let stream = TcpStream::connect(server.addr()).unwrap();
-    let mut w = stream.try_clone().unwrap();
-    let mut r = BufReader::new(stream);
-    for (line, want) in CASES {
-        let args: Vec<&str> = line.split(' ').collect();
-        w.write_all(&encode(&args)).unwrap();
-        let mut got = Vec::new();
-        read_reply(&mut r, &mut got);
-        if args[0] == "HELLO" {
-            continue;
-        }
-        assert_eq!(
-            got.escape_ascii().to_string(),
-            want.escape_ascii().to_string(),
-            "{line}"
-        );
-    }
+    common::expect_replies(server.addr(), CASES);
 }
 
 /// `XREAD BLOCK` over keys of both workers is woken by an `XADD` from another connection;

@@ -134,3 +134,29 @@ pub(crate) fn read_reply(r: &mut BufReader<TcpStream>, out: &mut Vec<u8>) {
         _ => {}
     }
 }
+
+/// Sends each `(command, reply)` case on one connection to `addr` (the command split on
+/// spaces) and asserts the reply's exact bytes; a `HELLO` case switches the protocol and its
+/// reply is read, not compared.
+pub(crate) fn expect_replies<'a>(
+    addr: std::net::SocketAddr,
+    cases: impl IntoIterator<Item = &'a (&'a str, &'a [u8])>,
+) {
+    let stream = TcpStream::connect(addr).unwrap();
+    let mut w = stream.try_clone().unwrap();
+    let mut r = BufReader::new(stream);
+    for (line, want) in cases {
+        let args: Vec<&str> = line.split(' ').collect();
+        w.write_all(&encode(&args)).unwrap();
+        let mut got = Vec::new();
+        read_reply(&mut r, &mut got);
+        if args[0].eq_ignore_ascii_case("hello") {
+            continue;
+        }
+        assert_eq!(
+            got.escape_ascii().to_string(),
+            want.escape_ascii().to_string(),
+            "{line}"
+        );
+    }
+}
