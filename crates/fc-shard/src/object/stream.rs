@@ -1666,6 +1666,35 @@ impl Shard {
         .ok_or(StoreError::Stream(StreamError::NoGroup))
     }
 
+    /// The end of `XCLAIM`/`XAUTOCLAIM`: the pending entries whose stream entries are gone
+    /// (`gone`, ascending) leave the PEL, then `claimed` goes to `consumer`, each applied and
+    /// logged. The consumer is created (and seen) only when it claims something, as Redis 7.0
+    /// does (7.2 creates it either way).
+    fn settle_claim(
+        stream: &mut Stream,
+        emit: &mut super::Emitter<'_>,
+        (group, consumer): (&[u8], &[u8]),
+        now: u64,
+        gone: &[StreamId],
+        claimed: &[PendingSet],
+    ) {
+        if !gone.is_empty() {
+            let op = StreamOp::Ack { group, ids: gone };
+            stream.apply(&op);
+            Self::emit_stream(emit, &op);
+        }
+        if !claimed.is_empty() {
+            Self::touch_consumer(stream, emit, group, consumer, now, true);
+            let op = StreamOp::Claim {
+                group,
+                consumer,
+                entries: claimed,
+            };
+            stream.apply(&op);
+            Self::emit_stream(emit, &op);
+        }
+    }
+
     /// Creates `consumer` when missing (logged), then marks it seen now; with `active`, active
     /// too.
     fn touch_consumer(
@@ -1930,24 +1959,8 @@ impl Shard {
                     delivery_count,
                 });
             }
-            if !gone.is_empty() {
-                gone.sort_unstable();
-                let op = StreamOp::Ack { group, ids: &gone };
-                stream.apply(&op);
-                Self::emit_stream(emit, &op);
-            }
-            // The consumer is created (and seen) only when it claims something, as Redis 7.0
-            // does (7.2 creates it either way).
-            if !claimed.is_empty() {
-                Self::touch_consumer(stream, emit, group, consumer, now, true);
-                let op = StreamOp::Claim {
-                    group,
-                    consumer,
-                    entries: &claimed,
-                };
-                stream.apply(&op);
-                Self::emit_stream(emit, &op);
-            }
+            gone.sort_unstable();
+            Self::settle_claim(stream, emit, (group, consumer), now, &gone, &claimed);
             Ok(claimed
                 .iter()
                 .map(|c| {
@@ -2018,26 +2031,7 @@ impl Shard {
                 });
                 left -= 1;
             }
-            if !deleted.is_empty() {
-                let op = StreamOp::Ack {
-                    group,
-                    ids: &deleted,
-                };
-                stream.apply(&op);
-                Self::emit_stream(emit, &op);
-            }
-            // The consumer is created (and seen) only when it claims something, as Redis 7.0
-            // does (7.2 creates it either way).
-            if !claimed.is_empty() {
-                Self::touch_consumer(stream, emit, group, consumer, now, true);
-                let op = StreamOp::Claim {
-                    group,
-                    consumer,
-                    entries: &claimed,
-                };
-                stream.apply(&op);
-                Self::emit_stream(emit, &op);
-            }
+            Self::settle_claim(stream, emit, (group, consumer), now, &deleted, &claimed);
             Ok(XAutoClaim {
                 next,
                 claimed: claimed
