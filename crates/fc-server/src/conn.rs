@@ -416,6 +416,7 @@ fn direct(
         && !state.restricted
         && spec.arity_ok(parsed.args.len())
         && !worker.is_locked()
+        && !worker.shared.scripts.is_busy()
         && worker.store.borrow().owner_of(route) == worker.index
         && !(write
             && worker

@@ -225,6 +225,22 @@ pub(crate) fn workers_of(worker: &Worker, spec: &Spec, args: &[Bytes], into: &mu
         Route::Session(command::Session::Info | command::Session::Config) => {
             into.extend(0..shared.workers);
         }
+        // A script's declared keys (`EVAL body numkeys key ...`).
+        Route::Session(command::Session::Script(
+            command::Sc::Eval
+            | command::Sc::EvalRo
+            | command::Sc::EvalSha
+            | command::Sc::EvalShaRo
+            | command::Sc::Fcall
+            | command::Sc::FcallRo,
+        )) => {
+            let n = args
+                .get(2)
+                .and_then(|n| std::str::from_utf8(n).ok())
+                .and_then(|n| n.parse::<usize>().ok())
+                .unwrap_or(0);
+            into.extend(args.iter().skip(3).take(n).map(|k| shared.owner_of(k)));
+        }
         Route::Session(_) => {}
         Route::Key(_) | Route::PerKey { .. } | Route::Atomic { .. } => {
             into.extend(

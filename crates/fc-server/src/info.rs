@@ -399,9 +399,13 @@ pub(crate) async fn info<R: Reply>(
             }
         };
         let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+        let (scripts, script_bytes) = shared.scripts.script_stats();
+        let (libraries, functions, function_bytes) = shared.scripts.function_stats();
+        let (script_bytes, function_bytes) = (script_bytes as u64, function_bytes as u64);
+        let lua_vm = shared.scripts.vm_bytes();
         let _ = write!(
             text,
-            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\nused_memory_overhead:{}\r\nused_memory_startup:0\r\nused_memory_dataset:{dataset}\r\nused_memory_dataset_perc:{:.2}%\r\nallocator_allocated:{used}\r\nallocator_active:{used}\r\nallocator_resident:{rss}\r\ntotal_system_memory:{system}\r\ntotal_system_memory_human:{}\r\nused_memory_lua:0\r\nused_memory_vm_eval:0\r\nused_memory_lua_human:0B\r\nused_memory_scripts_eval:0\r\nnumber_of_cached_scripts:0\r\nnumber_of_functions:0\r\nnumber_of_libraries:0\r\nused_memory_vm_functions:0\r\nused_memory_vm_total:0\r\nused_memory_vm_total_human:0B\r\nused_memory_functions:0\r\nused_memory_scripts:0\r\nused_memory_scripts_human:0B\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nallocator_frag_ratio:1.00\r\nallocator_frag_bytes:0\r\nallocator_rss_ratio:{:.2}\r\nallocator_rss_bytes:{}\r\nrss_overhead_ratio:1.00\r\nrss_overhead_bytes:0\r\nmem_fragmentation_ratio:{:.2}\r\nmem_fragmentation_bytes:{}\r\nmem_not_counted_for_evict:0\r\nmem_replication_backlog:0\r\nmem_total_replication_buffers:0\r\nmem_clients_slaves:0\r\nmem_clients_normal:0\r\nmem_cluster_links:0\r\nmem_aof_buffer:0\r\nmem_allocator:libc\r\nactive_defrag_running:0\r\nlazyfree_pending_objects:0\r\nlazyfreed_objects:0\r\n",
+            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\nused_memory_overhead:{}\r\nused_memory_startup:0\r\nused_memory_dataset:{dataset}\r\nused_memory_dataset_perc:{:.2}%\r\nallocator_allocated:{used}\r\nallocator_active:{used}\r\nallocator_resident:{rss}\r\ntotal_system_memory:{system}\r\ntotal_system_memory_human:{}\r\nused_memory_lua:{lua_vm}\r\nused_memory_vm_eval:{lua_vm}\r\nused_memory_lua_human:{}\r\nused_memory_scripts_eval:{script_bytes}\r\nnumber_of_cached_scripts:{scripts}\r\nnumber_of_functions:{functions}\r\nnumber_of_libraries:{libraries}\r\nused_memory_vm_functions:{lua_vm}\r\nused_memory_vm_total:{lua_vm}\r\nused_memory_vm_total_human:{}\r\nused_memory_functions:{function_bytes}\r\nused_memory_scripts:{}\r\nused_memory_scripts_human:{}\r\nmaxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nallocator_frag_ratio:1.00\r\nallocator_frag_bytes:0\r\nallocator_rss_ratio:{:.2}\r\nallocator_rss_bytes:{}\r\nrss_overhead_ratio:1.00\r\nrss_overhead_bytes:0\r\nmem_fragmentation_ratio:{:.2}\r\nmem_fragmentation_bytes:{}\r\nmem_not_counted_for_evict:0\r\nmem_replication_backlog:0\r\nmem_total_replication_buffers:0\r\nmem_clients_slaves:0\r\nmem_clients_normal:0\r\nmem_cluster_links:0\r\nmem_aof_buffer:0\r\nmem_allocator:libc\r\nactive_defrag_running:0\r\nlazyfree_pending_objects:0\r\nlazyfreed_objects:0\r\n",
             human(used),
             human(rss),
             human(peak),
@@ -409,6 +413,10 @@ pub(crate) async fn info<R: Reply>(
             used - dataset,
             percent(dataset, used),
             human(system),
+            human(lua_vm),
+            human(lua_vm),
+            script_bytes + function_bytes,
+            human(script_bytes + function_bytes),
             human(max),
             shared.config.maxmemory_policy.redis_name(),
             ratio(rss, used),
@@ -580,6 +588,8 @@ fn maxmemory_part<R: Reply>(ctx: &mut Ctx<'_, R>) {
 /// A `CONFIG SET` change, checked before any is applied.
 enum Change {
     MaxMemory(u64),
+    /// `busy-reply-threshold` (`lua-time-limit`), in milliseconds.
+    BusyThreshold(u64),
     MaxClients(usize),
     Timeout(u64),
     Hz(u64),
@@ -673,6 +683,13 @@ pub(crate) async fn config<R: Reply>(
                     Change::MaxClients(n) => live.maxclients.store(n, Ordering::Relaxed),
                     Change::Timeout(s) => live.timeout.store(s, Ordering::Relaxed),
                     Change::Hz(n) => live.hz.store(n, Ordering::Relaxed),
+                    Change::BusyThreshold(ms) => {
+                        worker
+                            .shared
+                            .scripts
+                            .threshold_ms
+                            .store(ms, Ordering::Relaxed);
+                    }
                     Change::ProtoMaxBulkLen(n) => {
                         live.proto_max_bulk_len.store(n, Ordering::Relaxed);
                         live.limits_epoch.fetch_add(1, Ordering::Release);
@@ -890,6 +907,22 @@ fn parameters(worker: &Worker) -> Vec<(&'static str, String)> {
         ("timeout", live.timeout.load(Ordering::Relaxed).to_string()),
         ("hz", live.hz.load(Ordering::Relaxed).to_string()),
         (
+            "busy-reply-threshold",
+            shared
+                .scripts
+                .threshold_ms
+                .load(Ordering::Relaxed)
+                .to_string(),
+        ),
+        (
+            "lua-time-limit",
+            shared
+                .scripts
+                .threshold_ms
+                .load(Ordering::Relaxed)
+                .to_string(),
+        ),
+        (
             "proto-max-bulk-len",
             live.proto_max_bulk_len.load(Ordering::Relaxed).to_string(),
         ),
@@ -980,6 +1013,7 @@ fn change(worker: &Worker, name: &[u8], value: &[u8]) -> Result<Change, String> 
         "timeout" => Ok(Change::Timeout(number(&text)?)),
         // Redis clamps hz into 1..=500.
         "hz" => Ok(Change::Hz(number(&text)?.clamp(1, 500))),
+        "busy-reply-threshold" | "lua-time-limit" => Ok(Change::BusyThreshold(number(&text)?)),
         "proto-max-bulk-len" | "client-query-buffer-limit" => {
             let n = number(&text)?;
             if !(crate::MIN_PROTOCOL_LIMIT..=i64::MAX as u64).contains(&n) {

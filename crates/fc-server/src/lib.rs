@@ -67,6 +67,7 @@ mod process;
 mod pubsub;
 mod reply;
 mod save;
+mod script;
 mod session;
 mod shared;
 mod stats;
@@ -226,6 +227,20 @@ impl Server {
         let (store, persist, sink) = open_store(builder, sink, &config, threads)?;
         let router = *store.router();
         let stores = store.try_into_local_stores(threads)?;
+        // Function libraries (`FUNCTION LOAD`) are kept beside the log and snapshots.
+        let scripts = Arc::new(script::Registry::new(
+            5000,
+            config
+                .persistence
+                .data_dir
+                .as_ref()
+                .map(|d| d.join("functions.rdb")),
+        ));
+        let codes = scripts.saved_codes().map_err(anyhow::Error::msg)?;
+        let loaded = scripts.restore_codes(&codes).map_err(anyhow::Error::msg)?;
+        if loaded > 0 {
+            tracing::info!("{loaded} function libraries loaded");
+        }
         let listener = std::net::TcpListener::bind(config.bind)?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
@@ -262,6 +277,7 @@ impl Server {
             metrics: shared::Metrics::default(),
             tracking,
             pause: pause::Pause::new(),
+            scripts,
             config,
             started: Instant::now(),
             started_unix: fc_snapshot::unix_ms() / 1000,

@@ -60,6 +60,8 @@ pub(crate) trait Reply {
     fn boolean(&mut self, value: bool);
     /// A text meant for people (`INFO`, `CLIENT LIST`); `format` is `txt` or `mkd`.
     fn verbatim(&mut self, format: [u8; 3], text: &[u8]);
+    /// A big number (`[-]digits`): RESP3 `(`, a bulk string in RESP2.
+    fn big_number(&mut self, digits: &[u8]);
 
     /// `OK`.
     fn ok(&mut self) {
@@ -279,6 +281,10 @@ impl Reply for Resp {
         self.enc().verbatim(format, text);
         self.check_limit();
     }
+    fn big_number(&mut self, digits: &[u8]) {
+        self.enc().big_number(digits);
+        self.check_limit();
+    }
     #[inline]
     fn full(&self) -> bool {
         self.overflowed
@@ -323,6 +329,7 @@ pub(crate) enum Token {
     DoubleText(Range<usize>),
     Boolean(bool),
     Verbatim([u8; 3], Range<usize>),
+    BigNumber(Range<usize>),
 }
 
 /// A typed reply buffer: what a handler wrote, as tokens, without any protocol's bytes.
@@ -454,6 +461,7 @@ impl Replies {
                 Token::DoubleText(r) => out.double_text(self.bytes(r)),
                 Token::Boolean(b) => out.boolean(*b),
                 Token::Verbatim(f, r) => out.verbatim(*f, self.bytes(r)),
+                Token::BigNumber(r) => out.big_number(self.bytes(r)),
             }
         }
     }
@@ -515,6 +523,10 @@ impl Reply for Replies {
     fn verbatim(&mut self, format: [u8; 3], text: &[u8]) {
         let r = self.text(text);
         self.push(Token::Verbatim(format, r));
+    }
+    fn big_number(&mut self, digits: &[u8]) {
+        let r = self.text(digits);
+        self.push(Token::BigNumber(r));
     }
     fn full(&self) -> bool {
         self.overflowed
@@ -602,6 +614,9 @@ pub(crate) mod tests {
         }
         fn verbatim(&mut self, _format: [u8; 3], text: &[u8]) {
             self.lines.push(format!("\"{}", text.escape_ascii()));
+        }
+        fn big_number(&mut self, digits: &[u8]) {
+            self.lines.push(format!("({}", digits.escape_ascii()));
         }
         fn full(&self) -> bool {
             self.cap > 0 && self.lines.len() >= self.cap

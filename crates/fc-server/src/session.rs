@@ -253,6 +253,10 @@ pub(crate) async fn dispatch(
     } else {
         None
     };
+    let refusal = refusal.or_else(|| {
+        (worker.shared.scripts.is_busy() && command::slot_flags(slot) & F::ALLOW_BUSY == 0)
+            .then(|| Cow::Borrowed(worker.shared.scripts.busy_text()))
+    });
     if let Some(text) = refusal {
         state.refuse(out, &text);
         rejected(worker, slot);
@@ -649,6 +653,10 @@ async fn run_command(
             out.integer(at as i64);
         }
         Session::Shutdown => shutdown(worker, state, &args, out).await,
+        Session::Script(sc) => {
+            let version = out.version();
+            crate::script::run(worker, sc, args, state.db, state.id, version, out, txn).await;
+        }
     }
 }
 
@@ -1070,6 +1078,12 @@ async fn shutdown(worker: &Worker, state: &mut ClientState, args: &[Bytes], out:
         return out.error(b"ERR syntax error");
     }
     let shared = &worker.shared;
+    if shared.scripts.is_busy() {
+        if !nosave {
+            return out.error(shared.scripts.busy_text());
+        }
+        shared.scripts.abort_busy();
+    }
     if let Some(persist) = &shared.persist
         && !nosave
         && (save || persist.has_save_rules())

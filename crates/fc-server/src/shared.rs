@@ -24,6 +24,12 @@ pub(crate) enum Job {
         /// The `NOLOOP` tracking client it runs for (0: none; see [`crate::tracking`]).
         origin: u64,
     },
+    /// Run `work` on this worker's thread once no transaction holds it (a script whose keys
+    /// are all here) and send back its typed reply.
+    Run {
+        work: Box<dyn FnOnce() -> Replies + Send>,
+        reply: oneshot::Sender<Replies>,
+    },
     /// Serve a new connection.
     Conn(std::net::TcpStream),
     /// Lock this worker for a transaction of another worker's connection: acquire the lock,
@@ -101,6 +107,8 @@ pub(crate) struct Shared {
     pub(crate) tracking: Arc<crate::tracking::Tracking>,
     /// `CLIENT PAUSE`.
     pub(crate) pause: crate::pause::Pause,
+    /// Scripts and function libraries (`EVAL`, `FUNCTION`), the busy script.
+    pub(crate) scripts: Arc<crate::script::Registry>,
 }
 
 /// Samples of the server's counters, taken every 100 ms by the acceptor (as Redis's

@@ -416,6 +416,19 @@ pub(crate) fn shutting_down() -> Replies {
     out
 }
 
+thread_local! {
+    /// This thread's worker (set when the worker starts).
+    static CURRENT: RefCell<Option<Rc<Worker>>> = const { RefCell::new(None) };
+}
+
+/// The worker of this thread (scripts reach it from the interpreter's callbacks).
+///
+/// # Panics
+/// Off a worker thread.
+pub(crate) fn current() -> Rc<Worker> {
+    CURRENT.with_borrow(|w| Rc::clone(w.as_ref().expect("called on a worker thread")))
+}
+
 /// The worker thread's body: serve jobs until [`Job::Stop`].
 pub(crate) fn run<F, Fut>(
     index: usize,
@@ -462,6 +475,7 @@ pub(crate) fn run<F, Fut>(
         stats,
         ticks,
     });
+    CURRENT.with_borrow_mut(|w| *w = Some(Rc::clone(&worker)));
     local.spawn_local(active_expiry(Rc::clone(&worker)));
     local.block_on(&runtime, async move {
         while let Some(job) = inbox.recv().await {
@@ -477,6 +491,11 @@ pub(crate) fn run<F, Fut>(
                         worker.execute_typed(handler, &args)
                     });
                     let _ = reply.send(replies);
+                    worker.serve_ready();
+                }
+                Job::Run { work, reply } => {
+                    worker.wait_unlocked().await;
+                    let _ = reply.send(work());
                     worker.serve_ready();
                 }
                 Job::Serve => worker.serve_ready(),

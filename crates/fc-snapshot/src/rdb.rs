@@ -1290,6 +1290,43 @@ pub fn dump(value: &Value) -> Vec<u8> {
 // ---------------------------------------------------------------------------------------------
 // RESTORE.
 
+/// `RDB_OPCODE_FUNCTION2`: a function library's code in a `FUNCTION DUMP` payload.
+const OPCODE_FUNCTION2: u8 = 0xf5;
+
+/// `FUNCTION DUMP`'s payload: each library's code after `RDB_OPCODE_FUNCTION2`, then the
+/// trailer (RDB version, CRC64), as Redis 7 writes it.
+#[must_use]
+pub fn dump_functions<'a>(codes: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut w = Writer::default();
+    for code in codes {
+        w.out.push(OPCODE_FUNCTION2);
+        w.raw_string(code);
+    }
+    w.finish()
+}
+
+/// The libraries' codes of a `FUNCTION RESTORE` payload (any Redis 7 writes).
+///
+/// # Errors
+/// [`RdbError::BadVersionOrChecksum`] for the trailer, [`RdbError::Malformed`] for anything
+/// but function entries, [`RdbError::TooLarge`] past `limits`.
+pub fn restore_functions(payload: &[u8], limits: Limits) -> Result<Vec<Vec<u8>>> {
+    let (_, body) = verify_payload(payload, &limits)?;
+    let mut r = Reader { data: body, pos: 0 };
+    let mut budget = Budget {
+        elements: limits.max_elements,
+        bytes: limits.max_bytes,
+    };
+    let mut codes = Vec::new();
+    while r.remaining() > 0 {
+        if r.byte()? != OPCODE_FUNCTION2 {
+            return Err(RdbError::Malformed("given type is not a function"));
+        }
+        codes.push(r.string(&mut budget)?.into_owned());
+    }
+    Ok(codes)
+}
+
 type Result<T> = std::result::Result<T, RdbError>;
 
 const TRUNCATED: RdbError = RdbError::Malformed("truncated");

@@ -184,6 +184,21 @@ pub(crate) enum Session {
     Latency,
     /// The pub/sub commands (`crate::pubsub`).
     PubSub(Ps),
+    /// The scripting commands (`crate::script`).
+    Script(Sc),
+}
+
+/// The scripting commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sc {
+    Eval,
+    EvalSha,
+    EvalRo,
+    EvalShaRo,
+    Fcall,
+    FcallRo,
+    Script,
+    Function,
 }
 
 /// The pub/sub commands.
@@ -1060,6 +1075,8 @@ mod tests {
             );
             // Session commands may name keys (WATCH) without being routed by them.
             let keyed = match spec.route {
+                // Scripts declare their keys with a count (`numkeys`).
+                Route::Session(super::Session::Script(_)) => !spec.key_specs.is_empty(),
                 Route::Session(_) => spec.keys.0 > 0,
                 // `LMPOP`'s keys follow a count: Redis gives no first key.
                 Route::Pop(_) | Route::Multi { .. } => !spec.key_specs.is_empty(),

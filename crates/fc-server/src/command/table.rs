@@ -10,7 +10,7 @@ use super::Route::{AllWorkers, Atomic, Cursor, Key, Multi, PerKey, Pop, Session,
 use super::Session as S;
 use super::pops::Block as B;
 use super::{
-    A, Begin, Doc, F, Find, KeySpec, Merge, Ps, Spec, bitfield, dump, geo, hashes, hyperloglog,
+    A, Begin, Doc, F, Find, KeySpec, Merge, Ps, Sc, Spec, bitfield, dump, geo, hashes, hyperloglog,
     keys, lists, sets, sort, streams, strings, zsets,
 };
 use super::{Multi as M, SetOp};
@@ -746,6 +746,116 @@ pub(crate) static COMMANDS: &[Spec] = &[
         route: Session(S::Echo),
     },
     Spec {
+        name: "eval",
+        arity: -3,
+        flags: F::NOSCRIPT | F::STALE | F::SKIP_MONITOR | F::NO_MANDATORY_KEYS | F::MOVABLEKEYS,
+        acl: A::SLOW | A::SCRIPTING,
+        keys: (0, 0, 0),
+        key_specs: &[KeySpec {
+            notes: "We cannot tell how the keys will be used so we assume the worst, RW and UPDATE",
+            flags: &["RW", "access", "update"],
+            begin: Begin::Index(2),
+            find: Find::Keynum {
+                keynum_index: 0,
+                first_key: 1,
+                step: 1,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "scripting",
+            since: "2.6.0",
+            complexity: "Depends on the script that is executed.",
+            summary: "Execute a Lua script server side",
+        },
+        route: Session(S::Script(Sc::Eval)),
+    },
+    Spec {
+        name: "eval_ro",
+        arity: -3,
+        flags: F::READONLY
+            | F::NOSCRIPT
+            | F::STALE
+            | F::SKIP_MONITOR
+            | F::NO_MANDATORY_KEYS
+            | F::MOVABLEKEYS,
+        acl: A::SLOW | A::SCRIPTING,
+        keys: (0, 0, 0),
+        key_specs: &[KeySpec {
+            notes: "We cannot tell how the keys will be used so we assume the worst, RO and ACCESS",
+            flags: &["RO", "access"],
+            begin: Begin::Index(2),
+            find: Find::Keynum {
+                keynum_index: 0,
+                first_key: 1,
+                step: 1,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "scripting",
+            since: "7.0.0",
+            complexity: "Depends on the script that is executed.",
+            summary: "Execute a read-only Lua script server side",
+        },
+        route: Session(S::Script(Sc::EvalRo)),
+    },
+    Spec {
+        name: "evalsha",
+        arity: -3,
+        flags: F::NOSCRIPT | F::STALE | F::SKIP_MONITOR | F::NO_MANDATORY_KEYS | F::MOVABLEKEYS,
+        acl: A::SLOW | A::SCRIPTING,
+        keys: (0, 0, 0),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["RW", "access", "update"],
+            begin: Begin::Index(2),
+            find: Find::Keynum {
+                keynum_index: 0,
+                first_key: 1,
+                step: 1,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "scripting",
+            since: "2.6.0",
+            complexity: "Depends on the script that is executed.",
+            summary: "Execute a Lua script server side",
+        },
+        route: Session(S::Script(Sc::EvalSha)),
+    },
+    Spec {
+        name: "evalsha_ro",
+        arity: -3,
+        flags: F::READONLY
+            | F::NOSCRIPT
+            | F::STALE
+            | F::SKIP_MONITOR
+            | F::NO_MANDATORY_KEYS
+            | F::MOVABLEKEYS,
+        acl: A::SLOW | A::SCRIPTING,
+        keys: (0, 0, 0),
+        key_specs: &[KeySpec {
+            notes: "",
+            flags: &["RO", "access"],
+            begin: Begin::Index(2),
+            find: Find::Keynum {
+                keynum_index: 0,
+                first_key: 1,
+                step: 1,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "scripting",
+            since: "7.0.0",
+            complexity: "Depends on the script that is executed.",
+            summary: "Execute a read-only Lua script server side",
+        },
+        route: Session(S::Script(Sc::EvalShaRo)),
+    },
+    Spec {
         name: "exec",
         arity: 1,
         flags: F::NOSCRIPT | F::LOADING | F::STALE | F::SKIP_SLOWLOG,
@@ -866,6 +976,61 @@ pub(crate) static COMMANDS: &[Spec] = &[
         route: Key(store!(keys::expiretime)),
     },
     Spec {
+        name: "fcall",
+        arity: -3,
+        flags: F::NOSCRIPT | F::STALE | F::SKIP_MONITOR | F::NO_MANDATORY_KEYS | F::MOVABLEKEYS,
+        acl: A::SLOW | A::SCRIPTING,
+        keys: (0, 0, 0),
+        key_specs: &[KeySpec {
+            notes: "We cannot tell how the keys will be used so we assume the worst, RW and UPDATE",
+            flags: &["RW", "access", "update"],
+            begin: Begin::Index(2),
+            find: Find::Keynum {
+                keynum_index: 0,
+                first_key: 1,
+                step: 1,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "scripting",
+            since: "7.0.0",
+            complexity: "Depends on the function that is executed.",
+            summary: "Invoke a function",
+        },
+        route: Session(S::Script(Sc::Fcall)),
+    },
+    Spec {
+        name: "fcall_ro",
+        arity: -3,
+        flags: F::READONLY
+            | F::NOSCRIPT
+            | F::STALE
+            | F::SKIP_MONITOR
+            | F::NO_MANDATORY_KEYS
+            | F::MOVABLEKEYS,
+        acl: A::SLOW | A::SCRIPTING,
+        keys: (0, 0, 0),
+        key_specs: &[KeySpec {
+            notes: "We cannot tell how the keys will be used so we assume the worst, RO and ACCESS",
+            flags: &["RO", "access"],
+            begin: Begin::Index(2),
+            find: Find::Keynum {
+                keynum_index: 0,
+                first_key: 1,
+                step: 1,
+            },
+        }],
+        tips: &[],
+        doc: Doc {
+            group: "scripting",
+            since: "7.0.0",
+            complexity: "Depends on the function that is executed.",
+            summary: "Invoke a read-only function",
+        },
+        route: Session(S::Script(Sc::FcallRo)),
+    },
+    Spec {
         name: "flushall",
         arity: -1,
         flags: F::WRITE,
@@ -902,6 +1067,22 @@ pub(crate) static COMMANDS: &[Spec] = &[
             merge: Merge::Ok,
             part: store!(keys::flushdb),
         },
+    },
+    Spec {
+        name: "function",
+        arity: -2,
+        flags: 0,
+        acl: A::SLOW,
+        keys: (0, 0, 0),
+        key_specs: &[],
+        tips: &[],
+        doc: Doc {
+            group: "scripting",
+            since: "7.0.0",
+            complexity: "Depends on subcommand.",
+            summary: "A container for function commands",
+        },
+        route: Session(S::Script(Sc::Function)),
     },
     Spec {
         name: "geoadd",
@@ -3284,6 +3465,22 @@ pub(crate) static COMMANDS: &[Spec] = &[
             summary: "Get the number of members in a set",
         },
         route: Key(store!(sets::scard)),
+    },
+    Spec {
+        name: "script",
+        arity: -2,
+        flags: 0,
+        acl: A::SLOW,
+        keys: (0, 0, 0),
+        key_specs: &[],
+        tips: &[],
+        doc: Doc {
+            group: "scripting",
+            since: "2.6.0",
+            complexity: "Depends on subcommand.",
+            summary: "A container for Lua scripts management commands",
+        },
+        route: Session(S::Script(Sc::Script)),
     },
     Spec {
         name: "sdiff",

@@ -1,0 +1,264 @@
+//! `redis.call` and `redis.pcall`: a command from a script, checked as Redis checks it
+//! (arity, `noscript`, writes from read-only scripts, keys the script may touch) and run on
+//! the workers the script holds, its reply converted into a Lua value.
+//!
+//! A script runs on one worker thread without yielding. A command of its own worker runs in
+//! place; one of another worker the script holds (a script over keys of several workers holds
+//! them all, as `EXEC` does) goes through the transaction's link and this thread waits for the
+//! answer ([`block_on`]): the held worker runs nothing but the script's commands, so the wait
+//! ends. A key on a worker the script does not hold is refused (Redis Cluster's rule for keys
+//! a script did not declare): waiting for a worker that is not held could wait forever.
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::pin::pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Instant;
+
+use bytes::Bytes;
+use mlua::{Lua, MultiValue, Value};
+
+use crate::command::{self, F, Route, Selected, Session};
+use crate::cross::{self, TxnLinks};
+use crate::reply::{Replies, Reply};
+use crate::worker::Worker;
+
+/// What a running script's commands need: where they may run and how.
+pub(crate) struct CallCtx {
+    pub(crate) worker: Rc<Worker>,
+    /// The held workers' links (`None` for this worker and for workers not held).
+    pub(crate) links: TxnLinks,
+    /// The workers the script may touch (its declared keys' workers, all held).
+    pub(crate) allowed: Vec<bool>,
+    /// The script's database (`SELECT` inside a script changes it for the script alone).
+    pub(crate) db: u32,
+    /// `redis.setresp(3)`.
+    pub(crate) resp3: bool,
+    /// `EVAL_RO`, `FCALL_RO`, a `no-writes` function.
+    pub(crate) read_only: bool,
+    /// Whether a write ran (`SCRIPT KILL` then refuses: `UNKILLABLE`).
+    pub(crate) wrote: bool,
+    pub(crate) started: Instant,
+    /// The calling client's id (blocking commands inside scripts never block).
+    pub(crate) client: u64,
+}
+
+thread_local! {
+    static CONTEXT: RefCell<Option<CallCtx>> = const { RefCell::new(None) };
+}
+
+/// Installs the context of the script about to run on this thread.
+pub(crate) fn enter(ctx: CallCtx) {
+    CONTEXT.with_borrow_mut(|c| *c = Some(ctx));
+}
+
+/// Removes the context after the script ended; whether it wrote.
+pub(crate) fn leave() -> bool {
+    CONTEXT
+        .with_borrow_mut(Option::take)
+        .is_some_and(|ctx| ctx.wrote)
+}
+
+/// `redis.setresp`.
+pub(crate) fn set_resp3(on: bool) {
+    CONTEXT.with_borrow_mut(|c| {
+        if let Some(ctx) = c {
+            ctx.resp3 = on;
+        }
+    });
+}
+
+/// Milliseconds the running script has run, and whether it wrote (`None`: none runs).
+pub(crate) fn running() -> Option<(u128, bool)> {
+    CONTEXT.with_borrow(|c| {
+        c.as_ref()
+            .map(|ctx| (ctx.started.elapsed().as_millis(), ctx.wrote))
+    })
+}
+
+/// An `{err = text}` table.
+fn err(lua: &Lua, text: &[u8]) -> mlua::Result<(bool, Value)> {
+    let t = lua.create_table_with_capacity(0, 1)?;
+    t.raw_set("err", lua.create_string(text)?)?;
+    Ok((false, Value::Table(t)))
+}
+
+/// The Rust half of `redis.call`/`redis.pcall`: `(true, value)`, or `(false, {err = ...})`
+/// for the Lua half to raise (`call`) or return (`pcall`).
+pub(crate) fn call(lua: &Lua, args: MultiValue) -> mlua::Result<(bool, Value)> {
+    if args.is_empty() {
+        return err(
+            lua,
+            b"ERR Please specify at least one argument for this redis lib call",
+        );
+    }
+    let mut argv = Vec::with_capacity(args.len());
+    for arg in args {
+        argv.push(match arg {
+            Value::String(s) => Bytes::copy_from_slice(&s.as_bytes()),
+            Value::Integer(n) => Bytes::from(n.to_string()),
+            Value::Number(n) => Bytes::from(super::api::number_text(n)),
+            _ => {
+                return err(
+                    lua,
+                    b"ERR Lua redis lib command arguments must be strings or integers",
+                );
+            }
+        });
+    }
+    if super::api::loading() {
+        return err(
+            lua,
+            b"ERR redis.call can not be called while a library loads",
+        );
+    }
+    let Some(spec) = command::lookup(&argv[0]) else {
+        return err(lua, b"ERR Unknown Redis command called from script");
+    };
+    if !spec.arity_ok(argv.len()) {
+        return err(
+            lua,
+            b"ERR Wrong number of args calling Redis command from script",
+        );
+    }
+    let flags = match command::select(spec, &argv) {
+        Selected::Slot(slot) => command::slot_flags(slot),
+        Selected::UnknownSub | Selected::SubArity(_) => {
+            return err(
+                lua,
+                b"ERR Wrong number of args calling Redis command from script",
+            );
+        }
+    };
+    if flags & F::NOSCRIPT != 0 || spec.has(F::NOSCRIPT) {
+        return err(lua, b"ERR This Redis command is not allowed from script");
+    }
+    let replies = CONTEXT.with_borrow_mut(|c| {
+        let Some(ctx) = c.as_mut() else {
+            let mut out = Replies::new();
+            out.error(b"ERR redis.call outside a script");
+            return (out, false);
+        };
+        let write = flags & F::WRITE != 0 || spec.write();
+        if write && ctx.read_only {
+            let mut out = Replies::new();
+            out.error(b"ERR Write commands are not allowed from read-only scripts.");
+            return (out, false);
+        }
+        let resp3 = ctx.resp3;
+        let mut argv = argv;
+        command::into_db(spec, &mut argv, ctx.db);
+        let mut involved = BTreeSet::new();
+        cross::workers_of(&ctx.worker, spec, &argv, &mut involved);
+        if involved.iter().any(|&w| !ctx.allowed[w]) {
+            let mut out = Replies::new();
+            out.error(b"ERR Script attempted to access a non local key in a cluster node");
+            return (out, resp3);
+        }
+        ctx.wrote |= write;
+        (execute(ctx, spec, argv), resp3)
+    });
+    let (replies, resp3) = replies;
+    match replies.error_text() {
+        Some(text) => err(lua, text),
+        None => Ok((true, super::engine::to_lua(lua, &replies, resp3)?)),
+    }
+}
+
+/// Runs an admitted command of a script.
+fn execute(ctx: &mut CallCtx, spec: &'static command::Spec, args: Vec<Bytes>) -> Replies {
+    let worker = Rc::clone(&ctx.worker);
+    // The common case: a keyed command of this worker.
+    if let Route::Key(handler) = spec.route
+        && worker.shared.owner_of(&args[1]) == worker.index
+    {
+        return worker.execute_typed(handler, &args);
+    }
+    let mut out = Replies::with_limit(worker.shared.live.output_hard());
+    let txn = Some(&ctx.links);
+    match spec.route {
+        Route::Multi { handler, multi } => block_on(crate::multi::dispatch(
+            &worker, spec, handler, multi, args, &mut out, txn,
+        )),
+        Route::Pop(kind) => {
+            // Inside a script (as inside `MULTI`) a blocking pop never blocks.
+            let _ = block_on(crate::blocking::run(
+                &worker, ctx.client, kind, args, &mut out, txn,
+            ));
+        }
+        Route::Session(session) => session_command(ctx, session, &args, &mut out),
+        _ => block_on(cross::run_store(&worker, spec, args, &mut out, txn)),
+    }
+    out
+}
+
+/// The connection-level commands a script may run.
+fn session_command(ctx: &mut CallCtx, session: Session, args: &[Bytes], out: &mut Replies) {
+    let worker = Rc::clone(&ctx.worker);
+    match session {
+        Session::Ping => match args.len() {
+            1 => out.simple(b"PONG"),
+            _ => out.bulk(&args[1]),
+        },
+        Session::Echo => out.bulk(&args[1]),
+        Session::Time => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            out.array_len(2);
+            out.bulk(now.as_secs().to_string().as_bytes());
+            out.bulk(now.subsec_micros().to_string().as_bytes());
+        }
+        Session::Select => {
+            let db = std::str::from_utf8(&args[1])
+                .ok()
+                .and_then(|s| s.parse::<i64>().ok());
+            match db {
+                None => out.error(b"ERR value is not an integer or out of range"),
+                Some(db) if db < 0 || db >= i64::from(worker.shared.config.databases) => {
+                    out.error(b"ERR DB index is out of range");
+                }
+                Some(db) => {
+                    ctx.db = db as u32;
+                    out.ok();
+                }
+            }
+        }
+        Session::PubSub(crate::command::Ps::Publish | crate::command::Ps::Spublish) => {
+            let shard = args[0].eq_ignore_ascii_case(b"spublish");
+            let now = worker.shared.registry.now_ms();
+            let n = worker.shared.pubsub.publish(&args[1], &args[2], shard, now);
+            out.integer(n as i64);
+        }
+        _ => out.error(b"ERR This Redis command is not supported inside fast-cache scripts"),
+    }
+}
+
+/// Wakes the thread that parked waiting for a held worker's answer.
+struct Unpark(std::thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Drives `work` to its end on this thread, parking while it waits. Only for work whose
+/// waits are answered by other threads (a held worker's reply): nothing of this thread's
+/// event loop runs meanwhile.
+pub(crate) fn block_on<T>(work: impl Future<Output = T>) -> T {
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut work = pin!(work);
+    loop {
+        match work.as_mut().poll(&mut cx) {
+            Poll::Ready(value) => return value,
+            Poll::Pending => std::thread::park(),
+        }
+    }
+}

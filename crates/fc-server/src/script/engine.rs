@@ -1,0 +1,570 @@
+//! One Lua 5.1 interpreter per worker thread (`mlua`, vendored: the interpreter Redis embeds),
+//! its sandbox (`sandbox.lua`: Redis 7's read-only globals and libraries), the compiled
+//! scripts and functions it caches, and the conversions between Lua values and replies in both
+//! directions, with Redis's rules for RESP2 and RESP3.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use fc_resp::RespVersion;
+use std::sync::Arc;
+
+use mlua::{Function, HookTriggers, Lua, LuaOptions, StdLib, Table, Value};
+
+use super::{Registry, call};
+use crate::reply::{Replies, Reply, Token};
+
+/// Instructions between two looks at the clock and the kill switch.
+const HOOK_EVERY: u32 = 100_000;
+
+/// How deep a returned table is converted (Redis stops at its Lua stack's limit; deeper
+/// levels are answered as an error).
+const MAX_DEPTH: usize = 1000;
+
+/// A worker thread's interpreter.
+pub(crate) struct Engine {
+    pub(crate) lua: Lua,
+    run_script: Function,
+    run_function: Function,
+    run_library: Function,
+    env: Table,
+    /// Compiled `EVAL` bodies by SHA1 (lowercase hex), as of `generation`.
+    scripts: HashMap<[u8; 40], Function>,
+    generation: u64,
+    /// Library functions by name with their flags, as of `fn_generation`.
+    functions: HashMap<Vec<u8>, (Function, u32)>,
+    fn_generation: u64,
+    /// The interpreter's memory as last added to the registry's total.
+    reported: u64,
+}
+
+thread_local! {
+    /// The line of user code an error was raised on (set by [`error_handler`]).
+    static ERROR_LINE: std::cell::Cell<Option<i64>> = const { std::cell::Cell::new(None) };
+    static ENGINE: RefCell<Option<Engine>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's interpreter (created on first use).
+pub(crate) fn with_engine<T>(registry: &Arc<Registry>, f: impl FnOnce(&mut Engine) -> T) -> T {
+    ENGINE.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let engine = slot.get_or_insert_with(|| Engine::new(registry).expect("a Lua interpreter"));
+        f(engine)
+    })
+}
+
+/// The message handler of a script's `xpcall`: notes the line of the innermost user code
+/// on the stack (`@user_script`, `@user_function`) and passes the error on.
+fn error_handler(lua: &Lua, err: Value) -> mlua::Result<Value> {
+    let mut line = None;
+    for level in 1..64 {
+        let Some(found) = lua.inspect_stack(level, |debug| {
+            let source = debug.source();
+            let user = matches!(
+                source.source.as_deref(),
+                Some("@user_script" | "@user_function")
+            );
+            (user, debug.current_line())
+        }) else {
+            break;
+        };
+        if let (true, Some(l)) = found {
+            line = Some(l as i64);
+            break;
+        }
+    }
+    ERROR_LINE.set(line);
+    Ok(err)
+}
+
+/// The call's result with the line of its error.
+fn with_line(result: mlua::Result<(bool, Value)>) -> mlua::Result<(bool, Value, Option<i64>)> {
+    let line = ERROR_LINE.take();
+    result.map(|(ok, value)| (ok, value, line))
+}
+
+/// How a script ended.
+pub(crate) enum Outcome {
+    /// Its value, converted into a reply.
+    Value(Replies),
+    /// A raised error: its text without the `script: ...` suffix, and the line it came from.
+    Error(String, Option<i64>),
+}
+
+impl Engine {
+    fn new(registry: &Arc<Registry>) -> mlua::Result<Self> {
+        let lua = Lua::new_with(
+            StdLib::TABLE | StdLib::STRING | StdLib::MATH,
+            LuaOptions::new(),
+        )?;
+        let libs = lua.create_table()?;
+        libs.set("redis", super::api::redis_table(&lua)?)?;
+        super::libs::install(&lua)?;
+        for name in ["cjson", "cmsgpack", "bit", "struct"] {
+            let lib: Value = lua.globals().get(name)?;
+            libs.set(name, lib)?;
+        }
+        let rcall = lua.create_function(call::call)?;
+        let handler = lua.create_function(error_handler)?;
+        let (env, run_script, run_function, run_library): (Table, Function, Function, Function) =
+            lua.load(include_str!("sandbox.lua"))
+                .set_name("=sandbox")
+                .call((libs, rcall, handler))?;
+        let limits = Arc::clone(registry);
+        lua.set_hook(
+            HookTriggers::new().every_nth_instruction(HOOK_EVERY),
+            move |_, _| limits.check(),
+        )?;
+        Ok(Self {
+            lua,
+            run_script,
+            run_function,
+            run_library,
+            env,
+            scripts: HashMap::new(),
+            generation: 0,
+            functions: HashMap::new(),
+            fn_generation: u64::MAX,
+            reported: 0,
+        })
+    }
+
+    /// Adds what the interpreter's memory moved since the last report to the registry's total.
+    pub(crate) fn report(&mut self, registry: &Registry) {
+        let now = self.lua.used_memory() as u64;
+        registry.vm_moved(self.reported, now);
+        self.reported = now;
+    }
+
+    /// The compiled script of `sha` (compiled from the registry's body on first use here);
+    /// `None` when the registry has no such script.
+    pub(crate) fn script(
+        &mut self,
+        registry: &Registry,
+        sha: &[u8; 40],
+    ) -> Option<Result<Function, String>> {
+        let generation = registry.generation();
+        if generation != self.generation {
+            self.scripts.clear();
+            self.generation = generation;
+        }
+        if let Some(f) = self.scripts.get(sha) {
+            return Some(Ok(f.clone()));
+        }
+        let body = registry.body(sha)?;
+        Some(self.compile(&body, "@user_script").inspect(|f| {
+            self.scripts.insert(*sha, f.clone());
+        }))
+    }
+
+    /// Compiles `body` in the sandbox (a compile error as Redis words it).
+    pub(crate) fn compile(&self, body: &[u8], name: &str) -> Result<Function, String> {
+        self.lua
+            .load(body)
+            .set_name(name)
+            .set_environment(self.env.clone())
+            .into_function()
+            .map_err(|e| match e {
+                mlua::Error::SyntaxError { message, .. } => message,
+                other => other.to_string(),
+            })
+    }
+
+    /// The library function `name` with its flags, loading the registry's libraries into
+    /// this interpreter when they changed.
+    pub(crate) fn function(&mut self, registry: &Registry, name: &[u8]) -> Option<(Function, u32)> {
+        let generation = registry.fn_generation();
+        if generation != self.fn_generation {
+            self.functions.clear();
+            for code in registry.library_codes() {
+                // Loaded once already by `FUNCTION LOAD`, which checked it.
+                if let Ok(found) = self.load_library(&code) {
+                    for r in found {
+                        self.functions.insert(r.name, (r.callback, r.flags));
+                    }
+                }
+            }
+            self.fn_generation = generation;
+        }
+        self.functions.get(name).cloned()
+    }
+
+    /// Runs a library's code, collecting what it registers: `(name, function, flags)`.
+    pub(crate) fn load_library(&self, code: &str) -> Result<Vec<super::api::Registered>, String> {
+        // The `#!lua name=...` line becomes a comment: line numbers stay the code's.
+        let f = self
+            .compile(format!("--{code}").as_bytes(), "@user_function")
+            .map_err(|e| format!("ERR Error compiling function: {e}"))?;
+        super::api::begin_registration();
+        let result = with_line(self.run_library.call(f));
+        let registered = super::api::end_registration();
+        match result {
+            Ok((true, _, _)) => registered,
+            Ok((false, err, _)) => Err(format!(
+                "ERR Error registering functions: {}",
+                raised_text(&err)
+            )),
+            Err(e) => Err(format!("ERR Error registering functions: ERR {e}")),
+        }
+    }
+
+    /// Runs an `EVAL` script with `keys` and `argv`.
+    pub(crate) fn run_script(
+        &self,
+        f: &Function,
+        keys: &[Bytes],
+        argv: &[Bytes],
+        proto: RespVersion,
+    ) -> Outcome {
+        let result = self
+            .arrays(keys, argv)
+            .and_then(|(k, a)| with_line(self.run_script.call((f.clone(), k, a))));
+        self.outcome(result, proto)
+    }
+
+    /// Runs a library function with `keys` and `argv`.
+    pub(crate) fn run_function(
+        &self,
+        f: &Function,
+        keys: &[Bytes],
+        argv: &[Bytes],
+        proto: RespVersion,
+    ) -> Outcome {
+        let result = self
+            .arrays(keys, argv)
+            .and_then(|(k, a)| with_line(self.run_function.call((f.clone(), k, a))));
+        self.outcome(result, proto)
+    }
+
+    fn arrays(&self, keys: &[Bytes], argv: &[Bytes]) -> mlua::Result<(Table, Table)> {
+        let array = |items: &[Bytes]| -> mlua::Result<Table> {
+            let t = self.lua.create_table_with_capacity(items.len(), 0)?;
+            for (i, item) in items.iter().enumerate() {
+                t.raw_set(i + 1, self.lua.create_string(item)?)?;
+            }
+            Ok(t)
+        };
+        Ok((array(keys)?, array(argv)?))
+    }
+
+    fn outcome(
+        &self,
+        result: mlua::Result<(bool, Value, Option<i64>)>,
+        proto: RespVersion,
+    ) -> Outcome {
+        match result {
+            Ok((true, value, _)) => {
+                let mut out = Replies::new();
+                to_reply(&value, proto, &mut out, 0);
+                Outcome::Value(out)
+            }
+            Ok((false, err, line)) => Outcome::Error(raised_text(&err), line),
+            Err(e) => Outcome::Error(format!("ERR {e}"), None),
+        }
+    }
+}
+
+/// The text of a raised error as Redis prefixes it: an `{err = ...}` table's text as is, a
+/// string (a runtime error, `error("...")`) after `ERR `.
+fn raised_text(err: &Value) -> String {
+    match err {
+        Value::Table(t) => match t.raw_get::<Value>("err") {
+            Ok(Value::String(s)) => s.to_string_lossy(),
+            _ => "ERR unknown error".to_owned(),
+        },
+        Value::String(s) => format!("ERR {}", s.to_string_lossy()),
+        Value::Nil => "ERR nil".to_owned(),
+        Value::Error(e) => {
+            let text = root_message(e);
+            if text.starts_with("ERR ") || text.starts_with("BUSY") {
+                text
+            } else {
+                format!("ERR {text}")
+            }
+        }
+        Value::Number(n) => format!("ERR {}", super::api::number_text(*n)),
+        Value::Integer(n) => format!("ERR {n}"),
+        other => format!("ERR {}", other.type_name()),
+    }
+}
+
+/// The innermost message of an error raised from Rust (a hook's kill, a callback's failure).
+fn root_message(e: &mlua::Error) -> String {
+    match e {
+        mlua::Error::CallbackError { cause, .. } => root_message(cause),
+        mlua::Error::RuntimeError(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Writes a script's value as Redis converts a Lua value into a reply for a client of
+/// protocol `proto`.
+pub(crate) fn to_reply<R: Reply>(value: &Value, proto: RespVersion, out: &mut R, depth: usize) {
+    if depth > MAX_DEPTH {
+        return out.error(b"ERR reached lua stack limit");
+    }
+    match value {
+        Value::String(s) => out.bulk(&s.as_bytes()),
+        Value::Integer(n) => out.integer(*n),
+        Value::Number(n) => out.integer(truncate(*n)),
+        Value::Boolean(true) => match proto {
+            RespVersion::Resp2 => out.integer(1),
+            RespVersion::Resp3 => out.boolean(true),
+        },
+        Value::Boolean(false) => match proto {
+            RespVersion::Resp2 => out.null(),
+            RespVersion::Resp3 => out.boolean(false),
+        },
+        Value::Table(t) => table_reply(t, proto, out, depth),
+        _ => out.null(),
+    }
+}
+
+/// A Lua number as Redis casts it to an integer (C's conversion: toward zero; out of range,
+/// the x86 "integer indefinite" value).
+pub(crate) fn truncate(n: f64) -> i64 {
+    // 2^63: the first double past `i64::MAX`.
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    if !(-LIMIT..LIMIT).contains(&n) {
+        i64::MIN
+    } else {
+        n as i64
+    }
+}
+
+fn table_reply<R: Reply>(t: &Table, proto: RespVersion, out: &mut R, depth: usize) {
+    if let Ok(Value::String(s)) = t.raw_get::<Value>("err") {
+        let text = s.as_bytes();
+        return out.error(&one_line(&text));
+    }
+    if let Ok(Value::String(s)) = t.raw_get::<Value>("ok") {
+        let text = s.as_bytes();
+        return out.simple(&one_line(&text));
+    }
+    if let Ok(Value::Number(n)) = t.raw_get::<Value>("double") {
+        return out.double(n);
+    }
+    if let Ok(Value::Integer(n)) = t.raw_get::<Value>("double") {
+        return out.double(n as f64);
+    }
+    if let Ok(Value::String(s)) = t.raw_get::<Value>("big_number") {
+        return out.big_number(&s.as_bytes());
+    }
+    if let Ok(Value::Table(map)) = t.raw_get::<Value>("map") {
+        let pairs: Vec<(Value, Value)> =
+            map.pairs::<Value, Value>().filter_map(Result::ok).collect();
+        out.map_len(pairs.len());
+        for (k, v) in &pairs {
+            to_reply(k, proto, out, depth + 1);
+            to_reply(v, proto, out, depth + 1);
+        }
+        return;
+    }
+    if let Ok(Value::Table(set)) = t.raw_get::<Value>("set") {
+        let members: Vec<Value> = set
+            .pairs::<Value, Value>()
+            .filter_map(|p| p.ok().map(|(k, _)| k))
+            .collect();
+        out.set_len(members.len());
+        for m in &members {
+            to_reply(m, proto, out, depth + 1);
+        }
+        return;
+    }
+    if let Ok(Value::Table(v)) = t.raw_get::<Value>("verbatim_string")
+        && let (Ok(Value::String(format)), Ok(Value::String(text))) =
+            (v.raw_get::<Value>("format"), v.raw_get::<Value>("string"))
+        && let Ok(format) = <[u8; 3]>::try_from(&format.as_bytes()[..])
+    {
+        return out.verbatim(format, &text.as_bytes());
+    }
+    // An array, up to its first nil.
+    let mut n = 0;
+    while !matches!(t.raw_get::<Value>(n + 1), Ok(Value::Nil) | Err(_)) {
+        n += 1;
+    }
+    out.array_len(n);
+    for i in 1..=n {
+        let v = t.raw_get::<Value>(i).unwrap_or(Value::Nil);
+        to_reply(&v, proto, out, depth + 1);
+    }
+}
+
+/// An error or status text on one line (Redis replaces line breaks with spaces).
+fn one_line(text: &[u8]) -> Vec<u8> {
+    text.iter()
+        .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b })
+        .collect()
+}
+
+/// Converts a command's reply into the Lua value `redis.call` returns, with Redis's rules
+/// for the script's protocol (`redis.setresp`, 2 by default).
+pub(crate) fn to_lua(lua: &Lua, replies: &Replies, resp3: bool) -> mlua::Result<Value> {
+    let tokens = replies.tokens();
+    let mut at = 0;
+    if tokens.is_empty() {
+        return Ok(Value::Boolean(false));
+    }
+    let mut values = Vec::new();
+    while at < tokens.len() {
+        values.push(convert(lua, replies, tokens, &mut at, resp3)?);
+    }
+    // A handler writes one value.
+    Ok(values.into_iter().next().unwrap_or(Value::Nil))
+}
+
+fn status(lua: &Lua, field: &str, text: &[u8]) -> mlua::Result<Value> {
+    let t = lua.create_table_with_capacity(0, 1)?;
+    t.raw_set(field, lua.create_string(text)?)?;
+    Ok(Value::Table(t))
+}
+
+fn convert(
+    lua: &Lua,
+    replies: &Replies,
+    tokens: &[Token],
+    at: &mut usize,
+    resp3: bool,
+) -> mlua::Result<Value> {
+    let token = &tokens[*at];
+    *at += 1;
+    let array = |lua: &Lua, at: &mut usize, n: usize| -> mlua::Result<Value> {
+        let t = lua.create_table_with_capacity(n, 0)?;
+        for i in 1..=n {
+            t.raw_set(i, convert(lua, replies, tokens, at, resp3)?)?;
+        }
+        Ok(Value::Table(t))
+    };
+    Ok(match token {
+        Token::Simple(r) => status(lua, "ok", replies.bytes(r))?,
+        Token::Error(r) => status(lua, "err", replies.bytes(r))?,
+        Token::Integer(n) => Value::Integer(*n),
+        Token::Bulk(r) => Value::String(lua.create_string(replies.bytes(r))?),
+        Token::Null | Token::NullArray => {
+            if resp3 {
+                Value::Nil
+            } else {
+                Value::Boolean(false)
+            }
+        }
+        Token::Array(n) => array(lua, at, *n)?,
+        // RESP2: a flat array of keys and values; RESP3: `{map = {k = v}}`.
+        Token::Map(n) | Token::Keyed(n) if resp3 => {
+            let map = lua.create_table_with_capacity(0, *n)?;
+            for _ in 0..*n {
+                skip_entry(tokens, at);
+                let k = convert(lua, replies, tokens, at, resp3)?;
+                let v = convert(lua, replies, tokens, at, resp3)?;
+                map.raw_set(k, v)?;
+            }
+            let t = lua.create_table_with_capacity(0, 1)?;
+            t.raw_set("map", map)?;
+            Value::Table(t)
+        }
+        Token::Map(n) => array(lua, at, n * 2)?,
+        // RESP2: an array of `[key, value]` pairs.
+        Token::Keyed(n) => {
+            let t = lua.create_table_with_capacity(*n, 0)?;
+            for i in 1..=*n {
+                skip_entry(tokens, at);
+                let pair = array(lua, at, 2)?;
+                t.raw_set(i, pair)?;
+            }
+            Value::Table(t)
+        }
+        Token::Set(n) if resp3 => {
+            let set = lua.create_table_with_capacity(0, *n)?;
+            for _ in 0..*n {
+                let k = convert(lua, replies, tokens, at, resp3)?;
+                set.raw_set(k, true)?;
+            }
+            let t = lua.create_table_with_capacity(0, 1)?;
+            t.raw_set("set", set)?;
+            Value::Table(t)
+        }
+        Token::Set(n) => array(lua, at, *n)?,
+        // `ZRANGE ... WITHSCORES`: RESP2 flat, RESP3 an array of pairs.
+        Token::Pairs(n) if resp3 => {
+            let t = lua.create_table_with_capacity(*n, 0)?;
+            for i in 1..=*n {
+                if matches!(tokens.get(*at), Some(Token::Pair)) {
+                    *at += 1;
+                }
+                let pair = array(lua, at, 2)?;
+                t.raw_set(i, pair)?;
+            }
+            Value::Table(t)
+        }
+        Token::Pairs(n) => {
+            let t = lua.create_table_with_capacity(n * 2, 0)?;
+            for i in 1..=n * 2 {
+                if matches!(tokens.get(*at), Some(Token::Pair)) {
+                    *at += 1;
+                }
+                t.raw_set(i, convert(lua, replies, tokens, at, resp3)?)?;
+            }
+            Value::Table(t)
+        }
+        Token::Pair | Token::KeyedEntry => convert(lua, replies, tokens, at, resp3)?,
+        Token::Double(v) => double(lua, *v, resp3)?,
+        Token::DoubleText(r) => {
+            let text = replies.bytes(r);
+            if resp3 {
+                let v = std::str::from_utf8(text)
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0.0);
+                double(lua, v, true)?
+            } else {
+                Value::String(lua.create_string(text)?)
+            }
+        }
+        Token::Boolean(b) => {
+            if resp3 {
+                Value::Boolean(*b)
+            } else {
+                Value::Integer(i64::from(*b))
+            }
+        }
+        Token::BigNumber(r) => {
+            if resp3 {
+                status(lua, "big_number", replies.bytes(r))?
+            } else {
+                Value::String(lua.create_string(replies.bytes(r))?)
+            }
+        }
+        Token::Verbatim(format, r) => {
+            if resp3 {
+                let v = lua.create_table_with_capacity(0, 2)?;
+                v.raw_set("format", lua.create_string(format)?)?;
+                v.raw_set("string", lua.create_string(replies.bytes(r))?)?;
+                let t = lua.create_table_with_capacity(0, 1)?;
+                t.raw_set("verbatim_string", v)?;
+                Value::Table(t)
+            } else {
+                Value::String(lua.create_string(replies.bytes(r))?)
+            }
+        }
+    })
+}
+
+/// Skips a `KeyedEntry` marker before a keyed entry.
+fn skip_entry(tokens: &[Token], at: &mut usize) {
+    if matches!(tokens.get(*at), Some(Token::KeyedEntry)) {
+        *at += 1;
+    }
+}
+
+fn double(lua: &Lua, v: f64, resp3: bool) -> mlua::Result<Value> {
+    if resp3 {
+        let t = lua.create_table_with_capacity(0, 1)?;
+        t.raw_set("double", v)?;
+        Ok(Value::Table(t))
+    } else {
+        let mut buf = [0; fc_resp::number::MAX_DOUBLE_LEN];
+        Ok(Value::String(lua.create_string(
+            fc_resp::number::format_double(v, &mut buf),
+        )?))
+    }
+}
