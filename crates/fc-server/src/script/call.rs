@@ -70,6 +70,11 @@ pub(crate) fn set_resp3(on: bool) {
     });
 }
 
+/// Whether the running script asked for RESP3 (`redis.setresp(3)`).
+pub(crate) fn resp3() -> bool {
+    CONTEXT.with_borrow(|c| c.as_ref().is_some_and(|ctx| ctx.resp3))
+}
+
 /// Milliseconds the running script has run, and whether it wrote (`None`: none runs).
 pub(crate) fn running() -> Option<(u128, bool)> {
     CONTEXT.with_borrow(|c| {

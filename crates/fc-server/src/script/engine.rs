@@ -256,6 +256,14 @@ impl Engine {
         match result {
             Ok((true, value, _)) => {
                 let mut out = Replies::new();
+                // Booleans follow the script's protocol (`redis.setresp`), not the client's.
+                // (the sink writes them in the client's: `#t`, or `:1` to a RESP2 client).
+                let _ = proto;
+                let proto = if call::resp3() {
+                    RespVersion::Resp3
+                } else {
+                    RespVersion::Resp2
+                };
                 to_reply(&value, proto, &mut out, 0);
                 Outcome::Value(out)
             }

@@ -1038,7 +1038,7 @@ fn function_list<R: Reply>(registry: &Registry, args: &[Bytes], out: &mut R) {
                 .collect();
             out.set_len(names.len());
             for n in names {
-                out.bulk(n.as_bytes());
+                out.simple(n.as_bytes());
             }
         }
         if with_code {
