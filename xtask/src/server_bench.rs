@@ -10,6 +10,15 @@
 //! `key:NNNNNNNNNNNN` (16 bytes, uniform over `--keys`, preloaded), as `redis-benchmark -r`
 //! names them. `--persistence` adds the durability rows: fc-server with `--data-dir` and Redis
 //! with `appendonly yes`, each under `appendfsync everysec` and `always`.
+//!
+//! The scripting rows (`--scripts`, both by default; `--scripts none`: neither) are the same
+//! closed loop at the same pipeline depths with `EVALSHA` in place of GET/SET (xtask load
+//! only): `evalsha-get` runs `return redis.call('GET', KEYS[1])` over the preloaded keys;
+//! `evalsha-rmw` runs a two-key read-modify-write (`INCRBY` one key, `SET` the other to the
+//! result) on `{user:N}:counter` and `{user:N}:last`, whose hash tag puts both on one shard.
+//! Each server gets the scripts with `SCRIPT LOAD` (its SHA1 checked) before they are measured,
+//! and every reply of theirs must be an integer or a bulk string: an error reply fails the run.
+//! Every row's replies are checked so (GET: bulk, SET: `+OK`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -46,6 +55,12 @@ pub(crate) struct ServerBenchArgs {
     /// Mixes: get, set, 80-20.
     #[arg(long, value_delimiter = ',', default_value = "get,set,80-20")]
     mixes: Vec<String>,
+    /// Scripting rows, at every pipeline depth: evalsha-get (a one-line script GETting one
+    /// preloaded key, at every value size), evalsha-rmw (INCRBY one key and SET a second of
+    /// the same hash tag, at the first value size only: its values are counters); `none`: no
+    /// scripting rows.
+    #[arg(long, value_delimiter = ',', default_value = "evalsha-get,evalsha-rmw")]
+    scripts: Vec<String>,
     /// Commands per batch.
     #[arg(long, value_delimiter = ',', default_value = "1,16,64")]
     pipelines: Vec<usize>,
@@ -106,6 +121,10 @@ enum Mix {
     Get,
     Set,
     Mixed,
+    /// `EVALSHA` of [`Script::Get`].
+    EvalGet,
+    /// `EVALSHA` of [`Script::Rmw`].
+    EvalRmw,
 }
 
 impl Mix {
@@ -118,22 +137,109 @@ impl Mix {
         })
     }
 
+    /// A `--scripts` entry; `None` for `none`.
+    fn parse_script(name: &str) -> anyhow::Result<Option<Self>> {
+        Ok(Some(match name {
+            "evalsha-get" => Self::EvalGet,
+            "evalsha-rmw" => Self::EvalRmw,
+            "none" => return Ok(None),
+            other => bail!("unknown script row {other}: evalsha-get, evalsha-rmw, none"),
+        }))
+    }
+
     fn name(self) -> &'static str {
         match self {
             Self::Get => "get",
             Self::Set => "set",
             Self::Mixed => "80-20",
+            Self::EvalGet => "evalsha-get",
+            Self::EvalRmw => "evalsha-rmw",
         }
     }
 
     /// Whether request `r` (a random number) is a SET.
     fn is_set(self, r: u64) -> bool {
         match self {
-            Self::Get => false,
+            Self::Get | Self::EvalGet | Self::EvalRmw => false,
             Self::Set => true,
             Self::Mixed => r.is_multiple_of(5),
         }
     }
+
+    /// The RESP type bytes this mix's replies may start with; any other reply (an error above
+    /// all) fails the run.
+    fn reply_kinds(self) -> &'static [u8] {
+        match self {
+            Self::Get => b"$",
+            Self::Set => b"+",
+            Self::Mixed => b"$+",
+            Self::EvalGet | Self::EvalRmw => b"$:",
+        }
+    }
+}
+
+/// The scripts `EVALSHA` runs, loaded into each server with `SCRIPT LOAD`.
+#[derive(Debug, Clone, Copy)]
+enum Script {
+    /// One key: `GET` it.
+    Get,
+    /// Two keys of one hash tag: `INCRBY` the first by `ARGV[1]`, `SET` the second to the sum.
+    Rmw,
+}
+
+impl Script {
+    const ALL: [Self; 2] = [Self::Get, Self::Rmw];
+
+    fn body(self) -> &'static str {
+        match self {
+            Self::Get => "return redis.call('GET', KEYS[1])",
+            Self::Rmw => {
+                "local v = redis.call('INCRBY', KEYS[1], ARGV[1]) redis.call('SET', KEYS[2], v) return v"
+            }
+        }
+    }
+
+    /// The SHA1 of [`Script::body`] (`printf %s "$body" | sha1sum`), which `SCRIPT LOAD` must
+    /// answer and `EVALSHA` names.
+    fn sha1(self) -> &'static str {
+        match self {
+            Self::Get => "d3c21d0c2b9ca22f82737626a27bcaf5d288f99f",
+            Self::Rmw => "0c90eb559d6370a391acc7c997a165870cea55ae",
+        }
+    }
+}
+
+/// `SCRIPT LOAD`s every [`Script`] into the server at `addr`, failing unless each reply is the
+/// script's SHA1.
+fn load_scripts(addr: &str, server: &str) -> anyhow::Result<()> {
+    let mut s = TcpStream::connect(addr)?;
+    for script in Script::ALL {
+        let mut command = Vec::new();
+        push_command(
+            &mut command,
+            &[b"SCRIPT", b"LOAD", script.body().as_bytes()],
+        );
+        s.write_all(&command)?;
+        let expected = format!("$40\r\n{}\r\n", script.sha1());
+        let mut reply = Vec::new();
+        let mut chunk = [0u8; 512];
+        while count_replies(&reply).0 == 0 {
+            let n = s.read(&mut chunk)?;
+            if n == 0 {
+                bail!("{server} closed the connection on SCRIPT LOAD");
+            }
+            reply.extend_from_slice(&chunk[..n]);
+        }
+        if reply != expected.as_bytes() {
+            bail!(
+                "{server}: SCRIPT LOAD {:?} answered {:?}, not its SHA1 {}",
+                script.body(),
+                String::from_utf8_lossy(&reply),
+                script.sha1()
+            );
+        }
+    }
+    Ok(())
 }
 
 struct Row {
@@ -161,6 +267,9 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
         if args.pipelines == [1, 16, 64] {
             args.pipelines = vec![1, 16];
         }
+        if args.scripts == ["evalsha-get", "evalsha-rmw"] {
+            args.scripts = vec!["evalsha-rmw".into()];
+        }
     }
     if args.quick {
         args.duration = 1.0;
@@ -179,8 +288,21 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
         .iter()
         .map(|m| Mix::parse(m))
         .collect::<anyhow::Result<_>>()?;
+    let mut scripts = Vec::new();
+    for name in &args.scripts {
+        if let Some(mix) = Mix::parse_script(name)?
+            && !scripts.contains(&mix)
+        {
+            scripts.push(mix);
+        }
+    }
     let (root, run_id, out) = run_dir(args.out.as_deref())?;
-    let fc_binary = build_fc_server(&root, "bench-server")?;
+    // Only built when measured (`--servers redis` runs without it).
+    let fc_binary = if args.servers.iter().any(|s| s == "fc-server") {
+        Some(build_fc_server(&root, "bench-server")?)
+    } else {
+        None
+    };
     let have_redis = which("redis-server");
     let have_benchmark = which("redis-benchmark") && !args.no_redis_benchmark;
     let servers: Vec<&str> = args
@@ -197,19 +319,27 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
         .collect();
     let mut rows = Vec::new();
     let mut rounds = Vec::new();
-    for &value in &args.values {
+    for (nth_value, &value) in args.values.iter().enumerate() {
         // Every server, at every durability setting, runs (pinned to the same cores)
         // while the value size's shapes are measured; only the one under load uses CPU.
         let mut running = Vec::new();
         for fsync in &args.fsync {
             for &server in &servers {
                 let data = tempfile_dir(&out, server, fsync)?;
-                let process = start_server(server, fsync, &fc_binary, &data, &args)?;
+                let process = start_server(server, fsync, fc_binary.as_deref(), &data, &args)?;
                 preload(&process.addr, args.keys, value, args.ttl_seconds)?;
+                if !scripts.is_empty() {
+                    load_scripts(&process.addr, server)?;
+                }
                 running.push((server, fsync, process, data));
             }
         }
-        for &mix in &mixes {
+        // The read-modify-write script's values are counters, whatever the value size: its
+        // rows run at the first value size only.
+        let value_mixes = scripts
+            .iter()
+            .filter(|&&mix| mix != Mix::EvalRmw || nth_value == 0);
+        for &mix in mixes.iter().chain(value_mixes) {
             for &pipeline in &args.pipelines {
                 type Key<'a> = (&'a str, &'a String, &'static str);
                 let mut samples: BTreeMap<Key<'_>, Vec<Sample>> = BTreeMap::new();
@@ -221,7 +351,8 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
                             mix.name(),
                             round + 1
                         );
-                        let sample = run_load(process, &args, mix, value, pipeline)?;
+                        let sample = run_load(process, &args, mix, value, pipeline)
+                            .with_context(|| format!("bench-server: {label}"))?;
                         eprintln!(
                             "bench-server: {label}: {:.0} ops/s, p50 {:.0} us, p99 {:.0} us, server CPU {:.2}",
                             sample.ops, sample.p50, sample.p99, sample.cpu
@@ -231,7 +362,7 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
                             .entry((server, fsync, "xtask"))
                             .or_default()
                             .push(sample);
-                        if have_benchmark && mix != Mix::Mixed {
+                        if have_benchmark && matches!(mix, Mix::Get | Mix::Set) {
                             let pid = process.child.id();
                             match redis_benchmark(
                                 &process.addr,
@@ -295,7 +426,7 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
             let data = tempfile_dir(&out, server, "none")?;
             running.push((
                 server,
-                start_server(server, "none", &fc_binary, &data, &args)?,
+                start_server(server, "none", fc_binary.as_deref(), &data, &args)?,
                 data,
             ));
         }
@@ -398,6 +529,13 @@ impl ServerProcess {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+        // `drop` kills it.
+    }
+}
+
+/// A run that fails (an error reply, a server that stops answering) leaves no server behind.
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -413,7 +551,7 @@ pub(crate) fn free_port() -> anyhow::Result<u16> {
 fn start_server(
     server: &str,
     fsync: &str,
-    fc_binary: &Path,
+    fc_binary: Option<&Path>,
     data: &Path,
     args: &ServerBenchArgs,
 ) -> anyhow::Result<ServerProcess> {
@@ -421,7 +559,7 @@ fn start_server(
     let before = crate::bench::driver::allowed_cpus();
     pin_self(&args.server_cores);
     let mut cmd = if server == "fc-server" {
-        let mut cmd = Command::new(fc_binary);
+        let mut cmd = Command::new(fc_binary.context("fc-server was not built")?);
         cmd.args(["--bind", &format!("127.0.0.1:{port}")])
             .args(["--threads", &args.server_cores.len().to_string()])
             .args(["--save", ""]);
@@ -591,6 +729,32 @@ pub(crate) fn build_fc_server(root: &Path, task: &str) -> anyhow::Result<PathBuf
 
 /// Complete replies at the start of `buf`, and the bytes they take.
 fn count_replies(buf: &[u8]) -> (usize, usize) {
+    let Ok(counted) = scan_replies(buf, |_| Ok::<(), std::convert::Infallible>(()));
+    counted
+}
+
+/// [`count_replies`] of a load whose replies are single RESP elements starting with one of
+/// `kinds`: any other reply (an error reply above all) fails with its text.
+fn count_replies_of(buf: &[u8], kinds: &[u8]) -> anyhow::Result<(usize, usize)> {
+    scan_replies(buf, |line| {
+        if line.first().is_some_and(|b| kinds.contains(b)) {
+            Ok(())
+        } else {
+            Err(anyhow::anyhow!(
+                "unexpected reply {:?} (expected one starting with {:?})",
+                String::from_utf8_lossy(line),
+                String::from_utf8_lossy(kinds)
+            ))
+        }
+    })
+}
+
+/// Walks the complete RESP elements at the start of `buf`, calling `check` with each one's
+/// first line; returns their count and the bytes they take, or `check`'s first error.
+fn scan_replies<E>(
+    buf: &[u8],
+    mut check: impl FnMut(&[u8]) -> Result<(), E>,
+) -> Result<(usize, usize), E> {
     let mut at = 0;
     let mut count = 0;
     while at < buf.len() {
@@ -598,6 +762,7 @@ fn count_replies(buf: &[u8]) -> (usize, usize) {
             break;
         };
         let line = &buf[at..at + line_end];
+        check(line)?;
         let next = at + line_end + 2;
         match line.first() {
             Some(b'$') => {
@@ -619,7 +784,7 @@ fn count_replies(buf: &[u8]) -> (usize, usize) {
         }
         count += 1;
     }
-    (count, at)
+    Ok((count, at))
 }
 
 fn memchr_crlf(buf: &[u8]) -> Option<usize> {
@@ -762,12 +927,48 @@ fn run_load(
 struct Template {
     bytes: Vec<u8>,
     key_digits: Vec<usize>,
+    /// Offsets in `key_digits` per command, all given the same number (`evalsha-rmw`'s two
+    /// keys of one hash tag).
+    keys_per_command: usize,
 }
 
 impl Template {
     fn new(mix: Mix, value: &[u8], pipeline: usize, ttl: Option<u64>, state: &mut u64) -> Self {
-        let mut bytes = Vec::with_capacity(pipeline * (value.len() + 64));
-        let mut key_digits = Vec::with_capacity(pipeline);
+        let mut bytes = Vec::with_capacity(pipeline * (value.len() + 96));
+        let mut key_digits = Vec::with_capacity(pipeline * 2);
+        match mix {
+            Mix::EvalGet => {
+                for _ in 0..pipeline {
+                    bytes.extend_from_slice(b"*4\r\n$7\r\nEVALSHA\r\n");
+                    push_bulk(&mut bytes, Script::Get.sha1().as_bytes());
+                    bytes.extend_from_slice(b"$1\r\n1\r\n$16\r\nkey:");
+                    key_digits.push(bytes.len());
+                    bytes.extend_from_slice(b"000000000000\r\n");
+                }
+                return Self {
+                    bytes,
+                    key_digits,
+                    keys_per_command: 1,
+                };
+            }
+            Mix::EvalRmw => {
+                for _ in 0..pipeline {
+                    bytes.extend_from_slice(b"*6\r\n$7\r\nEVALSHA\r\n");
+                    push_bulk(&mut bytes, Script::Rmw.sha1().as_bytes());
+                    bytes.extend_from_slice(b"$1\r\n2\r\n$27\r\n{user:");
+                    key_digits.push(bytes.len());
+                    bytes.extend_from_slice(b"000000000000}:counter\r\n$24\r\n{user:");
+                    key_digits.push(bytes.len());
+                    bytes.extend_from_slice(b"000000000000}:last\r\n$1\r\n1\r\n");
+                }
+                return Self {
+                    bytes,
+                    key_digits,
+                    keys_per_command: 2,
+                };
+            }
+            Mix::Get | Mix::Set | Mix::Mixed => {}
+        }
         for _ in 0..pipeline {
             let set = mix.is_set(xorshift(state));
             let head: &[u8] = if set && ttl.is_some() {
@@ -788,16 +989,23 @@ impl Template {
                 }
             }
         }
-        Self { bytes, key_digits }
+        Self {
+            bytes,
+            key_digits,
+            keys_per_command: 1,
+        }
     }
 
     fn randomize(&mut self, keys: u64, state: &mut u64) {
-        for &at in &self.key_digits {
+        for command in self.key_digits.chunks(self.keys_per_command) {
             let r = xorshift(state);
-            let mut n = ((u128::from(r >> 11) * u128::from(keys)) >> 53) as u64;
-            for d in self.bytes[at..at + 12].iter_mut().rev() {
-                *d = b'0' + (n % 10) as u8;
-                n /= 10;
+            let n = ((u128::from(r >> 11) * u128::from(keys)) >> 53) as u64;
+            for &at in command {
+                let mut n = n;
+                for d in self.bytes[at..at + 12].iter_mut().rev() {
+                    *d = b'0' + (n % 10) as u8;
+                    n /= 10;
+                }
             }
         }
     }
@@ -829,6 +1037,7 @@ async fn connection_load(
     let mut templates: Vec<Template> = (0..8)
         .map(|_| Template::new(mix, value, pipeline, ttl, &mut state))
         .collect();
+    let kinds = mix.reply_kinds();
     let mut rbuf = Vec::with_capacity(64 << 10);
     let mut chunk = vec![0u8; 64 << 10];
     let mut ops = 0u64;
@@ -850,12 +1059,12 @@ async fn connection_load(
                 bail!("the server closed the connection");
             }
             let (count, used) = if rbuf.is_empty() {
-                let (count, used) = count_replies(&chunk[..n]);
+                let (count, used) = count_replies_of(&chunk[..n], kinds)?;
                 rbuf.extend_from_slice(&chunk[used..n]);
                 (count, 0)
             } else {
                 rbuf.extend_from_slice(&chunk[..n]);
-                count_replies(&rbuf)
+                count_replies_of(&rbuf, kinds)?
             };
             replies += count;
             rbuf.drain(..used);
@@ -971,7 +1180,7 @@ fn write_summary(
             .insert(r.server.clone(), r);
     }
     let mut text = format!(
-        "# bench-server {run_id}\n\n`{}`\n\nServer on CPUs {:?} (fc-server: {} worker thread(s); Redis: io-threads {}), load on CPUs {:?}, {} connections, {} keys preloaded. Same load, same run: {} round(s) of {} s per shape, the servers taking turns first; each cell is the median of its rounds (all rounds: `server-rounds.csv`).\n\n- **ops/s ratio** = fc-server ÷ Redis throughput. On a machine where the load has only as many cores as the server, the load generator can be the limit (then both servers show the same rate and the server CPU column is below 1.0).\n- **per-CPU ratio** = fc-server ÷ Redis in operations per server CPU-second (throughput ÷ the server's measured CPU use): the per-core efficiency, meaningful whichever side is the limit.\n- **fc ÷ in memory** = fc-server with this persistence ÷ fc-server in memory, same shape (with `--fsync none` among the settings).\n- Latency: per batch round trip (xtask load) or per request (redis-benchmark), µs.\n- Application patterns (value 64, pipeline = the batch of 16): **pubsub-N** = N subscribers on one channel, ops/s = messages delivered per second (the publisher's next batch waits for every delivery of the last); **queue-C** = C consumers looping on `BRPOP` while one producer `LPUSH`es, ops/s = items consumed per second; **stream-C** = C consumers of one consumer group looping on `XREADGROUP GROUP g cN COUNT 1 BLOCK 0 NOACK STREAMS s >` while one producer `XADD`s (`MAXLEN ~ 100000`), ops/s = entries consumed per second (see `xtask/src/server_bench/patterns.rs`).\n\n| load | persistence | value | mix | pipeline | fc-server ops/s | Redis ops/s | ops/s ratio | fc CPU | Redis CPU | per-CPU ratio | fc ÷ in memory | fc p50 / p99 | Redis p50 / p99 |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "# bench-server {run_id}\n\n`{}`\n\nServer on CPUs {:?} (fc-server: {} worker thread(s); Redis: io-threads {}), load on CPUs {:?}, {} connections, {} keys preloaded. Same load, same run: {} round(s) of {} s per shape, the servers taking turns first; each cell is the median of its rounds (all rounds: `server-rounds.csv`).\n\n- **ops/s ratio** = fc-server ÷ Redis throughput. On a machine where the load has only as many cores as the server, the load generator can be the limit (then both servers show the same rate and the server CPU column is below 1.0).\n- **per-CPU ratio** = fc-server ÷ Redis in operations per server CPU-second (throughput ÷ the server's measured CPU use): the per-core efficiency, meaningful whichever side is the limit.\n- **fc ÷ in memory** = fc-server with this persistence ÷ fc-server in memory, same shape (with `--fsync none` among the settings).\n- Latency: per batch round trip (xtask load) or per request (redis-benchmark), µs.\n- Application patterns (value 64, pipeline = the batch of 16): **pubsub-N** = N subscribers on one channel, ops/s = messages delivered per second (the publisher's next batch waits for every delivery of the last); **queue-C** = C consumers looping on `BRPOP` while one producer `LPUSH`es, ops/s = items consumed per second; **stream-C** = C consumers of one consumer group looping on `XREADGROUP GROUP g cN COUNT 1 BLOCK 0 NOACK STREAMS s >` while one producer `XADD`s (`MAXLEN ~ 100000`), ops/s = entries consumed per second (see `xtask/src/server_bench/patterns.rs`).\n- Scripting (the xtask load, each command an `EVALSHA` of a script loaded with `SCRIPT LOAD`): **evalsha-get** = `return redis.call('GET', KEYS[1])` over the preloaded keys; **evalsha-rmw** = `local v = redis.call('INCRBY', KEYS[1], ARGV[1]) redis.call('SET', KEYS[2], v) return v` on `{{user:N}}:counter` and `{{user:N}}:last` (one hash tag, one shard; N over the same keyspace), run at the first value size only.\n\n| load | persistence | value | mix | pipeline | fc-server ops/s | Redis ops/s | ops/s ratio | fc CPU | Redis CPU | per-CPU ratio | fc ÷ in memory | fc p50 / p99 | Redis p50 / p99 |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         report::command_line(),
         args.server_cores,
         args.server_cores.len(),
@@ -1033,6 +1242,67 @@ mod tests {
         assert_eq!(count_replies(buf), (4, 23));
         assert_eq!(count_replies(b"$3\r\nab"), (0, 0));
         assert_eq!(count_replies(b"+O"), (0, 0));
+    }
+
+    #[test]
+    fn a_reply_of_another_kind_fails_the_load_with_its_text() {
+        let kinds = Mix::EvalRmw.reply_kinds();
+        assert_eq!(
+            count_replies_of(b":5\r\n$3\r\nabc\r\n$-1\r\n:6\r\n$3\r\nab", kinds).unwrap(),
+            (4, 22)
+        );
+        let error = count_replies_of(b":5\r\n-ERR unknown command\r\n:6\r\n", kinds).unwrap_err();
+        assert!(
+            error.to_string().contains("-ERR unknown command"),
+            "{error}"
+        );
+        assert!(count_replies_of(b"+OK\r\n", kinds).is_err());
+        assert!(count_replies_of(b"+OK\r\n", Mix::Set.reply_kinds()).is_ok());
+    }
+
+    /// The 12-digit numbers after each `prefix` in `bytes`.
+    fn numbers_after(bytes: &[u8], prefix: &[u8]) -> Vec<u64> {
+        let text = String::from_utf8_lossy(bytes);
+        let prefix = String::from_utf8_lossy(prefix);
+        text.match_indices(prefix.as_ref())
+            .map(|(at, _)| {
+                let digits = &text[at + prefix.len()..at + prefix.len() + 12];
+                digits.parse().unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn evalsha_templates_are_whole_commands_over_the_keyspace() {
+        let mut state = 7u64;
+        let mut get = Template::new(Mix::EvalGet, b"", 16, None, &mut state);
+        get.randomize(1000, &mut state);
+        // `*4` and four bulks a command.
+        assert_eq!(count_replies(&get.bytes), (16 * 5, get.bytes.len()));
+        assert!(
+            get.bytes
+                .starts_with(b"*4\r\n$7\r\nEVALSHA\r\n$40\r\nd3c21d0c2b9ca22f82737626a27bcaf5d288f99f\r\n$1\r\n1\r\n$16\r\nkey:")
+        );
+        let keys = numbers_after(&get.bytes, b"key:");
+        assert_eq!(keys.len(), 16);
+        assert!(keys.iter().all(|&k| k < 1000), "{keys:?}");
+        assert!(keys.iter().any(|&k| k != keys[0]), "{keys:?}");
+
+        let mut rmw = Template::new(Mix::EvalRmw, b"", 16, None, &mut state);
+        rmw.randomize(1000, &mut state);
+        // `*6` and six bulks a command.
+        assert_eq!(count_replies(&rmw.bytes), (16 * 7, rmw.bytes.len()));
+        let counters = numbers_after(&rmw.bytes, b"{user:");
+        assert_eq!(counters.len(), 32);
+        for pair in counters.chunks(2) {
+            assert_eq!(pair[0], pair[1], "one hash tag per command: {counters:?}");
+            assert!(pair[0] < 1000);
+        }
+        assert!(counters.iter().any(|&k| k != counters[0]), "{counters:?}");
+        let text = String::from_utf8_lossy(&rmw.bytes);
+        assert_eq!(text.matches("}:counter\r\n$24\r\n{user:").count(), 16);
+        assert_eq!(text.matches("}:last\r\n$1\r\n1\r\n").count(), 16);
+        assert_eq!(text.matches(Script::Rmw.sha1()).count(), 16);
     }
 
     #[test]
