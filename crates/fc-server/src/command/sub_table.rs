@@ -1711,6 +1711,23 @@ pub(crate) static SUBCOMMANDS: &[Sub] = &[
     },
     Sub {
         container: "script",
+        name: "debug",
+        full_name: "script|debug",
+        arity: 3,
+        flags: F::NOSCRIPT,
+        acl: A::SLOW | A::SCRIPTING,
+        keys: (0, 0, 0),
+        key_specs: &[],
+        tips: &[],
+        doc: Doc {
+            group: "scripting",
+            since: "3.2.0",
+            complexity: "O(1)",
+            summary: "Set the debug mode for executed scripts.",
+        },
+    },
+    Sub {
+        container: "script",
         name: "exists",
         full_name: "script|exists",
         arity: -3,

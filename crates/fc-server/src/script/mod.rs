@@ -636,10 +636,18 @@ fn script_command<R: Reply>(worker: &Worker, args: &[Bytes], out: &mut R) {
             Some(_) => out.error(b"ERR SCRIPT FLUSH only support SYNC|ASYNC option"),
         },
         b"kill" => registry.kill(false, out),
+        // Redis's Lua debugger (LDB) is not built: debugging off is accepted.
+        b"debug" => match args[2].to_ascii_lowercase().as_slice() {
+            b"no" => out.ok(),
+            b"yes" | b"sync" => out.error(b"ERR fast-cache has no Lua debugger (SCRIPT DEBUG YES|SYNC); scripts run without one"),
+            _ => out.error(b"ERR Use SCRIPT DEBUG YES/SYNC/NO"),
+        },
         _ => help(
             out,
             "SCRIPT",
             &[
+                "DEBUG (YES|SYNC|NO)",
+                "    Set the debug mode for subsequent scripts executed.",
                 "EXISTS <sha1> [<sha1> ...]",
                 "    Return information about the existence of the scripts in the script cache.",
                 "FLUSH [ASYNC|SYNC]",
