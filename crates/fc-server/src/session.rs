@@ -272,7 +272,7 @@ pub(crate) async fn dispatch(
     if spec.queues() && state.multi.is_some() {
         // A queued SELECT applies to what is queued after it (it runs again at EXEC).
         if spec.session() == Some(Session::Select)
-            && let Ok(db) = select_index(worker, &args[1])
+            && let Ok(db) = command::select_index(worker.shared.config.databases, &args[1])
         {
             state.select(db);
         }
@@ -486,7 +486,7 @@ async fn run_command(
         }
         Session::Slowlog => crate::info::slowlog(worker, &args, out),
         Session::Latency => crate::info::latency(worker, &args, out, txn).await,
-        Session::Select => match select_index(worker, &args[1]) {
+        Session::Select => match command::select_index(worker.shared.config.databases, &args[1]) {
             Ok(db) => {
                 state.select(db);
                 out.ok();
@@ -529,14 +529,7 @@ async fn run_command(
         }
         Session::Client => client(worker, state, &args, out),
         Session::Command => command::introspect::command(&args, out),
-        Session::Time => {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default();
-            out.array_len(2);
-            out.bulk(now.as_secs().to_string().as_bytes());
-            out.bulk(now.subsec_micros().to_string().as_bytes());
-        }
+        Session::Time => command::time(out),
         Session::Info => crate::info::info(worker, &args, out, txn).await,
         Session::Config => crate::info::config(worker, &args, out, txn).await,
         Session::Multi => {
@@ -1404,14 +1397,6 @@ fn module(args: &[Bytes], out: &mut Resp) {
 
 /// The database `SELECT` names: `Err` with Redis's error text when it is not a number or not
 /// below `databases`.
-fn select_index(worker: &Worker, arg: &[u8]) -> Result<u32, &'static [u8]> {
-    match fc_resp::number::parse_i64(arg) {
-        Some(n) if (0..i64::from(worker.shared.config.databases)).contains(&n) => Ok(n as u32),
-        Some(_) => Err(b"ERR DB index is out of range"),
-        None => Err(b"ERR value is not an integer or out of range"),
-    }
-}
-
 /// `MOVE key db`: a rename to the same name in database `db` on the key's shard (a key lives
 /// on the same shard in every database), refused when the name is taken there; 1 when it
 /// moved.

@@ -795,6 +795,25 @@ impl<R: Reply> Ctx<'_, R> {
     }
 }
 
+/// `SELECT`'s database index (`databases` of them).
+pub(crate) fn select_index(databases: u32, arg: &[u8]) -> Result<u32, &'static [u8]> {
+    match parse_i64(arg) {
+        Some(n) if (0..i64::from(databases)).contains(&n) => Ok(n as u32),
+        Some(_) => Err(b"ERR DB index is out of range"),
+        None => Err(b"ERR value is not an integer or out of range"),
+    }
+}
+
+/// `TIME`'s reply: seconds and microseconds of the Unix time, as bulk strings.
+pub(crate) fn time<R: Reply>(out: &mut R) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    out.array_len(2);
+    out.bulk(now.as_secs().to_string().as_bytes());
+    out.bulk(now.subsec_micros().to_string().as_bytes());
+}
+
 /// A float as Redis reads one (`inf`, `-inf`, `+inf` accepted; NaN and spaces refused).
 pub(crate) fn parse_float(bytes: &[u8]) -> Option<f64> {
     if bytes.is_empty() || bytes[0].is_ascii_whitespace() {

@@ -208,29 +208,14 @@ fn session_command(ctx: &mut CallCtx, session: Session, args: &[Bytes], out: &mu
             _ => out.bulk(&args[1]),
         },
         Session::Echo => out.bulk(&args[1]),
-        Session::Time => {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default();
-            out.array_len(2);
-            out.bulk(now.as_secs().to_string().as_bytes());
-            out.bulk(now.subsec_micros().to_string().as_bytes());
-        }
-        Session::Select => {
-            let db = std::str::from_utf8(&args[1])
-                .ok()
-                .and_then(|s| s.parse::<i64>().ok());
-            match db {
-                None => out.error(b"ERR value is not an integer or out of range"),
-                Some(db) if db < 0 || db >= i64::from(worker.shared.config.databases) => {
-                    out.error(b"ERR DB index is out of range");
-                }
-                Some(db) => {
-                    ctx.db = db as u32;
-                    out.ok();
-                }
+        Session::Time => command::time(out),
+        Session::Select => match command::select_index(worker.shared.config.databases, &args[1]) {
+            Ok(db) => {
+                ctx.db = db;
+                out.ok();
             }
-        }
+            Err(text) => out.error(text),
+        },
         Session::PubSub(crate::command::Ps::Publish | crate::command::Ps::Spublish) => {
             let shard = args[0].eq_ignore_ascii_case(b"spublish");
             let now = worker.shared.registry.now_ms();
