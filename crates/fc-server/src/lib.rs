@@ -68,6 +68,7 @@ mod pubsub;
 mod reply;
 mod save;
 mod script;
+mod scripts;
 mod session;
 mod shared;
 mod stats;
@@ -228,7 +229,7 @@ impl Server {
         let router = *store.router();
         let stores = store.try_into_local_stores(threads)?;
         // Function libraries (`FUNCTION LOAD`) are kept beside the log and snapshots.
-        let scripts = Arc::new(script::Registry::new(
+        let scripts = Arc::new(scripts::Registry::new(
             5000,
             config
                 .persistence
@@ -237,7 +238,7 @@ impl Server {
                 .map(|d| d.join("functions.rdb")),
         ));
         let codes = scripts.saved_codes().map_err(anyhow::Error::msg)?;
-        let loaded = scripts.restore_codes(&codes).map_err(anyhow::Error::msg)?;
+        let loaded = script::restore_libraries(&scripts, &codes).map_err(anyhow::Error::msg)?;
         if loaded > 0 {
             tracing::info!("{loaded} function libraries loaded");
         }

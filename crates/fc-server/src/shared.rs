@@ -108,7 +108,7 @@ pub(crate) struct Shared {
     /// `CLIENT PAUSE`.
     pub(crate) pause: crate::pause::Pause,
     /// Scripts and function libraries (`EVAL`, `FUNCTION`), the busy script.
-    pub(crate) scripts: Arc<crate::script::Registry>,
+    pub(crate) scripts: Arc<crate::scripts::Registry>,
 }
 
 /// Samples of the server's counters, taken every 100 ms by the acceptor (as Redis's

@@ -43,6 +43,10 @@ pub(crate) struct CallCtx {
     pub(crate) started: Instant,
     /// The calling client's id (blocking commands inside scripts never block).
     pub(crate) client: u64,
+    /// The run (what `FUNCTION STATS` shows once the script has run a while).
+    pub(crate) run: Rc<super::Run>,
+    /// Whether the registry was told this script runs (by the hook, the first time it fires).
+    pub(crate) recorded: bool,
 }
 
 thread_local! {
@@ -54,11 +58,11 @@ pub(crate) fn enter(ctx: CallCtx) {
     CONTEXT.with_borrow_mut(|c| *c = Some(ctx));
 }
 
-/// Removes the context after the script ended; whether it wrote.
+/// Removes the context after the script ended; whether the hook told the registry it runs.
 pub(crate) fn leave() -> bool {
     CONTEXT
         .with_borrow_mut(Option::take)
-        .is_some_and(|ctx| ctx.wrote)
+        .is_some_and(|ctx| ctx.recorded)
 }
 
 /// `redis.setresp`.
@@ -75,11 +79,19 @@ pub(crate) fn resp3() -> bool {
     CONTEXT.with_borrow(|c| c.as_ref().is_some_and(|ctx| ctx.resp3))
 }
 
-/// Milliseconds the running script has run, and whether it wrote (`None`: none runs).
-pub(crate) fn running() -> Option<(u128, bool)> {
-    CONTEXT.with_borrow(|c| {
-        c.as_ref()
-            .map(|ctx| (ctx.started.elapsed().as_millis(), ctx.wrote))
+/// What the instruction hook needs: milliseconds the running script has run, whether it
+/// wrote, and (the first time only) the run to show as running. `None`: none runs.
+pub(crate) fn running() -> Option<(u128, bool, Option<Rc<super::Run>>)> {
+    CONTEXT.with_borrow_mut(|c| {
+        c.as_mut().map(|ctx| {
+            let first = !ctx.recorded;
+            ctx.recorded = true;
+            (
+                ctx.started.elapsed().as_millis(),
+                ctx.wrote,
+                first.then(|| Rc::clone(&ctx.run)),
+            )
+        })
     })
 }
 
@@ -155,9 +167,14 @@ pub(crate) fn call(lua: &Lua, args: MultiValue) -> mlua::Result<(bool, Value)> {
         let resp3 = ctx.resp3;
         let mut argv = argv;
         command::into_db(spec, &mut argv, ctx.db);
-        let mut involved = BTreeSet::new();
-        cross::workers_of(&ctx.worker, spec, &argv, &mut involved);
-        if involved.iter().any(|&w| !ctx.allowed[w]) {
+        let refused = if let Route::Key(_) = spec.route {
+            !ctx.allowed[ctx.worker.shared.owner_of(&argv[1])]
+        } else {
+            let mut involved = BTreeSet::new();
+            cross::workers_of(&ctx.worker, spec, &argv, &mut involved);
+            involved.iter().any(|&w| !ctx.allowed[w])
+        };
+        if refused {
             let mut out = Replies::new();
             out.error(b"ERR Script attempted to access a non local key in a cluster node");
             return (out, resp3);

@@ -12,8 +12,9 @@ use std::sync::Arc;
 
 use mlua::{Function, HookTriggers, Lua, LuaOptions, StdLib, Table, Value};
 
-use super::{Registry, call};
+use super::call;
 use crate::reply::{Replies, Reply, Token};
+use crate::scripts::{Busy, Registry};
 
 /// Instructions between two looks at the clock and the kill switch.
 const HOOK_EVERY: u32 = 100_000;
@@ -114,7 +115,20 @@ impl Engine {
         let limits = Arc::clone(registry);
         lua.set_hook(
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
-            move |_, _| limits.check(),
+            move |_, _| match call::running() {
+                None => Ok(mlua::VmState::Continue),
+                Some((elapsed, wrote, first)) => limits.check(
+                    elapsed,
+                    wrote,
+                    first.map(|run| Busy {
+                        name: run.name(),
+                        command: run.command.clone(),
+                        started: std::time::Instant::now()
+                            - std::time::Duration::from_millis(elapsed as u64),
+                        function: matches!(run.target, super::Target::Function(_)),
+                    }),
+                ),
+            },
         )?;
         Ok(Self {
             lua,

@@ -23,332 +23,23 @@ mod call;
 mod engine;
 mod libs;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError};
 use std::time::Instant;
 
 use bytes::Bytes;
 use fc_resp::RespVersion;
-use mlua::VmState;
 use tokio::sync::oneshot;
 
 use crate::command::Sc;
 use crate::cross::{Held, TxnLinks};
 use crate::reply::{Replies, Reply};
+use crate::scripts::{Library, Registry};
 use crate::shared::Job;
 use crate::worker::{Worker, shutting_down};
 
-/// Lowercase hex SHA1 of `data` (`redis.sha1hex`, script names).
-pub(crate) fn sha1_hex(data: &[u8]) -> String {
-    sha1_smol::Sha1::from(data).digest().to_string()
-}
-
-/// A loaded function library.
-#[derive(Debug, Clone)]
-pub(crate) struct Library {
-    pub(crate) code: String,
-    /// `(name, description, flags)`, in registration order.
-    pub(crate) functions: Vec<(String, Option<String>, u32)>,
-}
-
-/// The script running past `busy-reply-threshold` (others are answered `BUSY`).
-#[derive(Debug, Clone)]
-struct Busy {
-    /// `EVAL`'s SHA1 or the function's name.
-    name: String,
-    /// The command that started it (`FUNCTION STATS`).
-    command: Vec<Bytes>,
-    started: Instant,
-    function: bool,
-}
-
-/// Scripts and function libraries every worker shares, the busy state and the kill switch.
-#[derive(Debug)]
-pub(crate) struct Registry {
-    bodies: RwLock<HashMap<[u8; 40], Arc<[u8]>>>,
-    body_bytes: AtomicUsize,
-    generation: AtomicU64,
-    libraries: RwLock<BTreeMap<String, Library>>,
-    fn_generation: AtomicU64,
-    /// `busy-reply-threshold` in milliseconds (0: never busy).
-    pub(crate) threshold_ms: AtomicU64,
-    /// Set while a script runs past the threshold: one relaxed load per command elsewhere.
-    busy_flag: AtomicBool,
-    busy: Mutex<Option<Busy>>,
-    /// Whether the busy script has written (it then refuses `SCRIPT KILL`).
-    busy_wrote: AtomicBool,
-    /// `SCRIPT KILL`/`FUNCTION KILL` asked the busy script to stop.
-    kill: AtomicBool,
-    /// `SHUTDOWN NOSAVE` while busy: stop it even after writes.
-    abort: AtomicBool,
-    /// `FUNCTION STATS`'s running script, whatever its time.
-    running: Mutex<Option<Busy>>,
-    /// Memory of every worker's interpreter (each adds what changed after a run).
-    vm_bytes: AtomicU64,
-    /// Where libraries are kept across restarts (`<data-dir>/functions.rdb`; `None`: in
-    /// memory only).
-    file: Option<std::path::PathBuf>,
-}
-
-impl Registry {
-    pub(crate) fn new(threshold_ms: u64, file: Option<std::path::PathBuf>) -> Self {
-        Self {
-            bodies: RwLock::default(),
-            body_bytes: AtomicUsize::new(0),
-            generation: AtomicU64::new(1),
-            libraries: RwLock::default(),
-            fn_generation: AtomicU64::new(1),
-            threshold_ms: AtomicU64::new(threshold_ms),
-            busy_flag: AtomicBool::new(false),
-            busy: Mutex::new(None),
-            busy_wrote: AtomicBool::new(false),
-            kill: AtomicBool::new(false),
-            abort: AtomicBool::new(false),
-            running: Mutex::new(None),
-            vm_bytes: AtomicU64::new(0),
-            file,
-        }
-    }
-
-    /// Bytes the interpreters use (`used_memory_lua`, `used_memory_vm_*`).
-    pub(crate) fn vm_bytes(&self) -> u64 {
-        self.vm_bytes.load(Ordering::Relaxed)
-    }
-
-    /// An interpreter's memory moved from `before` to `now` bytes.
-    fn vm_moved(&self, before: u64, now: u64) {
-        if now >= before {
-            self.vm_bytes.fetch_add(now - before, Ordering::Relaxed);
-        } else {
-            self.vm_bytes.fetch_sub(before - now, Ordering::Relaxed);
-        }
-    }
-
-    /// Writes the libraries to their file (write, sync, rename, sync the directory), so a
-    /// library `FUNCTION LOAD` acknowledged survives a crash. Nothing without a data directory.
-    fn persist(&self) -> std::io::Result<()> {
-        let Some(file) = &self.file else {
-            return Ok(());
-        };
-        let codes = self.library_codes();
-        let payload = fc_snapshot::rdb::dump_functions(codes.iter().map(String::as_bytes));
-        let tmp = file.with_extension("rdb.tmp");
-        {
-            use std::io::Write;
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&payload)?;
-            f.sync_all()?;
-        }
-        std::fs::rename(&tmp, file)?;
-        if let Some(dir) = file.parent() {
-            std::fs::File::open(dir)?.sync_all()?;
-        }
-        Ok(())
-    }
-
-    /// The libraries of the file (at startup): their codes.
-    pub(crate) fn saved_codes(&self) -> Result<Vec<String>, String> {
-        let Some(file) = &self.file else {
-            return Ok(Vec::new());
-        };
-        let payload = match std::fs::read(file) {
-            Ok(p) => p,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(format!("{}: {e}", file.display())),
-        };
-        let limits = fc_snapshot::rdb::Limits::new(1 << 20, 1 << 30);
-        let codes = fc_snapshot::rdb::restore_functions(&payload, limits)
-            .map_err(|e| format!("{}: {e}", file.display()))?;
-        Ok(codes
-            .into_iter()
-            .map(|c| String::from_utf8_lossy(&c).into_owned())
-            .collect())
-    }
-
-    fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
-    }
-
-    fn fn_generation(&self) -> u64 {
-        self.fn_generation.load(Ordering::Acquire)
-    }
-
-    /// The body of script `sha`.
-    fn body(&self, sha: &[u8; 40]) -> Option<Arc<[u8]>> {
-        self.bodies
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(sha)
-            .cloned()
-    }
-
-    fn exists(&self, sha: &[u8]) -> bool {
-        let Ok(sha) = <[u8; 40]>::try_from(sha.to_ascii_lowercase().as_slice()) else {
-            return false;
-        };
-        self.bodies
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains_key(&sha)
-    }
-
-    /// Keeps `body` (`SCRIPT LOAD`, `EVAL`) and returns its SHA1.
-    fn add(&self, body: &[u8]) -> [u8; 40] {
-        let mut sha = [0; 40];
-        sha.copy_from_slice(sha1_hex(body).as_bytes());
-        let mut bodies = self.bodies.write().unwrap_or_else(PoisonError::into_inner);
-        if let std::collections::hash_map::Entry::Vacant(e) = bodies.entry(sha) {
-            self.body_bytes.fetch_add(body.len(), Ordering::Relaxed);
-            e.insert(Arc::from(body));
-        }
-        sha
-    }
-
-    fn flush_scripts(&self) {
-        let mut bodies = self.bodies.write().unwrap_or_else(PoisonError::into_inner);
-        bodies.clear();
-        self.body_bytes.store(0, Ordering::Relaxed);
-        self.generation.fetch_add(1, Ordering::AcqRel);
-    }
-
-    /// `number_of_cached_scripts`, and their bytes (`used_memory_scripts_eval`).
-    pub(crate) fn script_stats(&self) -> (usize, usize) {
-        let n = self
-            .bodies
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len();
-        (n, self.body_bytes.load(Ordering::Relaxed))
-    }
-
-    /// `(libraries, functions, bytes of code)` (`FUNCTION STATS`, `INFO memory`).
-    pub(crate) fn function_stats(&self) -> (usize, usize, usize) {
-        let libs = self
-            .libraries
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        (
-            libs.len(),
-            libs.values().map(|l| l.functions.len()).sum(),
-            libs.values().map(|l| l.code.len()).sum(),
-        )
-    }
-
-    /// Every library's code (snapshots, `FUNCTION DUMP`), in name order.
-    pub(crate) fn library_codes(&self) -> Vec<String> {
-        self.libraries
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .map(|l| l.code.clone())
-            .collect()
-    }
-
-    /// Whether a script runs past the threshold (one relaxed load).
-    #[inline]
-    pub(crate) fn is_busy(&self) -> bool {
-        self.busy_flag.load(Ordering::Relaxed)
-    }
-
-    /// `BUSY`'s text for the script now busy.
-    pub(crate) fn busy_text(&self) -> &'static [u8] {
-        let function = self
-            .busy
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            .is_some_and(|b| b.function);
-        if function {
-            b"BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE."
-        } else {
-            b"BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
-        }
-    }
-
-    /// `SHUTDOWN NOSAVE` while a script is busy: stop it whatever it wrote.
-    pub(crate) fn abort_busy(&self) {
-        if self.is_busy() {
-            self.abort.store(true, Ordering::Release);
-        }
-    }
-
-    /// The interpreter's hook, every [`engine`]'s `HOOK_EVERY` instructions: marks the
-    /// script busy past the threshold, and stops it when killed.
-    fn check(&self) -> mlua::Result<VmState> {
-        let Some((elapsed, wrote)) = call::running() else {
-            return Ok(VmState::Continue);
-        };
-        let threshold = self.threshold_ms.load(Ordering::Relaxed);
-        if threshold > 0 && elapsed >= u128::from(threshold) && !self.is_busy() {
-            let running = self
-                .running
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone();
-            *self.busy.lock().unwrap_or_else(PoisonError::into_inner) = running;
-            self.kill.store(false, Ordering::Relaxed);
-            self.busy_flag.store(true, Ordering::Release);
-            tracing::warn!(
-                "a script has run for {elapsed} ms (busy-reply-threshold {threshold} ms): other clients are answered BUSY"
-            );
-        }
-        if self.is_busy() {
-            self.busy_wrote.store(wrote, Ordering::Release);
-            if self.abort.load(Ordering::Acquire) {
-                return Err(mlua::Error::RuntimeError(
-                    "ERR Script killed by SHUTDOWN NOSAVE".to_owned(),
-                ));
-            }
-            if self.kill.swap(false, Ordering::AcqRel) && !wrote {
-                return Err(mlua::Error::RuntimeError(
-                    "ERR Script killed by user with SCRIPT KILL...".to_owned(),
-                ));
-            }
-        }
-        Ok(VmState::Continue)
-    }
-
-    fn start(&self, busy: Busy) {
-        *self.running.lock().unwrap_or_else(PoisonError::into_inner) = Some(busy);
-    }
-
-    fn stop(&self) {
-        *self.running.lock().unwrap_or_else(PoisonError::into_inner) = None;
-        if self.is_busy() {
-            *self.busy.lock().unwrap_or_else(PoisonError::into_inner) = None;
-            self.busy_wrote.store(false, Ordering::Relaxed);
-            self.kill.store(false, Ordering::Relaxed);
-            self.busy_flag.store(false, Ordering::Release);
-        }
-    }
-
-    /// `SCRIPT KILL` / `FUNCTION KILL`.
-    fn kill<R: Reply>(&self, function: bool, out: &mut R) {
-        if !self.is_busy() {
-            return out.error(b"NOTBUSY No scripts in execution right now.");
-        }
-        let busy_function = self
-            .busy
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            .is_some_and(|b| b.function);
-        if busy_function != function {
-            return out.error(if function {
-                b"NOTBUSY No scripts in execution right now."
-            } else {
-                b"BUSY Redis is busy running a function. You can only call FUNCTION KILL or SHUTDOWN NOSAVE."
-            });
-        }
-        if self.busy_wrote.load(Ordering::Acquire) {
-            return out.error(b"UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.");
-        }
-        self.kill.store(true, Ordering::Release);
-        out.ok();
-    }
-}
+pub(crate) use crate::scripts::sha1_hex;
 
 /// What a script run executes.
 #[derive(Clone)]
@@ -373,6 +64,16 @@ struct Run {
     proto: RespVersion,
     /// The command (for `FUNCTION STATS`).
     command: Vec<Bytes>,
+}
+
+impl Run {
+    /// `EVAL`'s SHA1 or the function's name.
+    fn name(&self) -> String {
+        match &self.target {
+            Target::Script(sha) => String::from_utf8_lossy(sha).into_owned(),
+            Target::Function(name) => String::from_utf8_lossy(name).into_owned(),
+        }
+    }
 }
 
 /// Runs `EVAL` and the other scripting commands for a connection.
@@ -409,13 +110,15 @@ pub(crate) async fn run<R: Reply>(
     };
     let target = match cmd {
         Sc::Eval | Sc::EvalRo => Target::Script(registry.add(&args[1])),
-        Sc::EvalSha | Sc::EvalShaRo => {
-            let sha = args[1].to_ascii_lowercase();
-            match <[u8; 40]>::try_from(sha.as_slice()) {
-                Ok(sha) if registry.body(&sha).is_some() => Target::Script(sha),
-                _ => return out.error(b"NOSCRIPT No matching script. Please use EVAL."),
+        // Whether the script exists is known where it runs (each interpreter caches what
+        // it compiled; the registry is read only on a miss).
+        Sc::EvalSha | Sc::EvalShaRo => match <[u8; 40]>::try_from(&args[1][..]) {
+            Ok(mut sha) => {
+                sha.make_ascii_lowercase();
+                Target::Script(sha)
             }
-        }
+            Err(_) => return out.error(b"NOSCRIPT No matching script. Please use EVAL."),
+        },
         _ => Target::Function(args[1].to_vec()),
     };
     let keys: Vec<Bytes> = args[3..3 + numkeys].to_vec();
@@ -453,24 +156,24 @@ async fn dispatch<R: Reply>(worker: &Worker, run: Run, out: &mut R, txn: Option<
                     || (w == worker.index && worker.is_locked())
             })
             .collect();
-        return run_here(&run, links.clone(), allowed).replay(out);
+        return run_here(&Rc::new(run), links.clone(), allowed).replay(out);
     }
     if owners.len() > 1 {
         let held = Held::take(worker, &owners).await;
         let allowed = (0..shared.workers).map(|w| owners.contains(&w)).collect();
-        let replies = run_here(&run, held.links.clone(), allowed);
+        let replies = run_here(&Rc::new(run), held.links.clone(), allowed);
         held.release(worker);
         return replies.replay(out);
     }
     let owner = owners.first().copied().unwrap_or(worker.index);
     if owner == worker.index {
         worker.wait_unlocked().await;
-        run_alone(&run).replay(out);
+        run_alone(&Rc::new(run)).replay(out);
         return worker.serve_ready();
     }
     let (reply, answer) = oneshot::channel();
     let job = Job::Run {
-        work: Box::new(move || run_alone(&run)),
+        work: Box::new(move || run_alone(&Rc::new(run))),
         reply,
     };
     if shared.inboxes[owner].send(job).is_ok()
@@ -483,7 +186,7 @@ async fn dispatch<R: Reply>(worker: &Worker, run: Run, out: &mut R, txn: Option<
 
 /// Runs a script on this worker alone (its keys are all here): one transaction of the
 /// mutation stream.
-fn run_alone(run: &Run) -> Replies {
+fn run_alone(run: &Rc<Run>) -> Replies {
     let worker = crate::worker::current();
     let shared = &worker.shared;
     let own = BTreeSet::from([worker.index]);
@@ -496,7 +199,7 @@ fn run_alone(run: &Run) -> Replies {
 }
 
 /// Runs a script on this thread with the workers `links` holds.
-fn run_here(run: &Run, links: TxnLinks, allowed: Vec<bool>) -> Replies {
+fn run_here(run: &Rc<Run>, links: TxnLinks, allowed: Vec<bool>) -> Replies {
     let worker: Rc<Worker> = crate::worker::current();
     let registry = Arc::clone(&worker.shared.scripts);
     engine::with_engine(&registry, |engine| {
@@ -544,12 +247,6 @@ fn run_here(run: &Run, links: TxnLinks, allowed: Vec<bool>) -> Replies {
         // that may write before they run).
         let _ = flags;
         let is_function = matches!(run.target, Target::Function(_));
-        registry.start(Busy {
-            name: name.clone(),
-            command: run.command.clone(),
-            started: Instant::now(),
-            function: is_function,
-        });
         call::enter(call::CallCtx {
             worker: Rc::clone(&worker),
             links,
@@ -560,14 +257,16 @@ fn run_here(run: &Run, links: TxnLinks, allowed: Vec<bool>) -> Replies {
             wrote: false,
             started: Instant::now(),
             client: run.client,
+            run: Rc::clone(run),
+            recorded: false,
         });
         let outcome = if is_function {
             engine.run_function(&function, &run.lua_keys, &run.argv, run.proto)
         } else {
             engine.run_script(&function, &run.lua_keys, &run.argv, run.proto)
         };
-        call::leave();
-        registry.stop();
+        let recorded = call::leave();
+        registry.stop(recorded);
         engine.report(&registry);
         match outcome {
             engine::Outcome::Value(replies) => replies,
@@ -736,74 +435,18 @@ enum RestorePolicy {
     Flush,
 }
 
-impl Registry {
-    /// Adds libraries (each `(name, library)`), all or none: a function name may be in one
-    /// library only. `replace`: a library of the same name is replaced.
-    fn install(&self, new: Vec<(String, Library)>, replace: bool) -> Result<(), String> {
-        let mut libs = self
-            .libraries
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        let mut next = libs.clone();
-        for (name, library) in new {
-            if next.contains_key(&name) && !replace {
-                return Err(format!("ERR Library '{name}' already exists"));
-            }
-            next.remove(&name);
-            for (function, ..) in &library.functions {
-                if next
-                    .values()
-                    .any(|l| l.functions.iter().any(|(f, ..)| f == function))
-                {
-                    return Err(format!("ERR Function {function} already exists"));
-                }
-            }
-            next.insert(name, library);
-        }
-        *libs = next;
-        self.fn_generation.fetch_add(1, Ordering::AcqRel);
-        drop(libs);
-        self.persist()
-            .map_err(|e| format!("ERR could not save the function libraries: {e}"))
+/// Restores libraries from their codes (at startup, from `functions.rdb`); returns how many.
+pub(crate) fn restore_libraries(
+    registry: &Arc<Registry>,
+    codes: &[String],
+) -> Result<usize, String> {
+    let mut new = Vec::new();
+    for code in codes {
+        new.push(load_library(registry, code.as_bytes())?);
     }
-
-    fn delete(&self, name: &str) -> bool {
-        let mut libs = self
-            .libraries
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        let found = libs.remove(name).is_some();
-        if found {
-            self.fn_generation.fetch_add(1, Ordering::AcqRel);
-            drop(libs);
-            if let Err(e) = self.persist() {
-                tracing::error!("could not save the function libraries: {e}");
-            }
-        }
-        found
-    }
-
-    fn flush_functions(&self) {
-        self.libraries
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
-        self.fn_generation.fetch_add(1, Ordering::AcqRel);
-        if let Err(e) = self.persist() {
-            tracing::error!("could not save the function libraries: {e}");
-        }
-    }
-
-    /// Restores libraries from their codes at startup (a snapshot's); returns how many.
-    pub(crate) fn restore_codes(self: &Arc<Self>, codes: &[String]) -> Result<usize, String> {
-        let mut new = Vec::new();
-        for code in codes {
-            new.push(load_library(self, code.as_bytes())?);
-        }
-        let n = new.len();
-        self.install(new, true)?;
-        Ok(n)
-    }
+    let n = new.len();
+    registry.install(new, true)?;
+    Ok(n)
 }
 
 /// `FUNCTION LOAD|LIST|DELETE|FLUSH|DUMP|RESTORE|STATS|KILL|HELP`.
@@ -901,7 +544,7 @@ async fn function_command<R: Reply>(worker: &Worker, args: &[Bytes], out: &mut R
                 registry.flush_functions();
                 if let Err(e) = registry.install(new, false) {
                     // Put back what was there.
-                    let _ = registry.restore_codes(&old);
+                    let _ = restore_libraries(registry, &old);
                     return out.error(e.as_bytes());
                 }
                 return out.ok();
