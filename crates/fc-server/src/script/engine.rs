@@ -31,7 +31,7 @@ pub(crate) struct Engine {
     run_library: Function,
     env: Table,
     /// Compiled `EVAL` bodies by SHA1 (lowercase hex), as of `generation`.
-    scripts: HashMap<[u8; 40], Function>,
+    scripts: HashMap<[u8; 40], (Function, Option<u32>)>,
     generation: u64,
     /// Library functions by name with their flags, as of `fn_generation`.
     functions: HashMap<Vec<u8>, (Function, u32)>,
@@ -157,7 +157,7 @@ impl Engine {
         &mut self,
         registry: &Registry,
         sha: &[u8; 40],
-    ) -> Option<Result<Function, String>> {
+    ) -> Option<Result<(Function, Option<u32>), String>> {
         let generation = registry.generation();
         if generation != self.generation {
             self.scripts.clear();
@@ -167,9 +167,46 @@ impl Engine {
             return Some(Ok(f.clone()));
         }
         let body = registry.body(sha)?;
-        Some(self.compile(&body, "@user_script").inspect(|f| {
+        Some(self.compile_script(&body).inspect(|f| {
             self.scripts.insert(*sha, f.clone());
         }))
+    }
+
+    /// Compiles an `EVAL` body: its function, and its flags when it starts with a
+    /// `#!lua [flags=...]` line (Redis 7's shebang; the line becomes a comment).
+    pub(crate) fn compile_script(&self, body: &[u8]) -> Result<(Function, Option<u32>), String> {
+        let Some(header) = body.strip_prefix(b"#!") else {
+            return self
+                .compile(body, "@user_script")
+                .map(|f| (f, None))
+                .map_err(|e| format!("ERR Error compiling script (new function): {e}"));
+        };
+        let end = header
+            .iter()
+            .position(|&b| b == b'\n')
+            .unwrap_or(header.len());
+        let line = String::from_utf8_lossy(&header[..end]).into_owned();
+        let mut parts = line.split(' ').filter(|p| !p.is_empty());
+        if parts.next() != Some("lua") {
+            return Err(format!("ERR Unexpected engine in script shebang: #!{line}"));
+        }
+        let mut flags = 0;
+        for part in parts {
+            let Some(list) = part.strip_prefix("flags=") else {
+                return Err(format!("ERR Unknown lua shebang option: {part}"));
+            };
+            for flag in list.split(',').filter(|f| !f.is_empty()) {
+                match super::api::flag::NAMES.iter().find(|(_, n)| *n == flag) {
+                    Some((bit, _)) => flags |= bit,
+                    None => return Err(format!("ERR Unexpected flag in script shebang: {flag}")),
+                }
+            }
+        }
+        let mut code = b"--".to_vec();
+        code.extend_from_slice(body);
+        self.compile(&code, "@user_script")
+            .map(|f| (f, Some(flags)))
+            .map_err(|e| format!("ERR Error compiling script (new function): {e}"))
     }
 
     /// Compiles `body` in the sandbox (a compile error as Redis words it).

@@ -211,14 +211,21 @@ fn run_here(run: &Rc<Run>, links: TxnLinks, allowed: Vec<bool>) -> Replies {
                     return out;
                 }
                 Some(Err(e)) => {
-                    out.error(format!("ERR Error compiling script (new function): {e}").as_bytes());
+                    out.error(e.as_bytes());
                     return out;
                 }
-                Some(Ok(f)) => (
+                // A script with a shebang declares its flags (none: it may write).
+                Some(Ok((_, Some(flags))))
+                    if run.read_only && flags & api::flag::NO_WRITES == 0 =>
+                {
+                    out.error(b"ERR Can not execute a script with write flag using *_ro command.");
+                    return out;
+                }
+                Some(Ok((f, flags))) => (
                     f,
                     String::from_utf8_lossy(sha).into_owned(),
-                    run.read_only,
-                    0,
+                    run.read_only || flags.is_some_and(|f| f & api::flag::NO_WRITES != 0),
+                    flags.unwrap_or(0),
                 ),
             },
             Target::Function(name) => match engine.function(&registry, name) {
@@ -302,19 +309,16 @@ fn script_command<R: Reply>(worker: &Worker, args: &[Bytes], out: &mut R) {
     let sub = args[1].to_ascii_lowercase();
     match sub.as_slice() {
         b"load" => {
-            let sha = registry.add(&args[2]);
-            // Compiled here so a syntax error is reported now, as Redis does.
+            // Compiled here so a syntax error is reported now (and nothing kept), as Redis
+            // does.
             let compiled = engine::with_engine(registry, |engine| {
-                engine.compile(&args[2], "@user_script").map(|_| ())
+                let compiled = engine.compile_script(&args[2]).map(|_| ());
+                engine.report(registry);
+                compiled
             });
             match compiled {
-                Ok(()) => {
-                    engine::with_engine(registry, |engine| engine.report(registry));
-                    out.bulk(&sha);
-                }
-                Err(e) => {
-                    out.error(format!("ERR Error compiling script (new function): {e}").as_bytes())
-                }
+                Ok(()) => out.bulk(&registry.add(&args[2])),
+                Err(e) => out.error(e.as_bytes()),
             }
         }
         b"exists" => {
