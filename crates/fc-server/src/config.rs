@@ -83,6 +83,12 @@ pub struct ServerSection {
     pub maxclients: usize,
     /// Databases `SELECT` can name, as Redis's `databases` (16).
     pub databases: u32,
+    /// Milliseconds a script may run before others are answered `BUSY` (5000; 0: never), as
+    /// Redis's `busy-reply-threshold` (`lua-time-limit`).
+    pub busy_reply_threshold: u64,
+    /// Scripts over keys of several workers hold them all (`true`) or are refused with
+    /// `CROSSSLOT`, as in Redis Cluster (`false`).
+    pub scripts_across_workers: bool,
     /// Seconds a client may stay idle (0: forever).
     pub timeout: u64,
     /// `normal <hard> <soft> <seconds>` (`"normal 0 0 0"`, Redis's default).
@@ -115,6 +121,8 @@ impl Default for ServerSection {
             requirepass: None,
             maxclients: defaults.maxclients,
             databases: defaults.databases,
+            busy_reply_threshold: defaults.busy_reply_threshold_ms,
+            scripts_across_workers: defaults.scripts_across_workers,
             timeout: 0,
             client_output_buffer_limit: OutputLimit::default().normal_text(),
             hz: defaults.hz,
@@ -509,6 +517,8 @@ impl FastCacheConfig {
             requirepass: s.requirepass.clone().filter(|p| !p.is_empty()),
             maxclients: s.maxclients,
             databases: s.databases,
+            busy_reply_threshold_ms: s.busy_reply_threshold,
+            scripts_across_workers: s.scripts_across_workers,
             maxmemory: (maxmemory > 0).then_some(maxmemory),
             maxmemory_policy: policy,
             timeout: s.timeout,

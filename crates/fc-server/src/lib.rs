@@ -114,6 +114,12 @@ pub struct ServerConfig {
     pub maxclients: usize,
     /// Databases `SELECT` can name (`0..databases`; Redis's default 16).
     pub databases: u32,
+    /// Milliseconds a script may run before other clients are answered `BUSY` and
+    /// `SCRIPT KILL` may stop it (Redis's `busy-reply-threshold`, 5000; 0: never).
+    pub busy_reply_threshold_ms: u64,
+    /// Scripts whose declared keys live on several workers run holding them all (`true`,
+    /// the default) or are refused with Redis Cluster's `CROSSSLOT` (`false`).
+    pub scripts_across_workers: bool,
     /// Memory budget in bytes (`None`: unlimited).
     pub maxmemory: Option<u64>,
     /// What a write past the budget does.
@@ -157,6 +163,8 @@ impl Default for ServerConfig {
             requirepass: None,
             maxclients: 10_000,
             databases: 16,
+            busy_reply_threshold_ms: 5000,
+            scripts_across_workers: true,
             maxmemory: None,
             maxmemory_policy: EvictionPolicy::NoEviction,
             timeout: 0,
@@ -230,7 +238,7 @@ impl Server {
         let stores = store.try_into_local_stores(threads)?;
         // Function libraries (`FUNCTION LOAD`) are kept beside the log and snapshots.
         let scripts = Arc::new(scripts::Registry::new(
-            5000,
+            config.busy_reply_threshold_ms,
             config
                 .persistence
                 .data_dir

@@ -34,6 +34,13 @@ struct Cli {
     /// Databases SELECT can name [default: 16].
     #[arg(long, env = "FAST_CACHE_DATABASES")]
     databases: Option<u32>,
+    /// Milliseconds a script runs before other clients get BUSY (0: never) [default: 5000].
+    #[arg(long, env = "FAST_CACHE_BUSY_REPLY_THRESHOLD")]
+    busy_reply_threshold: Option<u64>,
+    /// Run scripts whose keys live on several workers holding them all (true), or refuse them
+    /// with CROSSSLOT as Redis Cluster does (false) [default: true].
+    #[arg(long, env = "FAST_CACHE_SCRIPTS_ACROSS_WORKERS")]
+    scripts_across_workers: Option<bool>,
     /// Seconds a client may stay idle before it is closed (0: never) [default: 0].
     #[arg(long, env = "FAST_CACHE_TIMEOUT")]
     timeout: Option<u64>,
@@ -127,6 +134,12 @@ impl Cli {
         }
         if let Some(v) = self.databases {
             server.databases = v;
+        }
+        if let Some(v) = self.busy_reply_threshold {
+            server.busy_reply_threshold = v;
+        }
+        if let Some(v) = self.scripts_across_workers {
+            server.scripts_across_workers = v;
         }
         if let Some(v) = self.timeout {
             server.timeout = v;

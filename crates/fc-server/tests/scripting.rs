@@ -525,3 +525,31 @@ fn a_lock_recipe_works_through_a_real_client() {
     }
     server.shutdown();
 }
+
+#[test]
+fn scripts_across_workers_can_be_refused_with_crossslot() {
+    let server = start(ServerConfig {
+        shards: 8,
+        threads: 2,
+        scripts_across_workers: false,
+        ..ServerConfig::default()
+    });
+    let mut con = client(&server);
+    let r: redis::RedisResult<i64> = redis::cmd("EVAL")
+        .arg("return #KEYS")
+        .arg(SPREAD.len())
+        .arg(&SPREAD[..])
+        .query(&mut con);
+    let e = r.unwrap_err();
+    assert_eq!(e.code(), Some("CROSSSLOT"), "{e}");
+    // Keys of one worker (one hash tag) still run.
+    let n: i64 = redis::cmd("EVAL")
+        .arg("redis.call('set', KEYS[1], 1) return redis.call('incr', KEYS[2])")
+        .arg(2)
+        .arg("{u}:a")
+        .arg("{u}:b")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(n, 1);
+    server.shutdown();
+}

@@ -159,6 +159,9 @@ async fn dispatch<R: Reply>(worker: &Worker, run: Run, out: &mut R, txn: Option<
         return run_here(&Rc::new(run), links.clone(), allowed).replay(out);
     }
     if owners.len() > 1 {
+        if !shared.config.scripts_across_workers {
+            return out.error(b"CROSSSLOT Keys in request don't hash to the same slot");
+        }
         let held = Held::take(worker, &owners).await;
         let allowed = (0..shared.workers).map(|w| owners.contains(&w)).collect();
         let replies = run_here(&Rc::new(run), held.links.clone(), allowed);
