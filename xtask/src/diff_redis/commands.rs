@@ -20,6 +20,7 @@ pub(crate) const FAMILIES: &[&str] = &[
     "server",
     "databases",
     "streams",
+    "scripts",
 ];
 
 /// A command and how its reply is normalized.
@@ -234,13 +235,16 @@ impl Gen {
             "geo" => self.geo(),
             "databases" => self.databases(),
             "streams" => self.streams(),
+            "scripts" => self.script(),
             _ => self.server(),
         };
         // Damaged argument lists: one argument dropped, or a junk one appended (not to
         // ZRANK/ZREVRANK: Redis 7.2's WITHSCORE changed their arity, docs/REDIS-COMPAT.md;
         // nor to COMMAND: without its names, COMMAND INFO/DOCS answer for every command, and
         // fast-cache has fewer than Redis).
-        let spared = [&b"zrank"[..], b"zrevrank", b"command"]
+        // Nor to a script's command (`EVAL`): a key dropped from it would be an undeclared key
+        // (docs/REDIS-COMPAT.md, Scripting).
+        let spared = [&b"zrank"[..], b"zrevrank", b"command", b"eval"]
             .iter()
             .any(|n| cmd.args[0].eq_ignore_ascii_case(n));
         if cmd.args.len() > 1 && !spared && self.chance(4) {
@@ -252,6 +256,69 @@ impl Gen {
             }
         }
         cmd
+    }
+
+    /// A command of a data family run by a script (`EVAL`): `redis.call` or `redis.pcall`
+    /// of its arguments, the replies converted to Lua and back in RESP2 or, after
+    /// `redis.setresp(3)`, RESP3 (so every reply shape crosses both conversions). Every
+    /// argument shaped like a key (`x:N`) is declared, as scripts must declare their keys.
+    fn script(&mut self) -> Cmd {
+        const DATA: &[&str] = &[
+            "strings", "bitmaps", "lists", "hashes", "sets", "zsets", "hll", "geo", "streams",
+        ];
+        let inner = loop {
+            let cmd = match self.pick(DATA) {
+                "strings" => self.strings(),
+                "bitmaps" => self.bitmaps(),
+                "lists" => self.lists(),
+                "hashes" => self.hashes(),
+                "sets" => self.sets(),
+                "zsets" => self.zsets(),
+                "hll" => self.hll(),
+                "geo" => self.geo(),
+                _ => self.streams(),
+            };
+            // Not within scripts: blocking forms with a timeout (they never block there, but
+            // Redis and fast-cache word their refusals apart), SORT's external keys.
+            let name = cmd.args[0].to_ascii_lowercase();
+            if !name.starts_with(b"b") && name != b"sort" && name != b"sort_ro" {
+                break cmd;
+            }
+        };
+        // Keys: `x:N`, and whatever follows a GEO search's STORE/STOREDIST.
+        let keys: Vec<Vec<u8>> = inner.args[1..]
+            .iter()
+            .enumerate()
+            .filter(|(i, a)| {
+                (a.len() == 3 && a[0].is_ascii_lowercase() && a[1] == b':' && a[2].is_ascii_digit())
+                    || (*i > 0
+                        && (inner.args[*i].eq_ignore_ascii_case(b"store")
+                            || inner.args[*i].eq_ignore_ascii_case(b"storedist")))
+            })
+            .map(|(_, a)| a.clone())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let resp3 = self.chance(50);
+        let body = match (resp3, self.chance(50)) {
+            (false, false) => "return redis.call(unpack(ARGV))",
+            (false, true) => "return redis.pcall(unpack(ARGV))",
+            (true, false) => "redis.setresp(3) return redis.call(unpack(ARGV))",
+            (true, true) => "redis.setresp(3) return redis.pcall(unpack(ARGV))",
+        };
+        let mut args = vec![b"EVAL".to_vec(), body.as_bytes().to_vec()];
+        args.push(keys.len().to_string().into_bytes());
+        args.extend(keys);
+        args.extend(inner.args);
+        Cmd {
+            args,
+            // A double that crossed the RESP3 conversion comes back written as doubles are
+            // (Redis 7.0: 17 digits; 7.2 and fast-cache: the shortest text): by value.
+            norm: Norm {
+                doubles: inner.norm.doubles || resp3,
+                ..inner.norm
+            },
+        }
     }
 
     fn strings(&mut self) -> Cmd {

@@ -509,8 +509,10 @@ fn convert(
         }
         Token::Array(n) => array(lua, at, *n)?,
         // RESP2: a flat array of keys and values; RESP3: `{map = {k = v}}`.
+        // Built as Redis builds them (an empty table filled in reply order): a map or set
+        // converted back iterates in the same (hash) order as Redis's.
         Token::Map(n) | Token::Keyed(n) if resp3 => {
-            let map = lua.create_table_with_capacity(0, *n)?;
+            let map = lua.create_table()?;
             for _ in 0..*n {
                 skip_entry(tokens, at);
                 let k = convert(lua, replies, tokens, at, resp3)?;
@@ -533,7 +535,7 @@ fn convert(
             Value::Table(t)
         }
         Token::Set(n) if resp3 => {
-            let set = lua.create_table_with_capacity(0, *n)?;
+            let set = lua.create_table()?;
             for _ in 0..*n {
                 let k = convert(lua, replies, tokens, at, resp3)?;
                 set.raw_set(k, true)?;
