@@ -393,6 +393,17 @@ impl Replies {
         }
     }
 
+    /// Empties it for reuse (keeping its memory), bounded at `bytes` (0: no limit).
+    pub(crate) fn reset(&mut self, bytes: u64) {
+        self.tokens.clear();
+        self.bytes.clear();
+        self.overflowed = false;
+        self.limit = match bytes {
+            0 => usize::MAX,
+            n => usize::try_from(n).unwrap_or(usize::MAX),
+        };
+    }
+
     /// The tokens written.
     pub(crate) fn tokens(&self) -> &[Token] {
         &self.tokens

@@ -647,8 +647,7 @@ async fn run_command(
         }
         Session::Shutdown => shutdown(worker, state, &args, out).await,
         Session::Script(sc) => {
-            let version = out.version();
-            crate::script::run(worker, sc, args, state.db, state.id, version, out, txn).await;
+            crate::script::run(worker, sc, args, state.db, state.id, out, txn).await;
         }
     }
 }

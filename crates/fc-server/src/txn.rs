@@ -147,6 +147,26 @@ impl ServerSink {
     }
 }
 
+impl ServerSink {
+    /// [`ServerSink::begin`] on worker `w` alone (no set to build).
+    pub(crate) fn begin_one(&self, w: usize) -> u64 {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let slot = &self.slots[w];
+        slot.begun.store(false, Ordering::Relaxed);
+        slot.id.store(id, Ordering::Release);
+        id
+    }
+
+    /// [`ServerSink::finish`] on worker `w` alone: one log, so no write to order.
+    pub(crate) fn finish_one(&self, id: u64, w: usize) {
+        let slot = &self.slots[w];
+        if slot.begun.load(Ordering::Acquire) {
+            self.forward(w, 0, &Mutation::TxEnd { id });
+        }
+        slot.id.store(0, Ordering::Release);
+    }
+}
+
 impl MutationSink for ServerSink {
     fn on_mutation(&self, shard: usize, seq: u64, mutation: &Mutation<'_>) {
         let worker = usize::from(self.slot_of[shard]);

@@ -317,16 +317,22 @@ impl Worker {
 
     /// Runs `handler` on this worker's store, returning its typed reply.
     pub(crate) fn execute_typed(&self, handler: Handler, args: &[Bytes]) -> Replies {
-        let mut out = Replies::with_limit(self.shared.live.output_hard());
+        let mut out = Replies::new();
+        self.execute_into(handler, args, &mut out);
+        out
+    }
+
+    /// Runs `handler` on this worker's store, its typed reply into `out` (emptied first).
+    pub(crate) fn execute_into(&self, handler: Handler, args: &[Bytes], out: &mut Replies) {
+        out.reset(self.shared.live.output_hard());
         self.shared.notifier.record_command(&args[0]);
         let mut store = self.store.borrow_mut();
         (handler.typed)(&mut Ctx {
             store: &mut store,
             args,
             route: None,
-            out: &mut out,
+            out,
         });
-        out
     }
 
     /// Runs `handler` on worker `owner` (this one directly, another by message, waiting out a

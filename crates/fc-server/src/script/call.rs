@@ -28,10 +28,11 @@ use crate::worker::Worker;
 /// What a running script's commands need: where they may run and how.
 pub(crate) struct CallCtx {
     pub(crate) worker: Rc<Worker>,
-    /// The held workers' links (`None` for this worker and for workers not held).
-    pub(crate) links: TxnLinks,
+    /// The held workers' links (`None` for this worker and for workers not held); `None`:
+    /// the script runs on its keys' worker alone.
+    pub(crate) links: Option<TxnLinks>,
     /// The workers the script may touch (its declared keys' workers, all held).
-    pub(crate) allowed: Vec<bool>,
+    pub(crate) allowed: Allowed,
     /// The script's database (`SELECT` inside a script changes it for the script alone).
     pub(crate) db: u32,
     /// `redis.setresp(3)`.
@@ -47,6 +48,25 @@ pub(crate) struct CallCtx {
     pub(crate) run: Rc<super::Run>,
     /// Whether the registry was told this script runs (by the hook, the first time it fires).
     pub(crate) recorded: bool,
+    /// The last command's reply (reused: a script's commands allocate no reply buffer).
+    pub(crate) scratch: Replies,
+}
+
+/// The workers a script may touch.
+pub(crate) enum Allowed {
+    /// Its keys' worker alone (where it runs).
+    One(usize),
+    /// The workers it holds.
+    Set(Vec<bool>),
+}
+
+impl Allowed {
+    fn has(&self, w: usize) -> bool {
+        match self {
+            Self::One(one) => *one == w,
+            Self::Set(set) => set.get(w).copied().unwrap_or(false),
+        }
+    }
 }
 
 thread_local! {
@@ -111,20 +131,41 @@ pub(crate) fn call(lua: &Lua, args: MultiValue) -> mlua::Result<(bool, Value)> {
             b"ERR Please specify at least one argument for this redis lib call",
         );
     }
-    let mut argv = Vec::with_capacity(args.len());
-    for arg in args {
-        argv.push(match arg {
-            Value::String(s) => Bytes::copy_from_slice(&s.as_bytes()),
-            Value::Integer(n) => Bytes::from(n.to_string()),
-            Value::Number(n) => Bytes::from(super::api::number_text(n)),
+    // The arguments' bytes in one buffer, each argument a slice of it (one allocation).
+    let mut total = 0;
+    for arg in &args {
+        match arg {
+            Value::String(s) => total += s.as_bytes().len(),
+            Value::Integer(_) | Value::Number(_) => total += 24,
             _ => {
                 return err(
                     lua,
                     b"ERR Lua redis lib command arguments must be strings or integers",
                 );
             }
-        });
+        }
     }
+    let mut buf = Vec::with_capacity(total);
+    let mut ends = Vec::with_capacity(args.len());
+    for arg in &args {
+        match arg {
+            Value::String(s) => buf.extend_from_slice(&s.as_bytes()),
+            Value::Integer(n) => buf.extend_from_slice(n.to_string().as_bytes()),
+            Value::Number(n) => buf.extend_from_slice(super::api::number_text(*n).as_bytes()),
+            _ => {}
+        }
+        ends.push(buf.len());
+    }
+    let buf = Bytes::from(buf);
+    let mut start = 0;
+    let argv: Vec<Bytes> = ends
+        .into_iter()
+        .map(|end| {
+            let arg = buf.slice(start..end);
+            start = end;
+            arg
+        })
+        .collect();
     if super::api::loading() {
         return err(
             lua,
@@ -152,54 +193,59 @@ pub(crate) fn call(lua: &Lua, args: MultiValue) -> mlua::Result<(bool, Value)> {
     if flags & F::NOSCRIPT != 0 || spec.has(F::NOSCRIPT) {
         return err(lua, b"ERR This Redis command is not allowed from script");
     }
-    let replies = CONTEXT.with_borrow_mut(|c| {
+    CONTEXT.with_borrow_mut(|c| {
         let Some(ctx) = c.as_mut() else {
-            let mut out = Replies::new();
-            out.error(b"ERR redis.call outside a script");
-            return (out, false);
+            return err(lua, b"ERR redis.call outside a script");
         };
         let write = flags & F::WRITE != 0 || spec.write();
         if write && ctx.read_only {
-            let mut out = Replies::new();
-            out.error(b"ERR Write commands are not allowed from read-only scripts.");
-            return (out, false);
+            return err(
+                lua,
+                b"ERR Write commands are not allowed from read-only scripts.",
+            );
         }
-        let resp3 = ctx.resp3;
         let mut argv = argv;
         command::into_db(spec, &mut argv, ctx.db);
         let refused = if let Route::Key(_) = spec.route {
-            !ctx.allowed[ctx.worker.shared.owner_of(&argv[1])]
+            !ctx.allowed.has(ctx.worker.shared.owner_of(&argv[1]))
         } else {
             let mut involved = BTreeSet::new();
             cross::workers_of(&ctx.worker, spec, &argv, &mut involved);
-            involved.iter().any(|&w| !ctx.allowed[w])
+            involved.iter().any(|&w| !ctx.allowed.has(w))
         };
         if refused {
-            let mut out = Replies::new();
-            out.error(b"ERR Script attempted to access a non local key in a cluster node");
-            return (out, resp3);
+            return err(
+                lua,
+                b"ERR Script attempted to access a non local key in a cluster node",
+            );
         }
         ctx.wrote |= write;
-        (execute(ctx, spec, argv), resp3)
-    });
-    let (replies, resp3) = replies;
-    match replies.error_text() {
-        Some(text) => err(lua, text),
-        None => Ok((true, super::engine::to_lua(lua, &replies, resp3)?)),
-    }
+        execute(ctx, spec, argv);
+        match ctx.scratch.error_text() {
+            Some(text) => err(lua, text),
+            None => Ok((true, super::engine::to_lua(lua, &ctx.scratch, ctx.resp3)?)),
+        }
+    })
 }
 
 /// Runs an admitted command of a script.
-fn execute(ctx: &mut CallCtx, spec: &'static command::Spec, args: Vec<Bytes>) -> Replies {
+fn execute(ctx: &mut CallCtx, spec: &'static command::Spec, args: Vec<Bytes>) {
     let worker = Rc::clone(&ctx.worker);
     // The common case: a keyed command of this worker.
     if let Route::Key(handler) = spec.route
         && worker.shared.owner_of(&args[1]) == worker.index
     {
-        return worker.execute_typed(handler, &args);
+        return worker.execute_into(handler, &args, &mut ctx.scratch);
     }
     let mut out = Replies::with_limit(worker.shared.live.output_hard());
-    let txn = Some(&ctx.links);
+    let alone: TxnLinks;
+    let txn = match &ctx.links {
+        Some(links) => Some(links),
+        None => {
+            alone = (0..worker.shared.workers).map(|_| None).collect();
+            Some(&alone)
+        }
+    };
     match spec.route {
         Route::Multi { handler, multi } => block_on(crate::multi::dispatch(
             &worker, spec, handler, multi, args, &mut out, txn,
@@ -213,7 +259,7 @@ fn execute(ctx: &mut CallCtx, spec: &'static command::Spec, args: Vec<Bytes>) ->
         Route::Session(session) => session_command(ctx, session, &args, &mut out),
         _ => block_on(cross::run_store(&worker, spec, args, &mut out, txn)),
     }
-    out
+    ctx.scratch = out;
 }
 
 /// The connection-level commands a script may run.

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use fc_resp::RespVersion;
 use std::sync::Arc;
 
-use mlua::{Function, HookTriggers, Lua, LuaOptions, StdLib, Table, Value};
+use mlua::{Either, Function, HookTriggers, Lua, LuaOptions, StdLib, Table, Value, Variadic};
 
 use super::call;
 use crate::reply::{Replies, Reply, Token};
@@ -85,13 +85,8 @@ fn with_line(result: mlua::Result<(bool, Value)>) -> mlua::Result<(bool, Value, 
     result.map(|(ok, value)| (ok, value, line))
 }
 
-/// How a script ended.
-pub(crate) enum Outcome {
-    /// Its value, converted into a reply.
-    Value(Replies),
-    /// A raised error: its text without the `script: ...` suffix, and the line it came from.
-    Error(String, Option<i64>),
-}
+/// A raised error: its text without the `script: ...` suffix, and the line it came from.
+pub(crate) type Raised = (String, Option<i64>);
 
 impl Engine {
     fn new(registry: &Arc<Registry>) -> mlua::Result<Self> {
@@ -122,7 +117,7 @@ impl Engine {
                     wrote,
                     first.map(|run| Busy {
                         name: run.name(),
-                        command: run.command.clone(),
+                        command: run.args.clone(),
                         started: std::time::Instant::now()
                             - std::time::Duration::from_millis(elapsed as u64),
                         function: matches!(run.target, super::Target::Function(_)),
@@ -261,66 +256,68 @@ impl Engine {
     }
 
     /// Runs an `EVAL` script with `keys` and `argv`.
-    pub(crate) fn run_script(
+    pub(crate) fn run_script<R: Reply>(
         &self,
         f: &Function,
         keys: &[Bytes],
         argv: &[Bytes],
-        proto: RespVersion,
-    ) -> Outcome {
+        out: &mut R,
+    ) -> Result<(), Raised> {
         let result = self
-            .arrays(keys, argv)
-            .and_then(|(k, a)| with_line(self.run_script.call((f.clone(), k, a))));
-        self.outcome(result, proto)
+            .strings(keys, argv)
+            .and_then(|args| with_line(self.run_script.call((f, keys.len(), args))));
+        outcome(result, out)
     }
 
-    /// Runs a library function with `keys` and `argv`.
-    pub(crate) fn run_function(
+    /// Runs a library function with `keys` and `argv`, writing its value into `out`.
+    pub(crate) fn run_function<R: Reply>(
         &self,
         f: &Function,
         keys: &[Bytes],
         argv: &[Bytes],
-        proto: RespVersion,
-    ) -> Outcome {
+        out: &mut R,
+    ) -> Result<(), Raised> {
         let result = self
-            .arrays(keys, argv)
-            .and_then(|(k, a)| with_line(self.run_function.call((f.clone(), k, a))));
-        self.outcome(result, proto)
+            .strings(keys, argv)
+            .and_then(|args| with_line(self.run_function.call((f, keys.len(), args))));
+        outcome(result, out)
     }
 
-    fn arrays(&self, keys: &[Bytes], argv: &[Bytes]) -> mlua::Result<(Table, Table)> {
-        let array = |items: &[Bytes]| -> mlua::Result<Table> {
-            let t = self.lua.create_table_with_capacity(items.len(), 0)?;
-            for (i, item) in items.iter().enumerate() {
-                t.raw_set(i + 1, self.lua.create_string(item)?)?;
-            }
-            Ok(t)
-        };
-        Ok((array(keys)?, array(argv)?))
-    }
-
-    fn outcome(
+    /// The keys then the arguments, each pushed as Lua strings (UTF-8 text without a copy).
+    fn strings<'a>(
         &self,
-        result: mlua::Result<(bool, Value, Option<i64>)>,
-        proto: RespVersion,
-    ) -> Outcome {
-        match result {
-            Ok((true, value, _)) => {
-                let mut out = Replies::new();
-                // Booleans follow the script's protocol (`redis.setresp`), not the client's.
-                // (the sink writes them in the client's: `#t`, or `:1` to a RESP2 client).
-                let _ = proto;
-                let proto = if call::resp3() {
-                    RespVersion::Resp3
-                } else {
-                    RespVersion::Resp2
-                };
-                to_reply(&value, proto, &mut out, 0);
-                Outcome::Value(out)
-            }
-            Ok((false, err, line)) => Outcome::Error(raised_text(&err), line),
-            Err(e) => Outcome::Error(format!("ERR {e}"), None),
+        keys: &'a [Bytes],
+        argv: &'a [Bytes],
+    ) -> mlua::Result<Variadic<Either<&'a str, mlua::String>>> {
+        keys.iter()
+            .chain(argv)
+            .map(|item| match std::str::from_utf8(item) {
+                Ok(text) => Ok(Either::Left(text)),
+                Err(_) => self.lua.create_string(item).map(Either::Right),
+            })
+            .collect()
+    }
+}
+
+/// Writes a script's value into `out`, or returns what it raised.
+fn outcome<R: Reply>(
+    result: mlua::Result<(bool, Value, Option<i64>)>,
+    out: &mut R,
+) -> Result<(), Raised> {
+    match result {
+        Ok((true, value, _)) => {
+            // Booleans follow the script's protocol (`redis.setresp`), not the client's
+            // (the sink writes them in the client's: `#t`, or `:1` to a RESP2 client).
+            let proto = if call::resp3() {
+                RespVersion::Resp3
+            } else {
+                RespVersion::Resp2
+            };
+            to_reply(&value, proto, out, 0);
+            Ok(())
         }
+        Ok((false, err, line)) => Err((raised_text(&err), line)),
+        Err(e) => Err((format!("ERR {e}"), None)),
     }
 }
 

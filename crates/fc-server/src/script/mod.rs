@@ -29,7 +29,6 @@ use std::sync::{Arc, PoisonError};
 use std::time::Instant;
 
 use bytes::Bytes;
-use fc_resp::RespVersion;
 use tokio::sync::oneshot;
 
 use crate::command::Sc;
@@ -53,20 +52,33 @@ enum Target {
 /// One script run, everything it needs to run on any worker.
 struct Run {
     target: Target,
-    /// The declared keys as stored (namespaced for the database).
-    keys: Vec<Bytes>,
-    /// The declared keys as the client named them (`KEYS`).
-    lua_keys: Vec<Bytes>,
-    argv: Vec<Bytes>,
+    /// The command: `EVAL body numkeys key... arg...` (what `FUNCTION STATS` shows); its keys
+    /// as stored (namespaced for the database).
+    args: Vec<Bytes>,
+    nkeys: usize,
+    /// The declared keys as the client named them (`KEYS`), when the database is not 0.
+    plain_keys: Option<Vec<Bytes>>,
     read_only: bool,
     db: u32,
     client: u64,
-    proto: RespVersion,
-    /// The command (for `FUNCTION STATS`).
-    command: Vec<Bytes>,
 }
 
 impl Run {
+    /// The declared keys as stored.
+    fn keys(&self) -> &[Bytes] {
+        &self.args[3..3 + self.nkeys]
+    }
+
+    /// The declared keys as the script sees them (`KEYS`).
+    fn lua_keys(&self) -> &[Bytes] {
+        self.plain_keys.as_deref().unwrap_or_else(|| self.keys())
+    }
+
+    /// The arguments after the keys (`ARGV`).
+    fn argv(&self) -> &[Bytes] {
+        &self.args[3 + self.nkeys..]
+    }
+
     /// `EVAL`'s SHA1 or the function's name.
     fn name(&self) -> String {
         match &self.target {
@@ -77,17 +89,12 @@ impl Run {
 }
 
 /// Runs `EVAL` and the other scripting commands for a connection.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "the connection's state a script needs, passed apart so this module stays below the session"
-)]
 pub(crate) async fn run<R: Reply>(
     worker: &Worker,
     cmd: Sc,
     args: Vec<Bytes>,
     db: u32,
     client: u64,
-    proto: RespVersion,
     out: &mut R,
     txn: Option<&TxnLinks>,
 ) {
@@ -121,24 +128,20 @@ pub(crate) async fn run<R: Reply>(
         },
         _ => Target::Function(args[1].to_vec()),
     };
-    let keys: Vec<Bytes> = args[3..3 + numkeys].to_vec();
-    let lua_keys = keys
-        .iter()
-        .map(|k| match fc_shard::split_namespace(k) {
-            (0, _) => k.clone(),
-            (_, plain) => Bytes::copy_from_slice(plain),
-        })
-        .collect();
+    let plain_keys = (db != 0).then(|| {
+        args[3..3 + numkeys]
+            .iter()
+            .map(|k| Bytes::copy_from_slice(fc_shard::split_namespace(k).1))
+            .collect()
+    });
     let run = Run {
         target,
-        keys,
-        lua_keys,
-        argv: args[3 + numkeys..].to_vec(),
+        args,
+        nkeys: numkeys,
+        plain_keys,
         read_only: matches!(cmd, Sc::EvalRo | Sc::EvalShaRo | Sc::FcallRo),
         db,
         client,
-        proto,
-        command: args,
     };
     dispatch(worker, run, out, txn).await;
 }
@@ -146,37 +149,60 @@ pub(crate) async fn run<R: Reply>(
 /// Runs a script where its declared keys live (see the module's documentation).
 async fn dispatch<R: Reply>(worker: &Worker, run: Run, out: &mut R, txn: Option<&TxnLinks>) {
     let shared = &worker.shared;
-    let owners: BTreeSet<usize> = run.keys.iter().map(|k| shared.owner_of(k)).collect();
+    // The workers of the declared keys: one (or none) in the common case, without a set.
+    let mut owners = run.keys().iter().map(|k| shared.owner_of(k));
+    let first = owners.next();
+    let several: Option<BTreeSet<usize>> = match first {
+        Some(w) if run.keys().len() > 1 => {
+            let set: BTreeSet<usize> = std::iter::once(w).chain(owners).collect();
+            (set.len() > 1).then_some(set)
+        }
+        _ => None,
+    };
     if let Some(links) = txn {
         // Inside EXEC: the workers it holds (the declared keys' among them).
         let allowed = (0..shared.workers)
             .map(|w| {
                 links[w].is_some()
-                    || owners.contains(&w)
+                    || first == Some(w)
+                    || several.as_ref().is_some_and(|s| s.contains(&w))
                     || (w == worker.index && worker.is_locked())
             })
             .collect();
-        return run_here(&Rc::new(run), links.clone(), allowed).replay(out);
+        return run_here(
+            &Rc::new(run),
+            Some(links.clone()),
+            call::Allowed::Set(allowed),
+            out,
+        );
     }
-    if owners.len() > 1 {
+    if let Some(owners) = several {
         if !shared.config.scripts_across_workers {
             return out.error(b"CROSSSLOT Keys in request don't hash to the same slot");
         }
         let held = Held::take(worker, &owners).await;
         let allowed = (0..shared.workers).map(|w| owners.contains(&w)).collect();
-        let replies = run_here(&Rc::new(run), held.links.clone(), allowed);
-        held.release(worker);
-        return replies.replay(out);
+        run_here(
+            &Rc::new(run),
+            Some(held.links.clone()),
+            call::Allowed::Set(allowed),
+            out,
+        );
+        return held.release(worker);
     }
-    let owner = owners.first().copied().unwrap_or(worker.index);
+    let owner = first.unwrap_or(worker.index);
     if owner == worker.index {
         worker.wait_unlocked().await;
-        run_alone(&Rc::new(run)).replay(out);
+        run_alone(&Rc::new(run), out);
         return worker.serve_ready();
     }
     let (reply, answer) = oneshot::channel();
     let job = Job::Run {
-        work: Box::new(move || run_alone(&Rc::new(run))),
+        work: Box::new(move || {
+            let mut out = Replies::new();
+            run_alone(&Rc::new(run), &mut out);
+            out
+        }),
         reply,
     };
     if shared.inboxes[owner].send(job).is_ok()
@@ -189,67 +215,47 @@ async fn dispatch<R: Reply>(worker: &Worker, run: Run, out: &mut R, txn: Option<
 
 /// Runs a script on this worker alone (its keys are all here): one transaction of the
 /// mutation stream.
-fn run_alone(run: &Rc<Run>) -> Replies {
+fn run_alone<R: Reply>(run: &Rc<Run>, out: &mut R) {
     let worker = crate::worker::current();
     let shared = &worker.shared;
-    let own = BTreeSet::from([worker.index]);
-    let txn = shared.sink.begin(&own);
-    let links = (0..shared.workers).map(|_| None).collect();
-    let allowed = (0..shared.workers).map(|w| w == worker.index).collect();
-    let replies = run_here(run, links, allowed);
-    shared.sink.finish(txn, &own);
-    replies
+    let txn = shared.sink.begin_one(worker.index);
+    run_here(run, None, call::Allowed::One(worker.index), out);
+    shared.sink.finish_one(txn, worker.index);
 }
 
 /// Runs a script on this thread with the workers `links` holds.
-fn run_here(run: &Rc<Run>, links: TxnLinks, allowed: Vec<bool>) -> Replies {
+fn run_here<R: Reply>(run: &Rc<Run>, links: Option<TxnLinks>, allowed: call::Allowed, out: &mut R) {
     let worker: Rc<Worker> = crate::worker::current();
     let registry = Arc::clone(&worker.shared.scripts);
     engine::with_engine(&registry, |engine| {
-        let mut out = Replies::new();
-        let (function, name, read_only, flags) = match &run.target {
+        let (function, read_only, flags) = match &run.target {
             Target::Script(sha) => match engine.script(&registry, sha) {
-                None => {
-                    out.error(b"NOSCRIPT No matching script. Please use EVAL.");
-                    return out;
-                }
-                Some(Err(e)) => {
-                    out.error(e.as_bytes());
-                    return out;
-                }
+                None => return out.error(b"NOSCRIPT No matching script. Please use EVAL."),
+                Some(Err(e)) => return out.error(e.as_bytes()),
                 // A script with a shebang declares its flags (none: it may write).
                 Some(Ok((_, Some(flags))))
                     if run.read_only && flags & api::flag::NO_WRITES == 0 =>
                 {
-                    out.error(b"ERR Can not execute a script with write flag using *_ro command.");
-                    return out;
+                    return out.error(
+                        b"ERR Can not execute a script with write flag using *_ro command.",
+                    );
                 }
                 Some(Ok((f, flags))) => (
                     f,
-                    String::from_utf8_lossy(sha).into_owned(),
                     run.read_only || flags.is_some_and(|f| f & api::flag::NO_WRITES != 0),
                     flags.unwrap_or(0),
                 ),
             },
             Target::Function(name) => match engine.function(&registry, name) {
-                None => {
-                    out.error(b"ERR Function not found");
-                    return out;
-                }
+                None => return out.error(b"ERR Function not found"),
                 Some((f, flags)) => {
                     if run.read_only && flags & api::flag::NO_WRITES == 0 {
-                        out.error(
+                        return out.error(
                             b"ERR Can not execute a script with write flag using *_ro command.",
                         );
-                        return out;
                     }
                     let read_only = run.read_only || flags & api::flag::NO_WRITES != 0;
-                    (
-                        f,
-                        String::from_utf8_lossy(name).into_owned(),
-                        read_only,
-                        flags,
-                    )
+                    (f, read_only, flags)
                 }
             },
         };
@@ -269,18 +275,18 @@ fn run_here(run: &Rc<Run>, links: TxnLinks, allowed: Vec<bool>) -> Replies {
             client: run.client,
             run: Rc::clone(run),
             recorded: false,
+            scratch: Replies::new(),
         });
         let outcome = if is_function {
-            engine.run_function(&function, &run.lua_keys, &run.argv, run.proto)
+            engine.run_function(&function, run.lua_keys(), run.argv(), out)
         } else {
-            engine.run_script(&function, &run.lua_keys, &run.argv, run.proto)
+            engine.run_script(&function, run.lua_keys(), run.argv(), out)
         };
         let recorded = call::leave();
         registry.stop(recorded);
         engine.report(&registry);
-        match outcome {
-            engine::Outcome::Value(replies) => replies,
-            engine::Outcome::Error(text, line) => {
+        if let Err((text, line)) = outcome {
+            {
                 let source = if is_function {
                     "@user_function"
                 } else {
@@ -299,11 +305,11 @@ fn run_here(run: &Rc<Run>, links: TxnLinks, allowed: Vec<bool>) -> Replies {
                     None => "?".to_owned(),
                 };
                 let text = text.replace(['\r', '\n'], " ");
+                let name = run.name();
                 out.error(format!("{text} script: {name}, on {source}:{line}.").as_bytes());
-                out
             }
         }
-    })
+    });
 }
 
 /// `SCRIPT LOAD|EXISTS|FLUSH|KILL|HELP`.

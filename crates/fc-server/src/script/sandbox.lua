@@ -70,16 +70,28 @@ local function scrub()
 end
 
 -- Runs an `EVAL` body with `KEYS` and `ARGV` set: `ok, result`.
-local function run_script(f, keys, argv)
-    base.KEYS = keys
-    base.ARGV = argv
+-- `KEYS` and `ARGV` from the arguments after `nkeys` (pushed straight onto the stack: cheaper
+-- than building the tables from Rust).
+local function split(nkeys, ...)
+    local keys = { ... }
+    local argv = {}
+    for i = nkeys + 1, #keys do
+        argv[i - nkeys] = keys[i]
+        keys[i] = nil
+    end
+    return keys, argv
+end
+
+local function run_script(f, nkeys, ...)
+    base.KEYS, base.ARGV = split(nkeys, ...)
     local ok, result = xpcall(f, handler)
     scrub()
     return ok, result
 end
 
 -- Runs a library function (`FCALL`) with its keys and arguments: `ok, result`.
-local function run_function(f, keys, argv)
+local function run_function(f, nkeys, ...)
+    local keys, argv = split(nkeys, ...)
     local ok, result = xpcall(function()
         return f(keys, argv)
     end, handler)
