@@ -553,3 +553,48 @@ fn scripts_across_workers_can_be_refused_with_crossslot() {
     assert_eq!(n, 1);
     server.shutdown();
 }
+
+#[test]
+fn commands_a_script_runs_are_counted_in_commandstats() {
+    let server = two_workers();
+    let mut con = client(&server);
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut con)
+        .unwrap();
+    let _: Option<String> = redis::cmd("EVAL")
+        .arg("redis.call('get', KEYS[1]) redis.pcall('incr', KEYS[2]) return redis.call('get', KEYS[1])")
+        .arg(2)
+        .arg("{t}:a")
+        .arg("{t}:b")
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("{t}:b")
+        .arg("x")
+        .query(&mut con)
+        .unwrap();
+    let failed: redis::RedisResult<i64> = redis::cmd("EVAL")
+        .arg("return redis.pcall('incr', KEYS[1])")
+        .arg(1)
+        .arg("{t}:b")
+        .query(&mut con);
+    assert!(failed.is_err());
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut con)
+        .unwrap();
+    let line = |name: &str| {
+        info.lines()
+            .find(|l| l.starts_with(&format!("cmdstat_{name}:")))
+            .unwrap_or_else(|| panic!("no cmdstat_{name} in {info}"))
+            .to_owned()
+    };
+    assert!(line("get").starts_with("cmdstat_get:calls=2,"), "{info}");
+    assert!(line("eval").starts_with("cmdstat_eval:calls=2,"), "{info}");
+    // The failed INCR (a string that is not a number) counts as failed.
+    let incr = line("incr");
+    assert!(incr.starts_with("cmdstat_incr:calls=2,"), "{incr}");
+    assert!(incr.contains("failed_calls=1"), "{incr}");
+    server.shutdown();
+}

@@ -181,8 +181,8 @@ pub(crate) fn call(lua: &Lua, args: MultiValue) -> mlua::Result<(bool, Value)> {
             b"ERR Wrong number of args calling Redis command from script",
         );
     }
-    let flags = match command::select(spec, &argv) {
-        Selected::Slot(slot) => command::slot_flags(slot),
+    let slot = match command::select(spec, &argv) {
+        Selected::Slot(slot) => slot,
         Selected::UnknownSub | Selected::SubArity(_) => {
             return err(
                 lua,
@@ -190,6 +190,7 @@ pub(crate) fn call(lua: &Lua, args: MultiValue) -> mlua::Result<(bool, Value)> {
             );
         }
     };
+    let flags = command::slot_flags(slot);
     if flags & F::NOSCRIPT != 0 || spec.has(F::NOSCRIPT) {
         return err(lua, b"ERR This Redis command is not allowed from script");
     }
@@ -220,9 +221,17 @@ pub(crate) fn call(lua: &Lua, args: MultiValue) -> mlua::Result<(bool, Value)> {
             );
         }
         ctx.wrote |= write;
+        // Counted in the command's statistics, as Redis counts commands scripts run.
+        let worker = Rc::clone(&ctx.worker);
+        let start = worker.ticks.now();
         execute(ctx, spec, argv);
+        let took = crate::stats::Ticks::since(start, worker.ticks.now());
+        worker.stats.record(slot, took);
         match ctx.scratch.error_text() {
-            Some(text) => err(lua, text),
+            Some(text) => {
+                worker.stats.fail(slot);
+                err(lua, text)
+            }
             None => Ok((true, super::engine::to_lua(lua, &ctx.scratch, ctx.resp3)?)),
         }
     })
