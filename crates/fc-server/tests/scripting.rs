@@ -16,9 +16,7 @@ use common::{client, read_reply, start, two_workers};
 use fc_server::ServerConfig;
 
 /// (arguments, reply bytes), recorded from redis-server 7.0.15 in this order on one
-/// connection. Left out: a function error raised from a tail call (`return redis.call(...)`:
-/// fast-cache's `redis.call` is a Lua function, so the caller's line is gone and the error
-/// says `@user_function:?`) and `FUNCTION LIST` of several functions (Redis lists them in its
+/// connection. Left out: `FUNCTION LIST` of several functions (Redis lists them in its
 /// dictionary's order).
 const CASES: &[(&[&str], &[u8])] = &[
     (&["FLUSHALL"], b"+OK\r\n"),
@@ -52,6 +50,8 @@ const CASES: &[(&[&str], &[u8])] = &[
     (&["EVAL", "error({err='X boom'})", "0"], b"-X boom script: f0acf9d1ce814691e2b2cc3296a806e16e047e31, on @user_script:1.\r\n"),
     (&["EVAL", "local a = 1\nerror('line two')", "0"], b"-ERR user_script:2: line two script: 7d9b4d6030e084c2b955bc4314d2ce4ca43627de, on @user_script:2.\r\n"),
     (&["EVAL", "local a = 1\nredis.call('nosuch')", "0"], b"-ERR Unknown Redis command called from script script: 2a61b4ccb0e7dee9f164229a04089d64d2462aef, on @user_script:2.\r\n"),
+    (&["EVAL", "local a = 1\nreturn redis.call('nosuch')", "0"], b"-ERR Unknown Redis command called from script script: 8baccd23d93954db2086711e66a07b07e7998573, on @user_script:2.\r\n"),
+    (&["EVAL", "local a = 1\nif a then\n  return redis.call('incr', 'nokey', 'x')\nend", "0"], b"-ERR Wrong number of args calling Redis command from script script: 92264c5472b4ca4f45768f42988436b7be7b0baa, on @user_script:3.\r\n"),
     (&["EVAL", "a = 1", "0"], b"-ERR user_script:1: Attempt to modify a readonly table script: b88f1ec0c9fe96fde96a6f9dabcbeee661dd7afe, on @user_script:1.\r\n"),
     (&["EVAL", "return x", "0"], b"-ERR user_script:1: Script attempted to access nonexistent global variable 'x' script: 03c387736bb5cc009ff35151572cee04677aa374, on @user_script:1.\r\n"),
     (&["EVAL", "return type(os)", "0"], b"-ERR user_script:1: Script attempted to access nonexistent global variable 'os' script: 88bfcb2247db0b6fa4925f3cddc3fd0651459f99, on @user_script:1.\r\n"),
@@ -103,6 +103,7 @@ const CASES: &[(&[&str], &[u8])] = &[
     (&["SCRIPT", "KILL"], b"-NOTBUSY No scripts in execution right now.\r\n"),
     (&["FUNCTION", "FLUSH"], b"+OK\r\n"),
     (&["FUNCTION", "LOAD", "#!lua name=mylib\nredis.register_function('f1', function(keys, args) return redis.call('incr', keys[1]) end)\nredis.register_function{function_name='f2', callback=function(keys, args) return args[1] end, flags={'no-writes'}, description='desc2'}\nredis.register_function('f3', function(keys, args) error('bad') end)"], b"$5\r\nmylib\r\n"),
+    (&["FCALL", "f1", "1", "s"], b"-ERR value is not an integer or out of range script: f1, on @user_function:2.\r\n"),
     (&["FCALL", "f1", "1", "counter"], b":1\r\n"),
     (&["FCALL", "f3", "0"], b"-ERR user_function:4: bad script: f3, on @user_function:4.\r\n"),
     (&["FCALL", "f2", "0", "hello"], b"$5\r\nhello\r\n"),
@@ -130,7 +131,7 @@ const CASES: &[(&[&str], &[u8])] = &[
     (&["FUNCTION", "KILL"], b"-NOTBUSY No scripts in execution right now.\r\n"),
     (&["FUNCTION", "FLUSH", "bad"], b"-ERR FUNCTION FLUSH only supports SYNC|ASYNC option\r\n"),
     (&["FUNCTION", "RESTORE", "bad"], b"-ERR DUMP payload version or checksum are wrong\r\n"),
-    (&["HELLO", "3"], b"%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n$5\r\nproto\r\n:3\r\n$2\r\nid\r\n:23\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"),
+    (&["HELLO", "3"], b"%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n$5\r\nproto\r\n:3\r\n$2\r\nid\r\n:71\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"),
     (&["EVAL", "return {1, 'x', true, false}", "0"], b"*4\r\n:1\r\n$1\r\nx\r\n:1\r\n_\r\n"),
     (&["EVAL", "return {map={a=1}}", "0"], b"%1\r\n$1\r\na\r\n:1\r\n"),
     (&["EVAL", "return {set={a=true}}", "0"], b"~1\r\n$1\r\na\r\n"),

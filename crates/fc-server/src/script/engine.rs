@@ -206,15 +206,24 @@ impl Engine {
 
     /// Compiles `body` in the sandbox (a compile error as Redis words it).
     pub(crate) fn compile(&self, body: &[u8], name: &str) -> Result<Function, String> {
-        self.lua
-            .load(body)
-            .set_name(name)
-            .set_environment(self.env.clone())
-            .into_function()
-            .map_err(|e| match e {
-                mlua::Error::SyntaxError { message, .. } => message,
-                other => other.to_string(),
-            })
+        let load = |code: &[u8]| {
+            self.lua
+                .load(code)
+                .set_name(name)
+                .set_environment(self.env.clone())
+                .into_function()
+        };
+        // `return redis.call(...)` keeps its frame (see `tailcall`); the source as written
+        // when the rewritten one does not compile.
+        if let Some(code) = super::tailcall::keep_callers(body)
+            && let Ok(f) = load(&code)
+        {
+            return Ok(f);
+        }
+        load(body).map_err(|e| match e {
+            mlua::Error::SyntaxError { message, .. } => message,
+            other => other.to_string(),
+        })
     }
 
     /// The library function `name` with its flags, loading the registry's libraries into

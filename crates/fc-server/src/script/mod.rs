@@ -22,6 +22,7 @@ mod api;
 mod call;
 mod engine;
 mod libs;
+mod tailcall;
 
 use std::collections::BTreeSet;
 use std::rc::Rc;
