@@ -599,3 +599,50 @@ fn commands_a_script_runs_are_counted_in_commandstats() {
     assert!(incr.contains("failed_calls=1"), "{incr}");
     server.shutdown();
 }
+
+#[test]
+fn a_script_cannot_write_past_maxmemory() {
+    let server = start(ServerConfig {
+        shards: 8,
+        threads: 1,
+        maxmemory: Some(256 * 1024),
+        ..ServerConfig::default()
+    });
+    let mut con = client(&server);
+    let value = "v".repeat(1000);
+    // One hash tag: one shard, whose share of the budget fills.
+    let mut full = false;
+    for i in 0..2000 {
+        let r: redis::RedisResult<()> = redis::cmd("SET")
+            .arg(format!("{{t}}k{i}"))
+            .arg(&value)
+            .query(&mut con);
+        if let Err(e) = r {
+            assert_eq!(e.code(), Some("OOM"), "{e}");
+            full = true;
+            break;
+        }
+    }
+    assert!(full, "the budget filled");
+    let write: redis::RedisResult<()> = redis::cmd("EVAL")
+        .arg("return redis.call('set', KEYS[1], ARGV[1])")
+        .arg(1)
+        .arg("{t}more")
+        .arg(&value)
+        .query(&mut con);
+    let e = write.unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("command not allowed when used memory > 'maxmemory'"),
+        "{e}"
+    );
+    // Reads still run.
+    let n: i64 = redis::cmd("EVAL")
+        .arg("return redis.call('strlen', KEYS[1])")
+        .arg(1)
+        .arg("{t}k0")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(n, 1000);
+    server.shutdown();
+}
