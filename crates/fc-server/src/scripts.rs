@@ -40,7 +40,7 @@ pub(crate) struct Busy {
 /// Scripts and function libraries every worker shares, the busy state and the kill switch.
 #[derive(Debug)]
 pub(crate) struct Registry {
-    bodies: RwLock<HashMap<[u8; 40], Arc<[u8]>>>,
+    bodies: RwLock<HashMap<[u8; 40], Arc<[u8]>, foldhash::fast::RandomState>>,
     body_bytes: AtomicUsize,
     generation: AtomicU64,
     pub(crate) libraries: RwLock<BTreeMap<String, Library>>,

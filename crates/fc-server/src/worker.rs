@@ -318,19 +318,25 @@ impl Worker {
     /// Runs `handler` on this worker's store, returning its typed reply.
     pub(crate) fn execute_typed(&self, handler: Handler, args: &[Bytes]) -> Replies {
         let mut out = Replies::new();
-        self.execute_into(handler, args, &mut out);
+        self.execute_into(handler, args, None, &mut out);
         out
     }
 
     /// Runs `handler` on this worker's store, its typed reply into `out` (emptied first).
-    pub(crate) fn execute_into(&self, handler: Handler, args: &[Bytes], out: &mut Replies) {
+    pub(crate) fn execute_into(
+        &self,
+        handler: Handler,
+        args: &[Bytes],
+        route: Option<EmbeddedKeyRoute>,
+        out: &mut Replies,
+    ) {
         out.reset(self.shared.live.output_hard());
         self.shared.notifier.record_command(&args[0]);
         let mut store = self.store.borrow_mut();
         (handler.typed)(&mut Ctx {
             store: &mut store,
             args,
-            route: None,
+            route,
             out,
         });
     }

@@ -18,6 +18,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::Instant;
 
 use bytes::Bytes;
+use fc_shard::EmbeddedKeyRoute;
 use mlua::{Lua, MultiValue, Value};
 
 use crate::command::{self, F, Route, Selected, Session};
@@ -207,8 +208,13 @@ pub(crate) fn call(lua: &Lua, args: MultiValue) -> mlua::Result<(bool, Value)> {
         }
         let mut argv = argv;
         command::into_db(spec, &mut argv, ctx.db);
-        let refused = if let Route::Key(_) = spec.route {
-            !ctx.allowed.has(ctx.worker.shared.owner_of(&argv[1]))
+        // A keyed command: its route, computed once (the owner check and the handler).
+        let route = match spec.route {
+            Route::Key(_) => Some(ctx.worker.store.borrow().route_key(&argv[1])),
+            _ => None,
+        };
+        let refused = if let Some(route) = &route {
+            !ctx.allowed.has(ctx.worker.store.borrow().owner_of(route))
         } else {
             let mut involved = BTreeSet::new();
             cross::workers_of(&ctx.worker, spec, &argv, &mut involved);
@@ -224,7 +230,7 @@ pub(crate) fn call(lua: &Lua, args: MultiValue) -> mlua::Result<(bool, Value)> {
         // Counted in the command's statistics, as Redis counts commands scripts run.
         let worker = Rc::clone(&ctx.worker);
         let start = worker.ticks.now();
-        execute(ctx, spec, argv);
+        execute(ctx, spec, argv, route);
         let took = crate::stats::Ticks::since(start, worker.ticks.now());
         worker.stats.record(slot, took);
         match ctx.scratch.error_text() {
@@ -238,13 +244,18 @@ pub(crate) fn call(lua: &Lua, args: MultiValue) -> mlua::Result<(bool, Value)> {
 }
 
 /// Runs an admitted command of a script.
-fn execute(ctx: &mut CallCtx, spec: &'static command::Spec, args: Vec<Bytes>) {
+fn execute(
+    ctx: &mut CallCtx,
+    spec: &'static command::Spec,
+    args: Vec<Bytes>,
+    route: Option<EmbeddedKeyRoute>,
+) {
     let worker = Rc::clone(&ctx.worker);
     // The common case: a keyed command of this worker.
-    if let Route::Key(handler) = spec.route
-        && worker.shared.owner_of(&args[1]) == worker.index
+    if let (Route::Key(handler), Some(route)) = (spec.route, route)
+        && worker.store.borrow().owner_of(&route) == worker.index
     {
-        return worker.execute_into(handler, &args, &mut ctx.scratch);
+        return worker.execute_into(handler, &args, Some(route), &mut ctx.scratch);
     }
     let mut out = Replies::with_limit(worker.shared.live.output_hard());
     let alone: TxnLinks;

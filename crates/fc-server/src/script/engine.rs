@@ -31,10 +31,10 @@ pub(crate) struct Engine {
     run_library: Function,
     env: Table,
     /// Compiled `EVAL` bodies by SHA1 (lowercase hex), as of `generation`.
-    scripts: HashMap<[u8; 40], (Function, Option<u32>)>,
+    scripts: HashMap<[u8; 40], (Function, Option<u32>), foldhash::fast::FixedState>,
     generation: u64,
     /// Library functions by name with their flags, as of `fn_generation`.
-    functions: HashMap<Vec<u8>, (Function, u32)>,
+    functions: HashMap<Vec<u8>, (Function, u32), foldhash::fast::FixedState>,
     fn_generation: u64,
     /// The interpreter's memory as last added to the registry's total.
     reported: u64,
@@ -131,9 +131,9 @@ impl Engine {
             run_function,
             run_library,
             env,
-            scripts: HashMap::new(),
+            scripts: HashMap::default(),
             generation: 0,
-            functions: HashMap::new(),
+            functions: HashMap::default(),
             fn_generation: u64::MAX,
             reported: 0,
         })
