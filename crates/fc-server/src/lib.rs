@@ -78,6 +78,9 @@ mod watched;
 mod worker;
 
 pub use clients::{OutputLimit, parse_size};
+
+/// A worker thread's stack.
+const WORKER_STACK: usize = 16 << 20;
 pub use persist::{PersistenceConfig, parse_save_rules};
 
 use std::net::SocketAddr;
@@ -302,6 +305,9 @@ impl Server {
             handles.push(
                 std::thread::Builder::new()
                     .name(format!("fc-worker-{index}"))
+                    // Room for a script's nested values, converted one level per frame
+                    // (reserved, not committed: untouched pages cost nothing).
+                    .stack_size(WORKER_STACK)
                     .spawn(move || {
                         let run = std::panic::AssertUnwindSafe(|| {
                             worker::run(index, store, shared, inbox, conn::serve);

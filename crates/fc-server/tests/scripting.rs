@@ -646,3 +646,36 @@ fn a_script_cannot_write_past_maxmemory() {
     assert_eq!(n, 1000);
     server.shutdown();
 }
+
+#[test]
+fn deep_and_wide_values_convert_without_harm() {
+    let server = two_workers();
+    let mut con = client(&server);
+    // A table nested in itself: converted to a bounded depth, then Redis's error (read off
+    // the socket: redis-rs refuses replies this deep).
+    let (mut r, mut w) = connect(server.addr());
+    let deep = exchange(
+        &mut r,
+        &mut w,
+        &["EVAL", "local t = {} t[1] = t return t", "0"],
+    );
+    assert!(deep.starts_with(b"*1\r\n*1\r\n"));
+    assert!(deep.ends_with(b"*1\r\n-ERR reached lua stack limit\r\n"));
+    // Wide maps and sets (RESP3 shapes a RESP2 client receives flat).
+    let map: Vec<String> = redis::cmd("EVAL")
+        .arg("local m = {} for i = 1, 20000 do m['k' .. i] = i end return {map = m}")
+        .arg(0)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(map.len(), 40_000);
+    let set: Vec<String> = redis::cmd("EVAL")
+        .arg("local s = {} for i = 1, 20000 do s['k' .. i] = true end return {set = s}")
+        .arg(0)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(set.len(), 20_000);
+    // The server is still there.
+    let pong: String = redis::cmd("PING").query(&mut con).unwrap();
+    assert_eq!(pong, "PONG");
+    server.shutdown();
+}

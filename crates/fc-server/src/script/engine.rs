@@ -19,8 +19,9 @@ use crate::scripts::{Busy, Registry};
 /// Instructions between two looks at the clock and the kill switch.
 const HOOK_EVERY: u32 = 100_000;
 
-/// How deep a returned table is converted (Redis stops at its Lua stack's limit; deeper
-/// levels are answered as an error).
+/// How deep a returned table is converted; deeper levels are answered as an error, as Redis
+/// answers past its Lua stack's limit (about 8000 levels there; here each level holds one of
+/// the interpreter's references, which are limited, and a frame of the worker's stack).
 const MAX_DEPTH: usize = 1000;
 
 /// A worker thread's interpreter.
@@ -416,24 +417,20 @@ fn table_reply<R: Reply>(t: &Table, proto: RespVersion, out: &mut R, depth: usiz
     if let Ok(Value::String(s)) = t.raw_get::<Value>("big_number") {
         return out.big_number(&s.as_bytes());
     }
+    // Maps and sets: counted, then converted entry by entry (holding every entry at once
+    // would hold as many of the interpreter's references, which are limited).
     if let Ok(Value::Table(map)) = t.raw_get::<Value>("map") {
-        let pairs: Vec<(Value, Value)> =
-            map.pairs::<Value, Value>().filter_map(Result::ok).collect();
-        out.map_len(pairs.len());
-        for (k, v) in &pairs {
-            to_reply(k, proto, out, depth + 1);
-            to_reply(v, proto, out, depth + 1);
+        out.map_len(map.pairs::<Value, Value>().count());
+        for (k, v) in map.pairs::<Value, Value>().filter_map(Result::ok) {
+            to_reply(&k, proto, out, depth + 1);
+            to_reply(&v, proto, out, depth + 1);
         }
         return;
     }
     if let Ok(Value::Table(set)) = t.raw_get::<Value>("set") {
-        let members: Vec<Value> = set
-            .pairs::<Value, Value>()
-            .filter_map(|p| p.ok().map(|(k, _)| k))
-            .collect();
-        out.set_len(members.len());
-        for m in &members {
-            to_reply(m, proto, out, depth + 1);
+        out.set_len(set.pairs::<Value, Value>().count());
+        for (m, _) in set.pairs::<Value, Value>().filter_map(Result::ok) {
+            to_reply(&m, proto, out, depth + 1);
         }
         return;
     }

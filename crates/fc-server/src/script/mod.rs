@@ -200,7 +200,8 @@ async fn dispatch<R: Reply>(worker: &Worker, run: Run, out: &mut R, txn: Option<
     let (reply, answer) = oneshot::channel();
     let job = Job::Run {
         work: Box::new(move || {
-            let mut out = Replies::new();
+            // Bounded as the connection's own buffer is (the client output limit).
+            let mut out = Replies::with_limit(crate::worker::current().shared.live.output_hard());
             run_alone(&Rc::new(run), &mut out);
             out
         }),
