@@ -679,3 +679,37 @@ fn deep_and_wide_values_convert_without_harm() {
     assert_eq!(pong, "PONG");
     server.shutdown();
 }
+
+#[test]
+fn a_loop_inside_a_coroutine_is_busy_and_killable_too() {
+    let server = two_workers();
+    let (mut ra, mut wa) = connect(server.addr());
+    let (mut rb, mut wb) = connect(server.addr());
+    assert_eq!(
+        reply_within(
+            &mut rb,
+            &mut wb,
+            &["CONFIG", "SET", "busy-reply-threshold", "100"]
+        ),
+        "+OK\r\n"
+    );
+    send(
+        &mut wa,
+        &[
+            "EVAL",
+            "local co = coroutine.wrap(function() while true do end end) co()",
+            "0",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(
+        reply_within(&mut rb, &mut wb, &["SCRIPT", "KILL"]),
+        "+OK\r\n"
+    );
+    let killed = reply_within(&mut ra, &mut wa, &["PING"]);
+    assert!(
+        killed.contains("Script killed by user with SCRIPT KILL..."),
+        "{killed}"
+    );
+    server.shutdown();
+}

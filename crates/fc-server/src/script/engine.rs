@@ -109,7 +109,8 @@ impl Engine {
                 .set_name("=sandbox")
                 .call((libs, rcall, handler))?;
         let limits = Arc::clone(registry);
-        lua.set_hook(
+        // Global: coroutines a script creates inherit it (a per-thread hook would skip them).
+        lua.set_global_hook(
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
             move |_, _| match call::running() {
                 None => Ok(mlua::VmState::Continue),
