@@ -4,16 +4,30 @@
 -- `dofile`, `loadfile`, `print`, `setfenv`, `getfenv`, `module` and `newproxy` are absent.
 local libs, rcall, handler = ...
 local G = _G
-local error, rawget, rawset, setmetatable, pairs, next, xpcall, tostring, type =
-    G.error, G.rawget, G.rawset, G.setmetatable, G.pairs, G.next, G.xpcall, G.tostring, G.type
+local error, rawget, rawset, setmetatable, getmetatable, pairs, next, xpcall, tostring, type =
+    G.error, G.rawget, G.rawset, G.setmetatable, G.getmetatable, G.pairs, G.next, G.xpcall,
+    G.tostring, G.type
+local loadstring, load, setfenv = G.loadstring, G.load, G.setfenv
+
+-- Nothing a script can reach may read files or change environments, even through the
+-- interpreter's own globals.
+for _, name in pairs({ "dofile", "loadfile", "print", "require", "module", "setfenv", "getfenv",
+    "newproxy", "package", "os", "io", "debug" }) do
+    G[name] = nil
+end
 
 local function readonly()
     error("Attempt to modify a readonly table", 2)
 end
 
+-- The read-only tables (weak keys), which `rawset` refuses as Redis's read-only tables do.
+local protected = setmetatable({}, { __mode = "k" })
+
 -- A read-only view of `t`: reads go to `t`, writes fail.
 local function protect(t)
-    return setmetatable({}, { __index = t, __newindex = readonly, __metatable = false })
+    local view = setmetatable({}, { __index = t, __newindex = readonly, __metatable = false })
+    protected[view] = true
+    return view
 end
 
 -- What scripts see as globals, behind `env`.
@@ -28,6 +42,31 @@ end
 for _, name in pairs({ "coroutine", "math", "string", "table" }) do
     base[name] = protect(G[name])
 end
+base.rawset = function(t, k, v)
+    if protected[t] then
+        error("Attempt to modify a readonly table", 0)
+    end
+    return rawset(t, k, v)
+end
+-- Code compiled by a script runs in the script's environment, not the interpreter's.
+base.loadstring = function(...)
+    local f, e = loadstring(...)
+    if f then
+        setfenv(f, base._G)
+    end
+    return f, e
+end
+base.load = function(...)
+    local f, e = load(...)
+    if f then
+        setfenv(f, base._G)
+    end
+    return f, e
+end
+-- Strings' methods are the read-only string library; their metatable cannot be changed.
+local string_meta = getmetatable("")
+string_meta.__index = base.string
+string_meta.__metatable = protect(string_meta)
 for name, lib in pairs(libs) do
     base[name] = protect(lib)
 end
@@ -49,6 +88,7 @@ end
 base.redis = protect(redis)
 
 local env = setmetatable({}, { __index = base, __newindex = readonly, __metatable = false })
+protected[env] = true
 setmetatable(base, {
     __index = function(_, name)
         error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
