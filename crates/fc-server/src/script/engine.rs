@@ -212,9 +212,17 @@ impl Engine {
             self.lua
                 .load(code)
                 .set_name(name)
+                // Source only: Lua 5.1 does not verify bytecode.
+                .set_mode(mlua::ChunkMode::Text)
                 .set_environment(self.env.clone())
                 .into_function()
         };
+        // A precompiled chunk is refused as Redis's Lua refuses it (as text that does not
+        // parse).
+        if body.first() == Some(&0x1b) {
+            let chunk = name.trim_start_matches('@');
+            return Err(format!("{chunk}:1: unexpected symbol near 'char(27)'"));
+        }
         // `return redis.call(...)` keeps its frame (see `tailcall`); the source as written
         // when the rewritten one does not compile.
         if let Some(code) = super::tailcall::keep_callers(body)

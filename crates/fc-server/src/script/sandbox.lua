@@ -48,20 +48,41 @@ base.rawset = function(t, k, v)
     end
     return rawset(t, k, v)
 end
--- Code compiled by a script runs in the script's environment, not the interpreter's.
-base.loadstring = function(...)
-    local f, e = loadstring(...)
+-- Code compiled by a script runs in the script's environment, not the interpreter's, and is
+-- text: a precompiled (binary) chunk is refused as Redis's Lua refuses it (Lua 5.1 does not
+-- verify bytecode).
+local sub, byte, find, concat = G.string.sub, G.string.byte, G.string.find, G.table.concat
+local function compile(code, name)
+    if type(code) == "string" and byte(code, 1) == 27 then
+        local first = sub(code, 1, (find(code, "\n", 1, true) or 0) - 1)
+        if #first > 45 then
+            first = sub(first, 1, 42) .. "..."
+        end
+        return nil, '[string "' .. first .. '"]:1: unexpected symbol near \'char(27)\''
+    end
+    local f, e = loadstring(code, name)
     if f then
         setfenv(f, base._G)
     end
     return f, e
 end
-base.load = function(...)
-    local f, e = load(...)
-    if f then
-        setfenv(f, base._G)
+base.loadstring = compile
+base.load = function(reader, name)
+    if type(reader) ~= "function" then
+        return load(reader, name)
     end
-    return f, e
+    local parts = {}
+    while true do
+        local part = reader()
+        if part == nil or part == "" then
+            break
+        end
+        if type(part) ~= "string" then
+            return nil, "reader function must return a string"
+        end
+        parts[#parts + 1] = part
+    end
+    return compile(concat(parts), name or "=(load)")
 end
 -- Strings' methods are the read-only string library; their metatable cannot be changed.
 local string_meta = getmetatable("")
