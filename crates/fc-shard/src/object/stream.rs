@@ -1203,7 +1203,16 @@ impl Stream {
             .iter()
             .map(|n| self.entries.range(n.master..=n.last).count())
             .sum();
-        if in_nodes == self.entries.len() {
+        // A deleted entry whose id was added again (after `XSETID` lowered the last id) would
+        // be deleted again on replay, taking the live entry with it: then the entries alone.
+        let reused = || {
+            self.nodes().any(|node| {
+                node.entries
+                    .into_iter()
+                    .any(|(id, dead, _)| dead && self.entries.contains_key(&id))
+            })
+        };
+        if in_nodes == self.entries.len() && !reused() {
             for node in self.nodes() {
                 for (id, dead, entry) in node.entries {
                     fields.clear();
@@ -1218,7 +1227,7 @@ impl Stream {
                 }
             }
         } else {
-            // Not expected: entries the node model lost track of. Their content matters more.
+            // Entries the node model cannot replay (see above): their content matters more.
             for (id, entry) in &self.entries {
                 fields.clear();
                 fields.extend(Fields::of(entry));
