@@ -205,26 +205,23 @@ const SPREAD: [&str; 16] = [
     "k15",
 ];
 
+/// `EVAL body` with every key of [`SPREAD`] declared.
+fn over_spread(body: &str) -> redis::Cmd {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(body).arg(SPREAD.len()).arg(&SPREAD[..]);
+    cmd
+}
+
 #[test]
 fn declared_keys_run_anywhere_and_undeclared_keys_of_another_worker_are_refused() {
     let server = two_workers();
     let mut con = client(&server);
     // Declared: every key reachable, the script holding both workers.
     let set_all = "for i, k in ipairs(KEYS) do redis.call('set', k, i) end return #KEYS";
-    let n: i64 = redis::cmd("EVAL")
-        .arg(set_all)
-        .arg(SPREAD.len())
-        .arg(&SPREAD[..])
-        .query(&mut con)
-        .unwrap();
+    let n: i64 = over_spread(set_all).query(&mut con).unwrap();
     assert_eq!(n, 16);
     let sum = "local s = 0 for _, k in ipairs(KEYS) do s = s + redis.call('get', k) end return s";
-    let total: i64 = redis::cmd("EVAL")
-        .arg(sum)
-        .arg(SPREAD.len())
-        .arg(&SPREAD[..])
-        .query(&mut con)
-        .unwrap();
+    let total: i64 = over_spread(sum).query(&mut con).unwrap();
     assert_eq!(total, (1..=16).sum::<i64>());
     // Undeclared: a key of the worker the script does not run on is refused, as Redis
     // Cluster refuses a key of another node.
@@ -253,12 +250,7 @@ fn a_script_over_two_workers_is_atomic_under_concurrent_writers() {
     let server = two_workers();
     let mut con = client(&server);
     let init = "for _, k in ipairs(KEYS) do redis.call('set', k, 100) end";
-    let _: () = redis::cmd("EVAL")
-        .arg(init)
-        .arg(SPREAD.len())
-        .arg(&SPREAD[..])
-        .query(&mut con)
-        .unwrap();
+    let _: () = over_spread(init).query(&mut con).unwrap();
     // Writers move units between keys of different workers; readers sum every key in one
     // script. A reader that saw a move half done would see another total.
     let transfer = "local n = redis.call('decrby', KEYS[1], ARGV[1]) redis.call('incrby', KEYS[2], ARGV[1]) return n";
@@ -291,12 +283,7 @@ fn a_script_over_two_workers_is_atomic_under_concurrent_writers() {
         std::thread::spawn(move || {
             let mut reads = 0;
             while !stop.load(Ordering::Relaxed) {
-                let total: i64 = redis::cmd("EVAL")
-                    .arg(sum)
-                    .arg(SPREAD.len())
-                    .arg(&SPREAD[..])
-                    .query(&mut con)
-                    .unwrap();
+                let total: i64 = over_spread(sum).query(&mut con).unwrap();
                 assert_eq!(total, 1600, "a reader saw a transfer half done");
                 reads += 1;
             }
@@ -308,12 +295,7 @@ fn a_script_over_two_workers_is_atomic_under_concurrent_writers() {
     }
     stop.store(true, Ordering::Relaxed);
     assert!(reader.join().unwrap() > 0);
-    let total: i64 = redis::cmd("EVAL")
-        .arg(sum)
-        .arg(SPREAD.len())
-        .arg(&SPREAD[..])
-        .query(&mut con)
-        .unwrap();
+    let total: i64 = over_spread(sum).query(&mut con).unwrap();
     assert_eq!(total, 1600);
     server.shutdown();
 }
@@ -546,11 +528,7 @@ fn scripts_across_workers_can_be_refused_with_crossslot() {
         ..ServerConfig::default()
     });
     let mut con = client(&server);
-    let r: redis::RedisResult<i64> = redis::cmd("EVAL")
-        .arg("return #KEYS")
-        .arg(SPREAD.len())
-        .arg(&SPREAD[..])
-        .query(&mut con);
+    let r: redis::RedisResult<i64> = over_spread("return #KEYS").query(&mut con);
     let e = r.unwrap_err();
     assert_eq!(e.code(), Some("CROSSSLOT"), "{e}");
     // Keys of one worker (one hash tag) still run.

@@ -274,31 +274,24 @@ impl Engine {
         }
     }
 
-    /// Runs an `EVAL` script with `keys` and `argv`.
-    pub(crate) fn run_script<R: Reply>(
+    /// Runs an `EVAL` script (`function`: a library function, called with `keys` and `argv`
+    /// as arguments instead of `KEYS` and `ARGV`), writing its value into `out`.
+    pub(crate) fn run<R: Reply>(
         &self,
         f: &Function,
+        function: bool,
         keys: &[Bytes],
         argv: &[Bytes],
         out: &mut R,
     ) -> Result<(), Raised> {
+        let runner = if function {
+            &self.run_function
+        } else {
+            &self.run_script
+        };
         let result = self
             .strings(keys, argv)
-            .and_then(|args| with_line(self.run_script.call((f, keys.len(), args))));
-        outcome(result, out)
-    }
-
-    /// Runs a library function with `keys` and `argv`, writing its value into `out`.
-    pub(crate) fn run_function<R: Reply>(
-        &self,
-        f: &Function,
-        keys: &[Bytes],
-        argv: &[Bytes],
-        out: &mut R,
-    ) -> Result<(), Raised> {
-        let result = self
-            .strings(keys, argv)
-            .and_then(|args| with_line(self.run_function.call((f, keys.len(), args))));
+            .and_then(|args| with_line(runner.call((f, keys.len(), args))));
         outcome(result, out)
     }
 

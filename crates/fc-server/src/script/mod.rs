@@ -279,11 +279,7 @@ fn run_here<R: Reply>(run: &Rc<Run>, links: Option<TxnLinks>, allowed: call::All
             recorded: false,
             scratch: Replies::new(),
         });
-        let outcome = if is_function {
-            engine.run_function(&function, run.lua_keys(), run.argv(), out)
-        } else {
-            engine.run_script(&function, run.lua_keys(), run.argv(), out)
-        };
+        let outcome = engine.run(&function, is_function, run.lua_keys(), run.argv(), out);
         let recorded = call::leave();
         registry.stop(recorded);
         engine.report(&registry);
