@@ -716,9 +716,19 @@ pub(crate) fn build_fc_server(root: &Path, task: &str) -> anyhow::Result<PathBuf
         eprintln!("{task}: using FC_SERVER_BIN={}", bin.to_string_lossy());
         return Ok(PathBuf::from(bin));
     }
-    eprintln!("{task}: building fc-server (release)");
+    // With xtask's `unsafe` feature, the server's reviewed `unsafe` paths too (SAFETY.md).
+    let features: &[&str] = if cfg!(feature = "unsafe") {
+        &["--features", "unsafe"]
+    } else {
+        &[]
+    };
+    eprintln!(
+        "{task}: building fc-server (release{})",
+        features.join(" ").replace("--features", ",")
+    );
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args(["build", "--release", "--quiet", "-p", "fc-server"])
+        .args(features)
         .current_dir(root)
         .status()?;
     if !status.success() {

@@ -6,6 +6,10 @@ use clap::Parser;
 use fc_server::Server;
 use fc_server::config::{FastCacheConfig, Size};
 
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The fast-cache server: Redis-compatible RESP2/RESP3 on a thread-per-core engine.
 ///
 /// Settings come from flags, then `FAST_CACHE_*` environment variables, then the `--config`

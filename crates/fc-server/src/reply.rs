@@ -404,6 +404,11 @@ impl Replies {
         };
     }
 
+    /// The memory its buffers hold.
+    pub(crate) fn held(&self) -> usize {
+        self.bytes.capacity() + self.tokens.capacity() * std::mem::size_of::<Token>()
+    }
+
     /// The tokens written.
     pub(crate) fn tokens(&self) -> &[Token] {
         &self.tokens

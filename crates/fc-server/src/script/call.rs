@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Instant;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use fc_shard::EmbeddedKeyRoute;
 use mlua::{Lua, MultiValue, Value};
 
@@ -72,6 +72,8 @@ impl Allowed {
 
 thread_local! {
     static CONTEXT: RefCell<Option<CallCtx>> = const { RefCell::new(None) };
+    /// The reply buffer the last script's commands used.
+    static SPARE: std::cell::Cell<Replies> = std::cell::Cell::new(Replies::new());
 }
 
 /// Installs the context of the script about to run on this thread.
@@ -81,10 +83,23 @@ pub(crate) fn enter(ctx: CallCtx) {
 
 /// Removes the context after the script ended; whether the hook told the registry it runs.
 pub(crate) fn leave() -> bool {
-    CONTEXT
-        .with_borrow_mut(Option::take)
-        .is_some_and(|ctx| ctx.recorded)
+    let Some(ctx) = CONTEXT.with_borrow_mut(Option::take) else {
+        return false;
+    };
+    // The reply buffer serves the next script, unless a large reply grew it.
+    if ctx.scratch.held() <= SPARE_MAX {
+        SPARE.set(ctx.scratch);
+    }
+    ctx.recorded
 }
+
+/// The reply buffer for a script's commands (the last script's, reused).
+pub(crate) fn scratch() -> Replies {
+    SPARE.take()
+}
+
+/// The most a reply buffer kept for the next script may hold.
+const SPARE_MAX: usize = 64 << 10;
 
 /// `redis.setresp`.
 pub(crate) fn set_resp3(on: bool) {
@@ -116,6 +131,13 @@ pub(crate) fn running() -> Option<(u128, bool, Option<Rc<super::Run>>)> {
     })
 }
 
+/// `redis.call` with no arguments.
+pub(crate) const NO_ARGS: &[u8] =
+    b"ERR Please specify at least one argument for this redis lib call";
+/// `redis.call` with an argument neither a string nor a number.
+pub(crate) const BAD_ARG: &[u8] =
+    b"ERR Lua redis lib command arguments must be strings or integers";
+
 /// An `{err = text}` table.
 fn err(lua: &Lua, text: &[u8]) -> mlua::Result<(bool, Value)> {
     let t = lua.create_table_with_capacity(0, 1)?;
@@ -123,88 +145,125 @@ fn err(lua: &Lua, text: &[u8]) -> mlua::Result<(bool, Value)> {
     Ok((false, Value::Table(t)))
 }
 
-/// The Rust half of `redis.call`/`redis.pcall`: `(true, value)`, or `(false, {err = ...})`
-/// for the Lua half to raise (`call`) or return (`pcall`).
+/// The Rust half of `redis.call`/`redis.pcall` (mlua's safe API): `(true, value)`, or
+/// `(false, {err = ...})` for the Lua half to raise (`call`) or return (`pcall`).
+#[cfg_attr(
+    feature = "unsafe",
+    expect(
+        dead_code,
+        reason = "the unsafe feature's redis.call replaces it (raw.rs)"
+    )
+)]
 pub(crate) fn call(lua: &Lua, args: MultiValue) -> mlua::Result<(bool, Value)> {
-    if args.is_empty() {
-        return err(
-            lua,
-            b"ERR Please specify at least one argument for this redis lib call",
-        );
-    }
-    // The arguments' bytes in one buffer, each argument a slice of it (one allocation).
-    let mut total = 0;
+    let mut argv = Args::new(args.len());
     for arg in &args {
         match arg {
-            Value::String(s) => total += s.as_bytes().len(),
-            Value::Integer(_) | Value::Number(_) => total += 24,
-            _ => {
-                return err(
-                    lua,
-                    b"ERR Lua redis lib command arguments must be strings or integers",
-                );
-            }
+            Value::String(s) => argv.bytes(&s.as_bytes()),
+            Value::Integer(n) => argv.integer(*n),
+            Value::Number(n) => argv.number(*n),
+            _ => return err(lua, BAD_ARG),
         }
     }
-    let mut buf = Vec::with_capacity(total);
-    let mut ends = Vec::with_capacity(args.len());
-    for arg in &args {
-        match arg {
-            Value::String(s) => buf.extend_from_slice(&s.as_bytes()),
-            Value::Integer(n) => buf.extend_from_slice(n.to_string().as_bytes()),
-            Value::Number(n) => buf.extend_from_slice(super::api::number_text(*n).as_bytes()),
-            _ => {}
+    command(argv.finish(), |done| match done {
+        Ok((replies, resp3)) => Ok((true, super::convert::to_lua(lua, replies, resp3)?)),
+        Err(text) => err(lua, text),
+    })
+}
+
+thread_local! {
+    /// The buffer a script's command arguments are copied into (its space is taken back
+    /// once the command's arguments are dropped).
+    static ARGS: RefCell<BytesMut> = RefCell::new(BytesMut::new());
+}
+
+/// A script command's arguments, copied from Lua values into one shared buffer.
+pub(crate) struct Args {
+    argv: Vec<Bytes>,
+}
+
+impl Args {
+    pub(crate) fn new(n: usize) -> Self {
+        Self {
+            argv: Vec::with_capacity(n),
         }
-        ends.push(buf.len());
     }
-    let buf = Bytes::from(buf);
-    let mut start = 0;
-    let argv: Vec<Bytes> = ends
-        .into_iter()
-        .map(|end| {
-            let arg = buf.slice(start..end);
-            start = end;
-            arg
-        })
-        .collect();
+
+    /// A string argument.
+    pub(crate) fn bytes(&mut self, bytes: &[u8]) {
+        let arg = ARGS.with_borrow_mut(|buf| {
+            buf.reserve(bytes.len().max(256));
+            buf.extend_from_slice(bytes);
+            buf.split().freeze()
+        });
+        self.argv.push(arg);
+    }
+
+    /// An integer argument (its decimal text).
+    pub(crate) fn integer(&mut self, n: i64) {
+        self.bytes(itoa::Buffer::new().format(n).as_bytes());
+    }
+
+    /// A number argument: an integral number in `i64`'s range as an integer, any other as
+    /// Lua writes numbers.
+    pub(crate) fn number(&mut self, n: f64) {
+        // 2^63: the first double past `i64::MAX`.
+        const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+        if (-LIMIT..LIMIT).contains(&n) && ((n as i64) as f64).to_bits() == n.to_bits() {
+            self.integer(n as i64);
+        } else {
+            self.bytes(super::api::number_text(n).as_bytes());
+        }
+    }
+
+    pub(crate) fn finish(self) -> Vec<Bytes> {
+        self.argv
+    }
+}
+
+/// Admits and runs a command of the running script (Redis's checks: arity, `noscript`,
+/// writes from read-only scripts, keys the script may touch); `done` gets its reply with
+/// the script's protocol (`true`: RESP3), or the error text the script gets.
+pub(crate) fn command<T>(
+    argv: Vec<Bytes>,
+    done: impl FnOnce(Result<(&Replies, bool), &[u8]>) -> T,
+) -> T {
+    let Some(name) = argv.first() else {
+        return done(Err(NO_ARGS));
+    };
     if super::api::loading() {
-        return err(
-            lua,
+        return done(Err(
             b"ERR redis.call can not be called while a library loads",
-        );
+        ));
     }
-    let Some(spec) = command::lookup(&argv[0]) else {
-        return err(lua, b"ERR Unknown Redis command called from script");
+    let Some(spec) = command::lookup(name) else {
+        return done(Err(b"ERR Unknown Redis command called from script"));
     };
     if !spec.arity_ok(argv.len()) {
-        return err(
-            lua,
+        return done(Err(
             b"ERR Wrong number of args calling Redis command from script",
-        );
+        ));
     }
     let slot = match command::select(spec, &argv) {
         Selected::Slot(slot) => slot,
         Selected::UnknownSub | Selected::SubArity(_) => {
-            return err(
-                lua,
+            return done(Err(
                 b"ERR Wrong number of args calling Redis command from script",
-            );
+            ));
         }
     };
     let flags = command::slot_flags(slot);
     if flags & F::NOSCRIPT != 0 || spec.has(F::NOSCRIPT) {
-        return err(lua, b"ERR This Redis command is not allowed from script");
+        return done(Err(b"ERR This Redis command is not allowed from script"));
     }
     CONTEXT.with_borrow_mut(|c| {
         let Some(ctx) = c.as_mut() else {
-            return err(lua, b"ERR redis.call outside a script");
+            return done(Err(b"ERR redis.call outside a script"));
         };
         let write = flags & F::WRITE != 0 || spec.write();
         if write && ctx.read_only {
-            return err(
-                lua,
+            return done(Err(
                 b"ERR Write commands are not allowed from read-only scripts.",
-            );
+            ));
         }
         let mut argv = argv;
         command::into_db(spec, &mut argv, ctx.db);
@@ -221,10 +280,9 @@ pub(crate) fn call(lua: &Lua, args: MultiValue) -> mlua::Result<(bool, Value)> {
             involved.iter().any(|&w| !ctx.allowed.has(w))
         };
         if refused {
-            return err(
-                lua,
+            return done(Err(
                 b"ERR Script attempted to access a non local key in a cluster node",
-            );
+            ));
         }
         ctx.wrote |= write;
         // Counted in the command's statistics, as Redis counts commands scripts run.
@@ -236,9 +294,9 @@ pub(crate) fn call(lua: &Lua, args: MultiValue) -> mlua::Result<(bool, Value)> {
         match ctx.scratch.error_text() {
             Some(text) => {
                 worker.stats.fail(slot);
-                err(lua, text)
+                done(Err(text))
             }
-            None => Ok((true, super::engine::to_lua(lua, &ctx.scratch, ctx.resp3)?)),
+            None => done(Ok((&ctx.scratch, ctx.resp3))),
         }
     })
 }

@@ -10,10 +10,10 @@ use bytes::Bytes;
 use fc_resp::RespVersion;
 use std::sync::Arc;
 
-use mlua::{Either, Function, HookTriggers, Lua, LuaOptions, StdLib, Table, Value, Variadic};
+use mlua::{Function, HookTriggers, Lua, LuaOptions, StdLib, Table, Value};
 
 use super::call;
-use crate::reply::{Replies, Reply, Token};
+use crate::reply::Reply;
 use crate::scripts::{Busy, Registry};
 
 /// Instructions between two looks at the clock and the kill switch.
@@ -27,8 +27,11 @@ const MAX_DEPTH: usize = 1000;
 /// A worker thread's interpreter.
 pub(crate) struct Engine {
     pub(crate) lua: Lua,
-    run_script: Function,
-    run_function: Function,
+    /// Runs scripts and library functions.
+    #[cfg(feature = "unsafe")]
+    runner: super::raw::Runner,
+    #[cfg(not(feature = "unsafe"))]
+    runner: Runner,
     run_library: Function,
     env: Table,
     /// Compiled `EVAL` bodies by SHA1 (lowercase hex), as of `generation`.
@@ -102,12 +105,36 @@ impl Engine {
             let lib: Value = lua.globals().get(name)?;
             libs.set(name, lib)?;
         }
+        // `redis.call`'s Rust half: a C function with the `unsafe` feature (values cross
+        // on the Lua stack), else an mlua callback.
+        #[cfg(feature = "unsafe")]
+        let rcall = super::raw::rcall_function(&lua)?;
+        #[cfg(not(feature = "unsafe"))]
         let rcall = lua.create_function(call::call)?;
         let handler = lua.create_function(error_handler)?;
-        let (env, run_script, run_function, run_library): (Table, Function, Function, Function) =
-            lua.load(include_str!("sandbox.lua"))
-                .set_name("=sandbox")
-                .call((libs, rcall, handler))?;
+        let (env, run_script, run_function, run_library, base): (
+            Table,
+            Function,
+            Function,
+            Function,
+            Table,
+        ) = lua
+            .load(include_str!("sandbox.lua"))
+            .set_name("=sandbox")
+            .call((libs, rcall, handler.clone()))?;
+        #[cfg(feature = "unsafe")]
+        let runner = {
+            let _ = (run_script, run_function);
+            super::raw::Runner::new(&lua, handler, base, env.clone())?
+        };
+        #[cfg(not(feature = "unsafe"))]
+        let runner = {
+            let _ = (handler, base);
+            Runner {
+                run_script,
+                run_function,
+            }
+        };
         let limits = Arc::clone(registry);
         // Global: coroutines a script creates inherit it (a per-thread hook would skip them).
         lua.set_global_hook(
@@ -129,8 +156,7 @@ impl Engine {
         )?;
         Ok(Self {
             lua,
-            run_script,
-            run_function,
+            runner,
             run_library,
             env,
             scripts: HashMap::default(),
@@ -284,30 +310,47 @@ impl Engine {
         argv: &[Bytes],
         out: &mut R,
     ) -> Result<(), Raised> {
+        let result = self.runner.run(&self.lua, f, function, keys, argv);
+        outcome(with_line(result), out)
+    }
+}
+
+/// Runs scripts through `sandbox.lua`'s runners (mlua's safe API; the `unsafe` feature has
+/// its own, `raw::Runner`).
+#[cfg(not(feature = "unsafe"))]
+struct Runner {
+    run_script: Function,
+    run_function: Function,
+}
+
+#[cfg(not(feature = "unsafe"))]
+impl Runner {
+    /// `f` with `KEYS` and `ARGV` set (`function`: called with the keys and the arguments):
+    /// `(true, value)`, or `(false, error)` for what it raised.
+    fn run(
+        &self,
+        lua: &Lua,
+        f: &Function,
+        function: bool,
+        keys: &[Bytes],
+        argv: &[Bytes],
+    ) -> mlua::Result<(bool, Value)> {
         let runner = if function {
             &self.run_function
         } else {
             &self.run_script
         };
-        let result = self
-            .strings(keys, argv)
-            .and_then(|args| with_line(runner.call((f, keys.len(), args))));
-        outcome(result, out)
-    }
-
-    /// The keys then the arguments, each pushed as Lua strings (UTF-8 text without a copy).
-    fn strings<'a>(
-        &self,
-        keys: &'a [Bytes],
-        argv: &'a [Bytes],
-    ) -> mlua::Result<Variadic<Either<&'a str, mlua::String>>> {
-        keys.iter()
+        // The keys then the arguments, each pushed as Lua strings (UTF-8 text without a
+        // copy).
+        let args = keys
+            .iter()
             .chain(argv)
             .map(|item| match std::str::from_utf8(item) {
-                Ok(text) => Ok(Either::Left(text)),
-                Err(_) => self.lua.create_string(item).map(Either::Right),
+                Ok(text) => Ok(mlua::Either::Left(text)),
+                Err(_) => lua.create_string(item).map(mlua::Either::Right),
             })
-            .collect()
+            .collect::<mlua::Result<mlua::Variadic<mlua::Either<&str, mlua::String>>>>()?;
+        runner.call((f, keys.len(), args))
     }
 }
 
@@ -460,177 +503,4 @@ fn one_line(text: &[u8]) -> Vec<u8> {
     text.iter()
         .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b })
         .collect()
-}
-
-/// Converts a command's reply into the Lua value `redis.call` returns, with Redis's rules
-/// for the script's protocol (`redis.setresp`, 2 by default).
-pub(crate) fn to_lua(lua: &Lua, replies: &Replies, resp3: bool) -> mlua::Result<Value> {
-    let tokens = replies.tokens();
-    let mut at = 0;
-    if tokens.is_empty() {
-        return Ok(Value::Boolean(false));
-    }
-    let mut values = Vec::new();
-    while at < tokens.len() {
-        values.push(convert(lua, replies, tokens, &mut at, resp3)?);
-    }
-    // A handler writes one value.
-    Ok(values.into_iter().next().unwrap_or(Value::Nil))
-}
-
-fn status(lua: &Lua, field: &str, text: &[u8]) -> mlua::Result<Value> {
-    let t = lua.create_table_with_capacity(0, 1)?;
-    t.raw_set(field, lua.create_string(text)?)?;
-    Ok(Value::Table(t))
-}
-
-fn convert(
-    lua: &Lua,
-    replies: &Replies,
-    tokens: &[Token],
-    at: &mut usize,
-    resp3: bool,
-) -> mlua::Result<Value> {
-    let token = &tokens[*at];
-    *at += 1;
-    let array = |lua: &Lua, at: &mut usize, n: usize| -> mlua::Result<Value> {
-        let t = lua.create_table_with_capacity(n, 0)?;
-        for i in 1..=n {
-            t.raw_set(i, convert(lua, replies, tokens, at, resp3)?)?;
-        }
-        Ok(Value::Table(t))
-    };
-    Ok(match token {
-        Token::Simple(r) => status(lua, "ok", replies.bytes(r))?,
-        Token::Error(r) => status(lua, "err", replies.bytes(r))?,
-        Token::Integer(n) => Value::Integer(*n),
-        Token::Bulk(r) => Value::String(lua.create_string(replies.bytes(r))?),
-        Token::Null | Token::NullArray => {
-            if resp3 {
-                Value::Nil
-            } else {
-                Value::Boolean(false)
-            }
-        }
-        Token::Array(n) => array(lua, at, *n)?,
-        // RESP2: a flat array of keys and values; RESP3: `{map = {k = v}}`.
-        // Built as Redis builds them (an empty table filled in reply order): a map or set
-        // converted back iterates in the same (hash) order as Redis's.
-        Token::Map(n) | Token::Keyed(n) if resp3 => {
-            let map = lua.create_table()?;
-            for _ in 0..*n {
-                skip_entry(tokens, at);
-                let k = convert(lua, replies, tokens, at, resp3)?;
-                let v = convert(lua, replies, tokens, at, resp3)?;
-                map.raw_set(k, v)?;
-            }
-            let t = lua.create_table_with_capacity(0, 1)?;
-            t.raw_set("map", map)?;
-            Value::Table(t)
-        }
-        Token::Map(n) => array(lua, at, n * 2)?,
-        // RESP2: an array of `[key, value]` pairs.
-        Token::Keyed(n) => {
-            let t = lua.create_table_with_capacity(*n, 0)?;
-            for i in 1..=*n {
-                skip_entry(tokens, at);
-                let pair = array(lua, at, 2)?;
-                t.raw_set(i, pair)?;
-            }
-            Value::Table(t)
-        }
-        Token::Set(n) if resp3 => {
-            let set = lua.create_table()?;
-            for _ in 0..*n {
-                let k = convert(lua, replies, tokens, at, resp3)?;
-                set.raw_set(k, true)?;
-            }
-            let t = lua.create_table_with_capacity(0, 1)?;
-            t.raw_set("set", set)?;
-            Value::Table(t)
-        }
-        Token::Set(n) => array(lua, at, *n)?,
-        // `ZRANGE ... WITHSCORES`: RESP2 flat, RESP3 an array of pairs.
-        Token::Pairs(n) if resp3 => {
-            let t = lua.create_table_with_capacity(*n, 0)?;
-            for i in 1..=*n {
-                if matches!(tokens.get(*at), Some(Token::Pair)) {
-                    *at += 1;
-                }
-                let pair = array(lua, at, 2)?;
-                t.raw_set(i, pair)?;
-            }
-            Value::Table(t)
-        }
-        Token::Pairs(n) => {
-            let t = lua.create_table_with_capacity(n * 2, 0)?;
-            for i in 1..=n * 2 {
-                if matches!(tokens.get(*at), Some(Token::Pair)) {
-                    *at += 1;
-                }
-                t.raw_set(i, convert(lua, replies, tokens, at, resp3)?)?;
-            }
-            Value::Table(t)
-        }
-        Token::Pair | Token::KeyedEntry => convert(lua, replies, tokens, at, resp3)?,
-        Token::Double(v) => double(lua, *v, resp3)?,
-        Token::DoubleText(r) => {
-            let text = replies.bytes(r);
-            if resp3 {
-                let v = std::str::from_utf8(text)
-                    .ok()
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(0.0);
-                double(lua, v, true)?
-            } else {
-                Value::String(lua.create_string(text)?)
-            }
-        }
-        Token::Boolean(b) => {
-            if resp3 {
-                Value::Boolean(*b)
-            } else {
-                Value::Integer(i64::from(*b))
-            }
-        }
-        Token::BigNumber(r) => {
-            if resp3 {
-                status(lua, "big_number", replies.bytes(r))?
-            } else {
-                Value::String(lua.create_string(replies.bytes(r))?)
-            }
-        }
-        Token::Verbatim(format, r) => {
-            if resp3 {
-                let v = lua.create_table_with_capacity(0, 2)?;
-                v.raw_set("format", lua.create_string(format)?)?;
-                v.raw_set("string", lua.create_string(replies.bytes(r))?)?;
-                let t = lua.create_table_with_capacity(0, 1)?;
-                t.raw_set("verbatim_string", v)?;
-                Value::Table(t)
-            } else {
-                Value::String(lua.create_string(replies.bytes(r))?)
-            }
-        }
-    })
-}
-
-/// Skips a `KeyedEntry` marker before a keyed entry.
-fn skip_entry(tokens: &[Token], at: &mut usize) {
-    if matches!(tokens.get(*at), Some(Token::KeyedEntry)) {
-        *at += 1;
-    }
-}
-
-fn double(lua: &Lua, v: f64, resp3: bool) -> mlua::Result<Value> {
-    if resp3 {
-        let t = lua.create_table_with_capacity(0, 1)?;
-        t.raw_set("double", v)?;
-        Ok(Value::Table(t))
-    } else {
-        let mut buf = [0; fc_resp::number::MAX_DOUBLE_LEN];
-        Ok(Value::String(lua.create_string(
-            fc_resp::number::format_double(v, &mut buf),
-        )?))
-    }
 }

@@ -20,8 +20,11 @@
 
 mod api;
 mod call;
+mod convert;
 mod engine;
 mod libs;
+#[cfg(feature = "unsafe")]
+mod raw;
 mod tailcall;
 
 use std::collections::BTreeSet;
@@ -277,7 +280,7 @@ fn run_here<R: Reply>(run: &Rc<Run>, links: Option<TxnLinks>, allowed: call::All
             client: run.client,
             run: Rc::clone(run),
             recorded: false,
-            scratch: Replies::new(),
+            scratch: call::scratch(),
         });
         let outcome = engine.run(&function, is_function, run.lua_keys(), run.argv(), out);
         let recorded = call::leave();

@@ -167,4 +167,5 @@ local function run_library(f)
     return ok, result
 end
 
-return env, run_script, run_function, run_library
+-- (`base`: where the `unsafe` feature's runner sets `KEYS` and `ARGV` itself.)
+return env, run_script, run_function, run_library, base

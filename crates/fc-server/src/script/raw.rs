@@ -1,0 +1,329 @@
+//! The `unsafe` feature's `redis.call`: a C function of the interpreter (Lua's C API through
+//! `mlua::ffi`) that reads its arguments off the Lua stack and pushes the reply's value
+//! straight back, where the safe path (`call::call`, through mlua's callbacks) holds every
+//! argument and every value of the reply in mlua's reference stack on the way. The checks, the
+//! command's run and the conversion rules are the safe path's (`call::command`,
+//! `convert::push`): only the way values cross is different.
+//!
+//! Invariants (SAFETY.md):
+//! - nothing here raises a Lua error (a `longjmp` past Rust frames): the interpreter has no
+//!   memory limit, so mlua's allocator never answers an allocation with null (it aborts the
+//!   process as Rust's allocator does), and the pushes used here raise only on a failed
+//!   allocation; tables are set with `lua_rawset`/`lua_rawseti` on tables made here (no
+//!   metamethods), never with a nil or NaN key;
+//! - the stack has room: a C function starts with `LUA_MINSTACK` (20) free slots, each
+//!   nested table asks `lua_checkstack` for its own, and past the interpreter's limit the
+//!   conversion stops and the call answers an error;
+//! - a panic never unwinds into the interpreter's C frames: it is caught and answered as an
+//!   error.
+
+use std::ffi::{c_char, c_int};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use mlua::ffi;
+
+use super::call::{self, Args};
+use super::convert::{self, Builder};
+
+/// Registers [`rcall`] as a function of `lua`.
+#[expect(unsafe_code, reason = "the unsafe feature's redis.call (SAFETY.md)")]
+pub(super) fn rcall_function(lua: &mlua::Lua) -> mlua::Result<mlua::Function> {
+    // SAFETY: `rcall` follows the C function protocol (reads its arguments, pushes two
+    // results, returns 2) and raises no Lua error (the module's invariants).
+    unsafe { lua.create_c_function(rcall) }
+}
+
+/// [`Builder`] pushing onto the interpreter's stack. Once the stack cannot grow, every
+/// later step does nothing and the caller answers an error.
+struct Stack {
+    state: *mut ffi::lua_State,
+    full: bool,
+}
+
+#[expect(unsafe_code, reason = "the unsafe feature's redis.call (SAFETY.md)")]
+impl Builder for Stack {
+    fn string(&mut self, bytes: &[u8]) {
+        if !self.full {
+            // SAFETY: `state` is the running C function's; the stack has a free slot (the
+            // enclosing table's `lua_checkstack`, or the caller's); the bytes are valid for
+            // `len`; Lua copies them.
+            unsafe {
+                ffi::lua_pushlstring_(self.state, bytes.as_ptr().cast::<c_char>(), bytes.len())
+            };
+        }
+    }
+    fn integer(&mut self, n: i64) {
+        if !self.full {
+            // SAFETY: as in `string`; pushing a number allocates nothing.
+            unsafe { ffi::lua_pushinteger(self.state, n as ffi::lua_Integer) };
+        }
+    }
+    fn number(&mut self, n: f64) {
+        if !self.full {
+            // SAFETY: as in `integer`.
+            unsafe { ffi::lua_pushnumber(self.state, n) };
+        }
+    }
+    fn boolean(&mut self, b: bool) {
+        if !self.full {
+            // SAFETY: as in `integer`.
+            unsafe { ffi::lua_pushboolean(self.state, c_int::from(b)) };
+        }
+    }
+    fn nil(&mut self) {
+        if !self.full {
+            // SAFETY: as in `integer`.
+            unsafe { ffi::lua_pushnil(self.state) };
+        }
+    }
+    fn table(&mut self, narr: usize, nrec: usize) {
+        if self.full {
+            return;
+        }
+        // The table, a key and a value, a nested table's own key and value.
+        // SAFETY: `state` is the running C function's; `lua_checkstack` raises nothing
+        // (it answers 0 past the limit).
+        if unsafe { ffi::lua_checkstack(self.state, 6) } == 0 {
+            self.full = true;
+            return;
+        }
+        let narr = c_int::try_from(narr).unwrap_or(c_int::MAX);
+        let nrec = c_int::try_from(nrec).unwrap_or(c_int::MAX);
+        // SAFETY: room was just checked; a new table's allocation does not raise (no memory
+        // limit).
+        unsafe { ffi::lua_createtable(self.state, narr, nrec) };
+    }
+    fn set_index(&mut self, i: usize) {
+        if self.full {
+            return;
+        }
+        let i = c_int::try_from(i).unwrap_or(c_int::MAX);
+        // SAFETY: the conversion pushed a table then a value (`Builder`'s protocol), so -2
+        // is a table made here: no metamethod runs; growing its array does not raise.
+        unsafe { ffi::lua_rawseti_(self.state, -2, i) };
+    }
+    fn set_pair(&mut self) {
+        if self.full {
+            return;
+        }
+        // SAFETY: the conversion pushed a table, a key and a value (`Builder`'s protocol).
+        // A nil or NaN key would raise in `lua_rawset`: such a pair is popped instead.
+        unsafe {
+            let indexable = match ffi::lua_type(self.state, -2) {
+                ffi::LUA_TNIL => false,
+                ffi::LUA_TNUMBER => !ffi::lua_tonumber(self.state, -2).is_nan(),
+                _ => true,
+            };
+            if indexable {
+                ffi::lua_rawset(self.state, -3);
+            } else {
+                ffi::lua_settop(self.state, -3);
+            }
+        }
+    }
+}
+
+/// `{err = text}` after `false`: a failed call.
+#[expect(unsafe_code, reason = "the unsafe feature's redis.call (SAFETY.md)")]
+fn push_error(state: *mut ffi::lua_State, text: &[u8]) {
+    // SAFETY: called with at least four free slots (the C function's 20, or after the
+    // stack was reset to the arguments); nothing here raises (no memory limit, a fresh
+    // table set with a string key).
+    unsafe {
+        ffi::lua_pushboolean(state, 0);
+        ffi::lua_createtable(state, 0, 1);
+        ffi::lua_pushlstring_(state, c"err".as_ptr(), 3);
+        ffi::lua_pushlstring_(state, text.as_ptr().cast::<c_char>(), text.len());
+        ffi::lua_rawset(state, -3);
+    }
+}
+
+/// `redis.call`'s C half: `true, value` or `false, {err = ...}` for the Lua half (`call`
+/// raises the table, `pcall` returns it).
+#[expect(unsafe_code, reason = "the unsafe feature's redis.call (SAFETY.md)")]
+unsafe extern "C-unwind" fn rcall(state: *mut ffi::lua_State) -> c_int {
+    // SAFETY: `state` is the interpreter calling this C function.
+    let base = unsafe { ffi::lua_gettop(state) };
+    let ran = catch_unwind(AssertUnwindSafe(|| {
+        let mut args = Args::new(usize::try_from(base).unwrap_or(0));
+        for i in 1..=base {
+            // SAFETY: `i` is one of the call's arguments; a string's bytes stay valid while
+            // it is on the stack (they are copied into `args` at once); a number is read
+            // without converting the slot.
+            unsafe {
+                match ffi::lua_type(state, i) {
+                    ffi::LUA_TSTRING => {
+                        let mut len = 0;
+                        let at = ffi::lua_tolstring(state, i, &mut len);
+                        args.bytes(std::slice::from_raw_parts(at.cast::<u8>(), len));
+                    }
+                    ffi::LUA_TNUMBER => args.number(ffi::lua_tonumber(state, i)),
+                    _ => return push_error(state, call::BAD_ARG),
+                }
+            }
+        }
+        call::command(args.finish(), |done| match done {
+            Ok((replies, resp3)) => {
+                // SAFETY: the C function's 20 free slots hold `true` and a scalar value;
+                // tables ask for more themselves.
+                unsafe { ffi::lua_pushboolean(state, 1) };
+                let mut stack = Stack { state, full: false };
+                convert::push(&mut stack, replies, resp3);
+                if stack.full {
+                    // SAFETY: back to the arguments alone: the slots pushed since are freed.
+                    unsafe { ffi::lua_settop(state, base) };
+                    push_error(state, b"ERR reached lua stack limit");
+                }
+            }
+            Err(text) => push_error(state, text),
+        });
+    }));
+    if ran.is_err() {
+        tracing::error!("a script's command panicked; the script gets an error");
+        // SAFETY: back to the arguments alone (whatever was pushed before the panic goes).
+        unsafe { ffi::lua_settop(state, base) };
+        push_error(state, b"ERR internal error running the command");
+    }
+    2
+}
+
+/// Runs scripts and library functions with one protected call from Rust (the safe path goes
+/// through `sandbox.lua`'s runner: `KEYS`/`ARGV` split from the arguments in Lua, then
+/// `xpcall`): a C function ([`run_c`], registered once, called through mlua) builds `KEYS` and
+/// `ARGV` on the stack, calls the script with the error handler that finds the line, and
+/// forgets what the script stored into its environment with `rawset`.
+pub(super) struct Runner {
+    run: mlua::Function,
+    handler: mlua::Function,
+    /// What scripts see as globals (where `KEYS` and `ARGV` are set).
+    base: mlua::Table,
+    /// The scripts' environment (kept empty).
+    env: mlua::Table,
+}
+
+/// What [`run_c`] runs with, set by [`Runner::run`] for the length of its call: the keys' and
+/// the arguments' slices (pointer, length), and whether the script is a library function.
+struct Input {
+    keys: (*const bytes::Bytes, usize),
+    argv: (*const bytes::Bytes, usize),
+    function: bool,
+}
+
+thread_local! {
+    static INPUT: std::cell::Cell<Option<Input>> = const { std::cell::Cell::new(None) };
+}
+
+impl Runner {
+    #[expect(unsafe_code, reason = "the unsafe feature's script runner (SAFETY.md)")]
+    pub(super) fn new(
+        lua: &mlua::Lua,
+        handler: mlua::Function,
+        base: mlua::Table,
+        env: mlua::Table,
+    ) -> mlua::Result<Self> {
+        // SAFETY: `run_c` follows the C function protocol (four arguments, two results) and
+        // raises no Lua error (see it).
+        let run = unsafe { lua.create_c_function(run_c)? };
+        Ok(Self {
+            run,
+            handler,
+            base,
+            env,
+        })
+    }
+
+    /// `f` with `KEYS` and `ARGV` set (`function`: called with the keys and the arguments):
+    /// `(true, value)`, or `(false, error)` for what it raised.
+    pub(super) fn run(
+        &self,
+        _lua: &mlua::Lua,
+        f: &mlua::Function,
+        function: bool,
+        keys: &[bytes::Bytes],
+        argv: &[bytes::Bytes],
+    ) -> mlua::Result<(bool, mlua::Value)> {
+        INPUT.set(Some(Input {
+            keys: (keys.as_ptr(), keys.len()),
+            argv: (argv.as_ptr(), argv.len()),
+            function,
+        }));
+        let result = self.run.call((&self.handler, &self.base, &self.env, f));
+        INPUT.set(None);
+        result
+    }
+}
+
+/// The runner: `(handler, base, env, f)` → `(ok, result)`, with the keys and the arguments of
+/// [`INPUT`].
+#[expect(unsafe_code, reason = "the unsafe feature's script runner (SAFETY.md)")]
+unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
+    const HANDLER: c_int = 1;
+    const BASE: c_int = 2;
+    const ENV: c_int = 3;
+    // SAFETY: `state` is the interpreter calling this C function with the four arguments at
+    // 1..=4 (`Runner::run`); it leaves exactly two results. Room is checked before any push;
+    // it sets only tables it made, `base` (a plain table: raw sets, no metamethods) and `env`
+    // (raw sets of nil while traversing, which Lua allows); the script runs under
+    // `lua_pcall`, so its errors stop there. `INPUT`'s slices are `Runner::run`'s arguments,
+    // alive for the whole call it set them for. Nothing here can panic.
+    unsafe {
+        let input = INPUT.take();
+        let Some(input) = input.filter(|_| ffi::lua_checkstack(state, 8) != 0) else {
+            let text = c"the script runner has no stack room";
+            ffi::lua_settop(state, 0);
+            ffi::lua_pushboolean(state, 0);
+            ffi::lua_pushlstring_(state, text.as_ptr(), text.count_bytes());
+            return 2;
+        };
+        ffi::lua_settop(state, 4);
+        push_array(
+            state,
+            std::slice::from_raw_parts(input.keys.0, input.keys.1),
+        );
+        push_array(
+            state,
+            std::slice::from_raw_parts(input.argv.0, input.argv.1),
+        );
+        let nargs = if input.function {
+            2
+        } else {
+            ffi::lua_pushlstring_(state, c"ARGV".as_ptr(), 4);
+            ffi::lua_insert(state, -2);
+            ffi::lua_rawset(state, BASE);
+            ffi::lua_pushlstring_(state, c"KEYS".as_ptr(), 4);
+            ffi::lua_insert(state, -2);
+            ffi::lua_rawset(state, BASE);
+            0
+        };
+        let ok = ffi::lua_pcall(state, nargs, 1, HANDLER) == 0;
+        // What a script stored with `rawset` into its environment goes.
+        ffi::lua_pushnil(state);
+        while ffi::lua_next(state, ENV) != 0 {
+            ffi::lua_settop(state, -2);
+            ffi::lua_pushvalue(state, -1);
+            ffi::lua_pushnil(state);
+            ffi::lua_rawset(state, ENV);
+        }
+        // [handler, base, env, result] -> [ok, result]
+        ffi::lua_pushboolean(state, c_int::from(ok));
+        ffi::lua_replace(state, 1);
+        ffi::lua_replace(state, 2);
+        ffi::lua_settop(state, 2);
+    }
+    2
+}
+
+/// Pushes `items` as a new array of strings.
+#[expect(unsafe_code, reason = "the unsafe feature's script runner (SAFETY.md)")]
+fn push_array(state: *mut ffi::lua_State, items: &[bytes::Bytes]) {
+    let n = c_int::try_from(items.len()).unwrap_or(c_int::MAX);
+    // SAFETY: called by `Runner::run` with room for the table and one string; a new table
+    // set by index raises nothing; the strings are copied by Lua.
+    unsafe {
+        ffi::lua_createtable(state, n, 0);
+        for (i, item) in (1..=n).zip(items) {
+            ffi::lua_pushlstring_(state, item.as_ptr().cast::<c_char>(), item.len());
+            ffi::lua_rawseti_(state, -2, i);
+        }
+    }
+}
