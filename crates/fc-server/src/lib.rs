@@ -205,6 +205,20 @@ impl std::fmt::Debug for ServerHandle {
     }
 }
 
+/// The global allocator `INFO` names (`mem_allocator`), set by the program that chose it.
+static ALLOCATOR: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+/// Names the process's global allocator for `INFO`'s `mem_allocator` (the fc-server binary
+/// says `mimalloc`; unset, it is `libc`). The first name set stays.
+pub fn set_allocator_name(name: &'static str) {
+    let _ = ALLOCATOR.set(name);
+}
+
+/// The global allocator's name for `INFO`.
+pub(crate) fn allocator_name() -> &'static str {
+    ALLOCATOR.get().copied().unwrap_or("libc")
+}
+
 /// The server.
 #[derive(Debug)]
 pub struct Server;

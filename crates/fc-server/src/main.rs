@@ -187,6 +187,8 @@ impl Cli {
 }
 
 fn main() -> anyhow::Result<()> {
+    #[cfg(feature = "mimalloc")]
+    fc_server::set_allocator_name("mimalloc");
     let cli = Cli::parse();
     init_logging(&cli.loglevel)?;
     let file = cli.config.clone();

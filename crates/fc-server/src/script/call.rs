@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Instant;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use fc_shard::EmbeddedKeyRoute;
 use mlua::{Lua, MultiValue, Value};
 
@@ -170,13 +170,7 @@ pub(crate) fn call(lua: &Lua, args: MultiValue) -> mlua::Result<(bool, Value)> {
     })
 }
 
-thread_local! {
-    /// The buffer a script's command arguments are copied into (its space is taken back
-    /// once the command's arguments are dropped).
-    static ARGS: RefCell<BytesMut> = RefCell::new(BytesMut::new());
-}
-
-/// A script command's arguments, copied from Lua values into one shared buffer.
+/// A script command's arguments, copied from Lua values.
 pub(crate) struct Args {
     argv: Vec<Bytes>,
 }
@@ -190,12 +184,7 @@ impl Args {
 
     /// A string argument.
     pub(crate) fn bytes(&mut self, bytes: &[u8]) {
-        let arg = ARGS.with_borrow_mut(|buf| {
-            buf.reserve(bytes.len().max(256));
-            buf.extend_from_slice(bytes);
-            buf.split().freeze()
-        });
-        self.argv.push(arg);
+        self.argv.push(Bytes::copy_from_slice(bytes));
     }
 
     /// An integer argument (its decimal text).

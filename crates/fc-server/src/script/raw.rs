@@ -194,19 +194,20 @@ unsafe extern "C-unwind" fn rcall(state: *mut ffi::lua_State) -> c_int {
 /// forgets what the script stored into its environment with `rawset`.
 pub(super) struct Runner {
     run: mlua::Function,
-    handler: mlua::Function,
-    /// What scripts see as globals (where `KEYS` and `ARGV` are set).
-    base: mlua::Table,
-    /// The scripts' environment (kept empty).
-    env: mlua::Table,
+    /// In the interpreter's registry, in this order: the error handler, what scripts see as
+    /// globals (where `KEYS` and `ARGV` are set), the scripts' environment (kept empty),
+    /// `"KEYS"` and `"ARGV"` ([`run_c`] pushes them by index: no reference traffic).
+    slots: [mlua::RegistryKey; 5],
 }
 
 /// What [`run_c`] runs with, set by [`Runner::run`] for the length of its call: the keys' and
-/// the arguments' slices (pointer, length), and whether the script is a library function.
+/// the arguments' slices (pointer, length), whether the script is a library function, and
+/// the registry indexes of [`Runner`]'s slots.
 struct Input {
     keys: (*const bytes::Bytes, usize),
     argv: (*const bytes::Bytes, usize),
     function: bool,
+    slots: [c_int; 5],
 }
 
 thread_local! {
@@ -221,15 +222,17 @@ impl Runner {
         base: mlua::Table,
         env: mlua::Table,
     ) -> mlua::Result<Self> {
-        // SAFETY: `run_c` follows the C function protocol (four arguments, two results) and
+        // SAFETY: `run_c` follows the C function protocol (one argument, two results) and
         // raises no Lua error (see it).
         let run = unsafe { lua.create_c_function(run_c)? };
-        Ok(Self {
-            run,
-            handler,
-            base,
-            env,
-        })
+        let slots = [
+            lua.create_registry_value(handler)?,
+            lua.create_registry_value(base)?,
+            lua.create_registry_value(env)?,
+            lua.create_registry_value("KEYS")?,
+            lua.create_registry_value("ARGV")?,
+        ];
+        Ok(Self { run, slots })
     }
 
     /// `f` with `KEYS` and `ARGV` set (`function`: called with the keys and the arguments):
@@ -246,36 +249,45 @@ impl Runner {
             keys: (keys.as_ptr(), keys.len()),
             argv: (argv.as_ptr(), argv.len()),
             function,
+            slots: self.slots.each_ref().map(mlua::RegistryKey::id),
         }));
-        let result = self.run.call((&self.handler, &self.base, &self.env, f));
+        let result = self.run.call(f);
         INPUT.set(None);
         result
     }
 }
 
-/// The runner: `(handler, base, env, f)` → `(ok, result)`, with the keys and the arguments of
+/// The runner: `f` → `(ok, result)`, with the keys, the arguments and the registry slots of
 /// [`INPUT`].
 #[expect(unsafe_code, reason = "the unsafe feature's script runner (SAFETY.md)")]
 unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
-    const HANDLER: c_int = 1;
-    const BASE: c_int = 2;
-    const ENV: c_int = 3;
-    // SAFETY: `state` is the interpreter calling this C function with the four arguments at
-    // 1..=4 (`Runner::run`); it leaves exactly two results. Room is checked before any push;
-    // it sets only tables it made, `base` (a plain table: raw sets, no metamethods) and `env`
-    // (raw sets of nil while traversing, which Lua allows); the script runs under
-    // `lua_pcall`, so its errors stop there. `INPUT`'s slices are `Runner::run`'s arguments,
-    // alive for the whole call it set them for. Nothing here can panic.
+    const F: c_int = 1;
+    const HANDLER: c_int = 2;
+    const BASE: c_int = 3;
+    const ENV: c_int = 4;
+    const KEYS: c_int = 5;
+    const ARGV: c_int = 6;
+    // SAFETY: `state` is the interpreter calling this C function with the script at 1
+    // (`Runner::run`); it leaves exactly two results. Room is checked before any push; the
+    // registry slots hold what `Runner::new` stored (live while the `Runner` is); it sets
+    // only tables it made, `base` (a plain table: raw sets, no metamethods) and `env` (raw
+    // sets of nil while traversing, which Lua allows); the script runs under `lua_pcall`, so
+    // its errors stop there. `INPUT`'s slices are `Runner::run`'s arguments, alive for the
+    // whole call it set them for. Nothing here can panic.
     unsafe {
         let input = INPUT.take();
-        let Some(input) = input.filter(|_| ffi::lua_checkstack(state, 8) != 0) else {
+        let Some(input) = input.filter(|_| ffi::lua_checkstack(state, 10) != 0) else {
             let text = c"the script runner has no stack room";
             ffi::lua_settop(state, 0);
             ffi::lua_pushboolean(state, 0);
             ffi::lua_pushlstring_(state, text.as_ptr(), text.count_bytes());
             return 2;
         };
-        ffi::lua_settop(state, 4);
+        ffi::lua_settop(state, F);
+        for slot in input.slots {
+            ffi::lua_rawgeti_(state, ffi::LUA_REGISTRYINDEX, slot);
+        }
+        ffi::lua_pushvalue(state, F);
         push_array(
             state,
             std::slice::from_raw_parts(input.keys.0, input.keys.1),
@@ -287,10 +299,10 @@ unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
         let nargs = if input.function {
             2
         } else {
-            ffi::lua_pushlstring_(state, c"ARGV".as_ptr(), 4);
+            ffi::lua_pushvalue(state, ARGV);
             ffi::lua_insert(state, -2);
             ffi::lua_rawset(state, BASE);
-            ffi::lua_pushlstring_(state, c"KEYS".as_ptr(), 4);
+            ffi::lua_pushvalue(state, KEYS);
             ffi::lua_insert(state, -2);
             ffi::lua_rawset(state, BASE);
             0
@@ -304,7 +316,7 @@ unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
             ffi::lua_pushnil(state);
             ffi::lua_rawset(state, ENV);
         }
-        // [handler, base, env, result] -> [ok, result]
+        // [f, handler, base, env, "KEYS", "ARGV", result] -> [ok, result]
         ffi::lua_pushboolean(state, c_int::from(ok));
         ffi::lua_replace(state, 1);
         ffi::lua_replace(state, 2);
