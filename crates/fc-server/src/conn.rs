@@ -28,11 +28,16 @@ use crate::worker::{Parsed, Worker};
 const FLUSH_AT: usize = 64 * 1024;
 
 /// Serves one connection. The acceptor counted it in `clients`; the state's drop uncounts it.
-pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
+pub(crate) async fn serve(
+    stream: std::net::TcpStream,
+    worker: Rc<Worker>,
+    handover: crate::shared::Handover,
+) {
     let shared = &worker.shared;
     let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed) + 1;
     let client = shared.registry.register(id, &stream);
     let mut state = ClientState::new(id, Arc::clone(&client), Arc::clone(shared));
+    state.authed |= handover.authed;
     // Ending the client from outside (see `clients`): looked at whenever the connection would
     // otherwise sleep on its socket.
     let kill = client.kill.notified();
@@ -48,7 +53,10 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
     } else {
         RequestParser::with_auth_required(live.request_limits(), Limits::unauthenticated())
     };
-    let mut rbuf = BytesMut::with_capacity(16 * 1024);
+    let mut rbuf = handover.pending;
+    rbuf.reserve(16 * 1024);
+    // Requests the acceptor read before handing the connection over run before any read.
+    let mut pending = !rbuf.is_empty();
     let mut out = Resp::new(16 * 1024);
     out.count_errors(Rc::clone(&worker.stats));
     // The arguments of the command being dispatched, kept for the slow log and monitors
@@ -69,6 +77,8 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
         }
         let read = if draining {
             Ok(1)
+        } else if std::mem::take(&mut pending) {
+            Ok(rbuf.len())
         } else {
             tokio::select! {
             biased;

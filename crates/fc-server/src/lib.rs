@@ -50,6 +50,7 @@
 
 mod blocked;
 mod blocking;
+mod busy;
 mod client_modes;
 mod clients;
 mod command;
@@ -498,7 +499,7 @@ fn open_store(
 }
 
 /// Hands a new connection to the next worker, or refuses it past `maxclients`.
-async fn accept(shared: &Shared, stream: tokio::net::TcpStream, next: &mut usize) {
+async fn accept(shared: &Arc<Shared>, stream: tokio::net::TcpStream, next: &mut usize) {
     use tokio::io::AsyncWriteExt;
     shared.connections.fetch_add(1, Ordering::Relaxed);
     if shared.clients.load(Ordering::Relaxed) >= shared.live.maxclients.load(Ordering::Relaxed) {
@@ -514,9 +515,22 @@ async fn accept(shared: &Shared, stream: tokio::net::TcpStream, next: &mut usize
         shared.clients.fetch_sub(1, Ordering::Relaxed);
         return;
     };
-    let worker = *next % shared.workers;
+    let mut worker = *next % shared.workers;
     *next = next.wrapping_add(1);
-    if shared.inboxes[worker].send(Job::Conn(std_stream)).is_err() {
+    // A script past `busy-reply-threshold` holds its worker: a new client goes to another
+    // worker (which answers `BUSY` and takes `SCRIPT KILL`), or, with one worker, is answered
+    // here until the script ends (`busy`).
+    if shared.scripts.busy_worker() == Some(worker) {
+        if shared.workers == 1 {
+            tokio::spawn(busy::serve(Arc::clone(shared), std_stream, worker));
+            return;
+        }
+        worker = (worker + 1) % shared.workers;
+    }
+    if shared.inboxes[worker]
+        .send(Job::Conn(std_stream, shared::Handover::default()))
+        .is_err()
+    {
         shared.clients.fetch_sub(1, Ordering::Relaxed);
     }
 }

@@ -35,6 +35,8 @@ pub(crate) struct Busy {
     pub(crate) command: Vec<Bytes>,
     pub(crate) started: Instant,
     pub(crate) function: bool,
+    /// The worker thread running it (whose clients wait for it).
+    pub(crate) worker: usize,
 }
 
 /// Scripts and function libraries every worker shares, the busy state and the kill switch.
@@ -223,6 +225,18 @@ impl Registry {
     #[inline]
     pub(crate) fn is_busy(&self) -> bool {
         self.busy_flag.load(Ordering::Relaxed)
+    }
+
+    /// The worker running the busy script, if one is busy.
+    pub(crate) fn busy_worker(&self) -> Option<usize> {
+        if !self.is_busy() {
+            return None;
+        }
+        self.busy
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map(|b| b.worker)
     }
 
     /// `BUSY`'s text for the script now busy.

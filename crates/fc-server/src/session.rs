@@ -749,7 +749,20 @@ fn authenticate(
     user_ok: bool,
     password: &[u8],
 ) -> Result<(), &'static [u8]> {
-    let Some(expected) = worker.shared.live.requirepass() else {
+    check_password(&worker.shared, user_ok, password)?;
+    state.authed = true;
+    parser.authenticate();
+    Ok(())
+}
+
+/// Whether `AUTH`'s user (`user_ok`: the default user) and password are right: the error
+/// text when not.
+pub(crate) fn check_password(
+    shared: &Shared,
+    user_ok: bool,
+    password: &[u8],
+) -> Result<(), &'static [u8]> {
+    let Some(expected) = shared.live.requirepass() else {
         return Err(
             b"ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
         );
@@ -757,8 +770,6 @@ fn authenticate(
     // Both checks always run: the time taken does not say which failed.
     let password_ok = constant_time_eq(expected.as_bytes(), password);
     if user_ok & password_ok {
-        state.authed = true;
-        parser.authenticate();
         Ok(())
     } else {
         Err(b"WRONGPASS invalid username-password pair or user is disabled.")

@@ -30,8 +30,9 @@ pub(crate) enum Job {
         work: Box<dyn FnOnce() -> Replies + Send>,
         reply: oneshot::Sender<Replies>,
     },
-    /// Serve a new connection.
-    Conn(std::net::TcpStream),
+    /// Serve a new connection (`Handover`: what the acceptor already read and decided while
+    /// a busy script kept this worker from it; see `busy`).
+    Conn(std::net::TcpStream, Handover),
     /// Lock this worker for a transaction of another worker's connection: acquire the lock,
     /// acknowledge, then run only the transaction's commands until their channel closes.
     Hold {
@@ -56,6 +57,16 @@ pub(crate) struct TxnCommand {
     pub(crate) reply: oneshot::Sender<Replies>,
     /// As [`Job::Exec`]'s.
     pub(crate) origin: u64,
+}
+
+/// How a connection reaches its worker: new (the default), or after the acceptor answered it
+/// during a busy script (`busy`).
+#[derive(Debug, Default)]
+pub(crate) struct Handover {
+    /// Requests already read and not yet run, first.
+    pub(crate) pending: bytes::BytesMut,
+    /// Whether it authenticated.
+    pub(crate) authed: bool,
 }
 
 /// What every worker and the acceptor share.

@@ -449,7 +449,7 @@ pub(crate) fn run<F, Fut>(
     mut inbox: mpsc::UnboundedReceiver<Job>,
     serve: F,
 ) where
-    F: Fn(std::net::TcpStream, Rc<Worker>) -> Fut,
+    F: Fn(std::net::TcpStream, Rc<Worker>, crate::shared::Handover) -> Fut,
     Fut: Future<Output = ()> + 'static,
 {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -522,8 +522,8 @@ pub(crate) fn run<F, Fut>(
                     }
                     worker.unlock();
                 }
-                Job::Conn(stream) => {
-                    tokio::task::spawn_local(serve(stream, Rc::clone(&worker)));
+                Job::Conn(stream, handover) => {
+                    tokio::task::spawn_local(serve(stream, Rc::clone(&worker), handover));
                 }
                 Job::Snapshot { reply } => {
                     let worker = Rc::clone(&worker);

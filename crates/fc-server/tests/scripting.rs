@@ -309,6 +309,170 @@ fn reply_within(r: &mut BufReader<TcpStream>, w: &mut TcpStream, args: &[&str]) 
 }
 
 #[test]
+fn with_one_worker_new_clients_are_answered_during_a_busy_script_and_can_kill_it() {
+    let server = start(ServerConfig {
+        shards: 8,
+        threads: 1,
+        requirepass: Some("sesame".into()),
+        busy_reply_threshold_ms: 100,
+        ..ServerConfig::default()
+    });
+    let (mut ra, mut wa) = connect(server.addr());
+    assert_eq!(
+        reply_within(&mut ra, &mut wa, &["AUTH", "sesame"]),
+        "+OK\r\n"
+    );
+    send(
+        &mut wa,
+        &["EVAL", "local i = 0 while true do i = i + 1 end", "0"],
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    // The only worker runs the script: the acceptor answers a new client.
+    let (mut rb, mut wb) = connect(server.addr());
+    assert_eq!(
+        reply_within(&mut rb, &mut wb, &["PING"]),
+        "-NOAUTH Authentication required.\r\n"
+    );
+    assert!(reply_within(&mut rb, &mut wb, &["AUTH", "wrong"]).starts_with("-WRONGPASS"));
+    assert_eq!(
+        reply_within(&mut rb, &mut wb, &["AUTH", "sesame"]),
+        "+OK\r\n"
+    );
+    assert_eq!(
+        reply_within(&mut rb, &mut wb, &["SET", "k", "v"]),
+        "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n"
+    );
+    assert_eq!(
+        reply_within(&mut rb, &mut wb, &["FUNCTION", "KILL"]),
+        "-NOTBUSY No scripts in execution right now.\r\n"
+    );
+    assert_eq!(
+        reply_within(&mut rb, &mut wb, &["SCRIPT", "KILL"]),
+        "+OK\r\n"
+    );
+    let killed = reply_within(&mut ra, &mut wa, &["PING"]);
+    assert!(
+        killed.starts_with("-ERR Script killed by user with SCRIPT KILL... script: "),
+        "{killed}"
+    );
+    let mut pong = Vec::new();
+    read_reply(&mut ra, &mut pong);
+    assert_eq!(pong, b"+PONG\r\n");
+    // The script ended: the connection went to the worker, still authenticated.
+    assert_eq!(
+        reply_within(&mut rb, &mut wb, &["SET", "k", "v"]),
+        "+OK\r\n"
+    );
+    assert_eq!(reply_within(&mut rb, &mut wb, &["GET", "k"]), "$1\r\nv\r\n");
+
+    // A command Redis allows during a busy script waits for the worker, with what follows it.
+    send(
+        &mut wa,
+        &[
+            "EVAL",
+            "local t = redis.call('TIME') while true do end",
+            "0",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    let (mut rc, mut wc) = connect(server.addr());
+    assert_eq!(
+        reply_within(&mut rc, &mut wc, &["AUTH", "sesame"]),
+        "+OK\r\n"
+    );
+    send(&mut wc, &["MULTI"]);
+    send(&mut wc, &["INCR", "n"]);
+    send(&mut wc, &["EXEC"]);
+    rc.get_ref()
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut early = [0u8; 1];
+    assert!(
+        std::io::Read::read(&mut rc, &mut early).is_err(),
+        "MULTI waits for the worker"
+    );
+    let (mut rd, mut wd) = connect(server.addr());
+    assert_eq!(
+        reply_within(&mut rd, &mut wd, &["AUTH", "sesame"]),
+        "+OK\r\n"
+    );
+    assert_eq!(
+        reply_within(&mut rd, &mut wd, &["SCRIPT", "KILL"]),
+        "+OK\r\n"
+    );
+    let mut got = Vec::new();
+    rc.get_ref()
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    for _ in 0..3 {
+        read_reply(&mut rc, &mut got);
+    }
+    assert_eq!(got, b"+OK\r\n+QUEUED\r\n*1\r\n:1\r\n");
+    let mut killed = Vec::new();
+    read_reply(&mut ra, &mut killed);
+    assert!(
+        killed.starts_with(b"-ERR Script killed by user"),
+        "{}",
+        String::from_utf8_lossy(&killed)
+    );
+    // SHUTDOWN NOSAVE from a client the acceptor answers stops the script and the server.
+    send(
+        &mut wa,
+        &["EVAL", "redis.call('set', 'w', 'y') while true do end", "0"],
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    let (mut re, mut we) = connect(server.addr());
+    assert_eq!(
+        reply_within(&mut re, &mut we, &["AUTH", "sesame"]),
+        "+OK\r\n"
+    );
+    assert!(reply_within(&mut re, &mut we, &["SCRIPT", "KILL"]).starts_with("-UNKILLABLE"),);
+    send(&mut we, &["SHUTDOWN", "NOSAVE"]);
+    ra.get_ref()
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut ra, &mut rest);
+    assert!(
+        rest.is_empty() || rest.starts_with("-ERR Script killed by SHUTDOWN NOSAVE"),
+        "{rest}"
+    );
+    server.shutdown();
+}
+
+#[test]
+fn with_two_workers_new_clients_go_to_the_worker_not_running_the_busy_script() {
+    let server = start(ServerConfig {
+        shards: 8,
+        threads: 2,
+        busy_reply_threshold_ms: 100,
+        ..ServerConfig::default()
+    });
+    let (mut ra, mut wa) = connect(server.addr());
+    send(
+        &mut wa,
+        &["EVAL", "local i = 0 while true do i = i + 1 end", "0"],
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    // Round robin would give every second new client to the busy worker.
+    for _ in 0..4 {
+        let (mut rb, mut wb) = connect(server.addr());
+        assert_eq!(
+            reply_within(&mut rb, &mut wb, &["PING"]),
+            "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n"
+        );
+    }
+    let (mut rb, mut wb) = connect(server.addr());
+    assert_eq!(
+        reply_within(&mut rb, &mut wb, &["SCRIPT", "KILL"]),
+        "+OK\r\n"
+    );
+    let killed = reply_within(&mut ra, &mut wa, &["PING"]);
+    assert!(killed.starts_with("-ERR Script killed by user"), "{killed}");
+    server.shutdown();
+}
+
+#[test]
 fn a_busy_script_answers_others_busy_and_script_kill_stops_it_unless_it_wrote() {
     let server = two_workers();
     // Connections go to the workers in turn: `a` and `b` are on different workers.

@@ -115,9 +115,13 @@ pub(crate) fn resp3() -> bool {
     CONTEXT.with_borrow(|c| c.as_ref().is_some_and(|ctx| ctx.resp3))
 }
 
+/// A script the hook sees for the first time: its run and its worker.
+pub(crate) type Started = (Rc<super::Run>, usize);
+
 /// What the instruction hook needs: milliseconds the running script has run, whether it
-/// wrote, and (the first time only) the run to show as running. `None`: none runs.
-pub(crate) fn running() -> Option<(u128, bool, Option<Rc<super::Run>>)> {
+/// wrote, and (the first time only) the run to show as running with its worker. `None`: none
+/// runs.
+pub(crate) fn running() -> Option<(u128, bool, Option<Started>)> {
     CONTEXT.with_borrow_mut(|c| {
         c.as_mut().map(|ctx| {
             let first = !ctx.recorded;
@@ -125,7 +129,7 @@ pub(crate) fn running() -> Option<(u128, bool, Option<Rc<super::Run>>)> {
             (
                 ctx.started.elapsed().as_millis(),
                 ctx.wrote,
-                first.then(|| Rc::clone(&ctx.run)),
+                first.then(|| (Rc::clone(&ctx.run), ctx.worker.index)),
             )
         })
     })

@@ -144,12 +144,13 @@ impl Engine {
                 Some((elapsed, wrote, first)) => limits.check(
                     elapsed,
                     wrote,
-                    first.map(|run| Busy {
+                    first.map(|(run, worker)| Busy {
                         name: run.name(),
                         command: run.args.clone(),
                         started: std::time::Instant::now()
                             - std::time::Duration::from_millis(elapsed as u64),
                         function: matches!(run.target, super::Target::Function(_)),
+                        worker,
                     }),
                 ),
             },

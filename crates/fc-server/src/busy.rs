@@ -1,0 +1,224 @@
+//! New connections while a busy script holds the only worker.
+//!
+//! A script past `busy-reply-threshold` keeps its worker thread until it ends. Clients of
+//! the other workers are answered `BUSY` by their workers and can send `SCRIPT KILL`, and the
+//! acceptor gives new clients to those workers. A server with one worker has nobody left to
+//! answer, so the acceptor answers new clients itself, as Redis answers every client while a
+//! script is busy:
+//! - `SCRIPT KILL` and `FUNCTION KILL` run;
+//! - `SHUTDOWN NOSAVE` stops the script and the server;
+//! - `AUTH` and `QUIT` run;
+//! - any other command Redis allows during a busy script (`MULTI`, `HELLO`, `FUNCTION STATS`
+//!   and the like) waits for the worker, and so does every command after it;
+//! - the rest get `BUSY`.
+//!
+//! Once the script ends, the connection goes to the worker with what it had not yet run.
+//! Clients that were already connected to the busy worker wait for the script. They cannot
+//! be answered while their thread runs Lua.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use fc_resp::{Limits, RequestParser};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::command::{self, F, Selected};
+use crate::reply::{Reply, Resp};
+use crate::shared::{Handover, Job, Shared};
+
+/// How often a connection answered here looks whether the script ended.
+const POLL: Duration = Duration::from_millis(10);
+
+/// What a command of a connection answered here does.
+enum Step {
+    /// Answered (its reply is in the output).
+    Answered,
+    /// Waits for the worker, with every command after it.
+    Wait,
+    /// Ends the connection once the output is written.
+    Close,
+}
+
+/// Uncounts the client from `clients` unless the connection was handed to a worker (whose
+/// connection state uncounts it).
+struct Counted {
+    shared: Arc<Shared>,
+    handed: bool,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        if !self.handed {
+            self.shared.clients.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Answers a new connection of `worker` while a script keeps that worker busy, then hands it
+/// to the worker (see the module's documentation). The acceptor counted it in `clients`.
+pub(crate) async fn serve(shared: Arc<Shared>, stream: std::net::TcpStream, worker: usize) {
+    let mut counted = Counted {
+        shared: Arc::clone(&shared),
+        handed: false,
+    };
+    let Ok(mut stream) = tokio::net::TcpStream::from_std(stream) else {
+        return;
+    };
+    let _ = stream.set_nodelay(true);
+    let live = &shared.live;
+    let mut authed = live.requirepass().is_none();
+    let mut parser = if authed {
+        RequestParser::new(live.request_limits())
+    } else {
+        RequestParser::with_auth_required(live.request_limits(), Limits::unauthenticated())
+    };
+    let mut rbuf = BytesMut::with_capacity(4096);
+    // Commands that wait for the worker, encoded again (the worker parses them first).
+    let mut waiting = BytesMut::new();
+    let mut args = Vec::new();
+    loop {
+        // The replies of what can be answered now (the sink is not `Send`: dropped before
+        // any wait).
+        let (replies, close) = {
+            let mut out = Resp::new(1024);
+            let mut close = false;
+            // Once the script ended, what is left goes to the worker unparsed.
+            while waiting.is_empty() && shared.scripts.is_busy() {
+                match parser.parse_into(&mut rbuf, &mut args) {
+                    Ok(true) => match answer(&shared, &mut authed, &mut parser, &args, &mut out) {
+                        Step::Answered => {}
+                        Step::Wait => fc_resp::encode_command(&mut waiting, &args),
+                        Step::Close => {
+                            close = true;
+                            break;
+                        }
+                    },
+                    Ok(false) => break,
+                    Err(err) => {
+                        err.write_reply(&mut out.buf);
+                        close = true;
+                        break;
+                    }
+                }
+            }
+            (out.buf, close)
+        };
+        if !replies.is_empty() && stream.write_all(&replies).await.is_err() {
+            return;
+        }
+        if close {
+            return;
+        }
+        if !shared.scripts.is_busy() {
+            // The script ended: the worker takes the connection with what it has not run.
+            waiting.extend_from_slice(&rbuf);
+            let Ok(std_stream) = stream.into_std() else {
+                return;
+            };
+            let handover = Handover {
+                pending: waiting,
+                authed,
+            };
+            if shared.inboxes[worker]
+                .send(Job::Conn(std_stream, handover))
+                .is_ok()
+            {
+                counted.handed = true;
+            }
+            return;
+        }
+        tokio::select! {
+            read = stream.read_buf(&mut rbuf) => match read {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            },
+            () = tokio::time::sleep(POLL) => {}
+        }
+        let held = (rbuf.len() + waiting.len()) as u64;
+        if held > live.client_query_buffer_limit.load(Ordering::Relaxed) {
+            tracing::warn!(
+                "closing a client answered during a busy script: query buffer over the limit"
+            );
+            return;
+        }
+    }
+}
+
+/// Runs or refuses one command of a connection answered during a busy script.
+fn answer(
+    shared: &Shared,
+    authed: &mut bool,
+    parser: &mut RequestParser,
+    args: &[Bytes],
+    out: &mut Resp,
+) -> Step {
+    let name = args[0].to_ascii_lowercase();
+    match name.as_slice() {
+        b"quit" => {
+            out.ok();
+            return Step::Close;
+        }
+        b"auth" => {
+            let (user_ok, password) = match args {
+                [_, password] => (true, password),
+                [_, user, password] => (user.as_ref() == b"default", password),
+                _ => {
+                    out.error(b"ERR wrong number of arguments for 'auth' command");
+                    return Step::Answered;
+                }
+            };
+            match crate::session::check_password(shared, user_ok, password) {
+                Ok(()) => {
+                    *authed = true;
+                    parser.authenticate();
+                    out.ok();
+                }
+                Err(text) => out.error(text),
+            }
+            return Step::Answered;
+        }
+        b"hello" => return Step::Wait,
+        _ => {}
+    }
+    if !*authed {
+        out.error(b"NOAUTH Authentication required.");
+        return Step::Answered;
+    }
+    let sub = args.get(1).map(|a| a.to_ascii_lowercase());
+    match (name.as_slice(), sub.as_deref(), args.len()) {
+        (b"script", Some(b"kill"), 2) => {
+            shared.scripts.kill(false, out);
+            return Step::Answered;
+        }
+        (b"function", Some(b"kill"), 2) => {
+            shared.scripts.kill(true, out);
+            return Step::Answered;
+        }
+        (b"shutdown", _, _) => {
+            if args[1..].iter().any(|a| a.eq_ignore_ascii_case(b"nosave")) {
+                // As `SHUTDOWN NOSAVE` from a worker's client: the script stops whatever
+                // it wrote, and the server's owner is asked to stop (no reply).
+                shared.scripts.abort_busy();
+                tracing::warn!("SHUTDOWN NOSAVE requested during a busy script");
+                shared.shutdown_request.send_replace(true);
+                return Step::Close;
+            }
+            out.error(shared.scripts.busy_text());
+            return Step::Answered;
+        }
+        _ => {}
+    }
+    // Commands Redis runs during a busy script wait for the worker here.
+    let allowed = command::lookup(&args[0]).is_some_and(|spec| {
+        spec.has(F::ALLOW_BUSY)
+            || matches!(command::select(spec, args), Selected::Slot(slot)
+                if command::slot_flags(slot) & F::ALLOW_BUSY != 0)
+    });
+    if allowed {
+        return Step::Wait;
+    }
+    out.error(shared.scripts.busy_text());
+    Step::Answered
+}
