@@ -53,8 +53,11 @@ pub(crate) async fn serve(
     } else {
         RequestParser::with_auth_required(live.request_limits(), Limits::unauthenticated())
     };
-    let mut rbuf = handover.pending;
-    rbuf.reserve(16 * 1024);
+    // Made with its capacity: a `BytesMut` keeps the capacity it was made with as the size
+    // it grows back to once parsed requests were split off (one made empty then reserved
+    // would read 64 bytes at a time).
+    let mut rbuf = BytesMut::with_capacity(16 * 1024);
+    rbuf.extend_from_slice(&handover.pending);
     // Requests the acceptor read before handing the connection over run before any read.
     let mut pending = !rbuf.is_empty();
     let mut out = Resp::new(16 * 1024);

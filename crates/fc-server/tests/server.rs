@@ -291,6 +291,54 @@ fn pipelines_and_concurrent_clients() {
     server.shutdown();
 }
 
+/// A pipeline written at once is read in a few large reads, not in small pieces, after the
+/// first requests were parsed off the connection's buffer too (a buffer that forgot its
+/// capacity once split read 64 bytes at a time: a pipeline of 16 `EVALSHA`s took 20 reads).
+#[test]
+fn a_written_pipeline_is_read_in_few_reads() {
+    use std::io::{Read, Write};
+    let server = start(ServerConfig {
+        shards: 4,
+        threads: 1,
+        ..ServerConfig::default()
+    });
+    let mut c = client(&server);
+    let reads = |c: &mut redis::Connection| -> u64 {
+        let info: String = redis::cmd("INFO").arg("stats").query(c).unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix("total_reads_processed:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("total_reads_processed")
+    };
+    let mut s = TcpStream::connect(server.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    // 32 commands of about 200 bytes each, written in one call: under 7 KiB. `EVALSHA`:
+    // its arguments outlive the parse for a while, so the buffer cannot take its memory back
+    // at once and has to grow anew.
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg("return ARGV[1]")
+        .query(&mut c)
+        .unwrap();
+    let value = "v".repeat(120);
+    let one = format!(
+        "*4\r\n$7\r\nEVALSHA\r\n$40\r\n{sha}\r\n$1\r\n0\r\n${}\r\n{value}\r\n",
+        value.len()
+    );
+    let reply = format!("${}\r\n{value}\r\n", value.len());
+    for round in 0..3 {
+        let before = reads(&mut c);
+        s.write_all(one.repeat(32).as_bytes()).unwrap();
+        let mut got = vec![0u8; reply.len() * 32];
+        s.read_exact(&mut got).unwrap();
+        assert_eq!(got, reply.repeat(32).as_bytes());
+        // The INFO call itself is one read of `c`.
+        let taken = reads(&mut c) - before - 1;
+        assert!(taken <= 4, "round {round}: the pipeline took {taken} reads");
+    }
+    server.shutdown();
+}
+
 /// The server parses up to a window of pipelined commands ahead (to prefetch their keys):
 /// commands still run in order, nothing after a `QUIT` or a protocol error runs, and a
 /// command after `AUTH` or `RESET` is parsed under the limits that hold once they ran.

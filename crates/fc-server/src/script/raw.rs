@@ -24,6 +24,7 @@ use mlua::ffi;
 
 use super::call::{self, Args};
 use super::convert::{self, Builder};
+use crate::reply::{Replies, Reply};
 
 /// Registers [`rcall`] as a function of `lua`.
 #[expect(unsafe_code, reason = "the unsafe feature's redis.call (SAFETY.md)")]
@@ -212,6 +213,63 @@ struct Input {
 
 thread_local! {
     static INPUT: std::cell::Cell<Option<Input>> = const { std::cell::Cell::new(None) };
+    /// A script's result when it is a string, a number, a boolean or nil: converted by
+    /// [`run_c`] straight off the Lua stack, replayed by [`replay_result`] (tables go back
+    /// to mlua as values, for `engine::to_reply`).
+    static RESULT: std::cell::RefCell<Option<Replies>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The most a kept result buffer may hold for the next script.
+const RESULT_KEEP: usize = 64 << 10;
+
+/// Writes the result [`run_c`] converted into `out`; `false` when it converted none (the
+/// result came back as a Lua value).
+pub(super) fn replay_result<R: Reply>(out: &mut R) -> bool {
+    RESULT.with_borrow_mut(|slot| {
+        let Some(result) = slot.as_mut().filter(|r| !r.tokens().is_empty()) else {
+            return false;
+        };
+        result.replay(out);
+        if result.held() > RESULT_KEEP {
+            *slot = None;
+        } else {
+            result.reset(0);
+        }
+        true
+    })
+}
+
+/// Converts the scalar on top of the stack (a successful script's result) into [`RESULT`],
+/// as `engine::to_reply` would: `false` for a value it leaves to mlua (a table, a function...).
+#[expect(unsafe_code, reason = "the unsafe feature's script runner (SAFETY.md)")]
+fn convert_result(state: *mut ffi::lua_State) -> bool {
+    RESULT.with_borrow_mut(|slot| {
+        let out = slot.get_or_insert_with(Replies::new);
+        out.reset(0);
+        // SAFETY: called by `run_c` with the script's result on top of the stack; reading a
+        // string's bytes (copied at once) or a number converts nothing in place.
+        unsafe {
+            match ffi::lua_type(state, -1) {
+                ffi::LUA_TSTRING => {
+                    let mut len = 0;
+                    let at = ffi::lua_tolstring(state, -1, &mut len);
+                    out.bulk(std::slice::from_raw_parts(at.cast::<u8>(), len));
+                }
+                ffi::LUA_TNUMBER => {
+                    out.integer(super::engine::truncate(ffi::lua_tonumber(state, -1)));
+                }
+                // Booleans follow the script's protocol (`redis.setresp`), not the client's.
+                ffi::LUA_TBOOLEAN => match (ffi::lua_toboolean(state, -1) != 0, call::resp3()) {
+                    (true, false) => out.integer(1),
+                    (false, false) => out.null(),
+                    (b, true) => out.boolean(b),
+                },
+                ffi::LUA_TNIL => out.null(),
+                _ => return false,
+            }
+        }
+        true
+    })
 }
 
 impl Runner {
@@ -308,6 +366,11 @@ unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
             0
         };
         let ok = ffi::lua_pcall(state, nargs, 1, HANDLER) == 0;
+        if ok && convert_result(state) {
+            // Converted: the value stays here.
+            ffi::lua_settop(state, -2);
+            ffi::lua_pushnil(state);
+        }
         // What a script stored with `rawset` into its environment goes.
         ffi::lua_pushnil(state);
         while ffi::lua_next(state, ENV) != 0 {
