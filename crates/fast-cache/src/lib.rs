@@ -191,7 +191,10 @@ pub mod config {
 /// the same thing with a command line).
 #[cfg(feature = "server")]
 pub mod server {
-    pub use fc_server::{OutputLimit, PersistenceConfig, Server, ServerConfig, ServerHandle};
+    pub use fc_server::cli::run;
+    pub use fc_server::{
+        OutputLimit, PersistenceConfig, Server, ServerConfig, ServerHandle, set_allocator_name,
+    };
 }
 
 pub use fc_shard::StoreError as Error;

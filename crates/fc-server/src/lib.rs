@@ -51,6 +51,7 @@
 mod blocked;
 mod blocking;
 mod busy;
+pub mod cli;
 mod client_modes;
 mod clients;
 mod command;

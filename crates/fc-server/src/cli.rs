@@ -1,0 +1,231 @@
+//! The server program's command line: flags, `FAST_CACHE_*` environment variables and the
+//! `--config` file into a [`crate::ServerConfig`], logging, then the server until a signal or
+//! `SHUTDOWN`. Both binaries run it: `fc-server` and the facade's `fast-cache-server`.
+
+use std::path::PathBuf;
+
+use clap::{CommandFactory, FromArgMatches, Parser};
+
+use crate::Server;
+use crate::config::{FastCacheConfig, Size};
+
+/// The fast-cache server: Redis-compatible RESP2/RESP3 on a thread-per-core engine.
+///
+/// Settings come from flags, then `FAST_CACHE_*` environment variables, then the `--config`
+/// file, then defaults (see fast-cache.toml.example).
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    /// TOML configuration file (see fast-cache.toml.example).
+    #[arg(long, env = "FAST_CACHE_CONFIG")]
+    config: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1:6380].
+    #[arg(long, env = "FAST_CACHE_BIND")]
+    bind: Option<String>,
+    /// Shards (a power of two; default: the next power of two >= cores, at least 16).
+    #[arg(long, env = "FAST_CACHE_SHARDS")]
+    shards: Option<usize>,
+    /// Worker threads (default: one per core).
+    #[arg(long, env = "FAST_CACHE_THREADS")]
+    threads: Option<usize>,
+    /// Password clients must AUTH with.
+    #[arg(long, env = "FAST_CACHE_REQUIREPASS")]
+    requirepass: Option<String>,
+    /// Most simultaneous clients [default: 10000].
+    #[arg(long, env = "FAST_CACHE_MAXCLIENTS")]
+    maxclients: Option<usize>,
+    /// Databases SELECT can name [default: 16].
+    #[arg(long, env = "FAST_CACHE_DATABASES")]
+    databases: Option<u32>,
+    /// Milliseconds a script runs before other clients get BUSY (0: never) [default: 5000].
+    #[arg(long, env = "FAST_CACHE_BUSY_REPLY_THRESHOLD")]
+    busy_reply_threshold: Option<u64>,
+    /// Run scripts whose keys live on several workers holding them all (true), or refuse them
+    /// with CROSSSLOT as Redis Cluster does (false) [default: true].
+    #[arg(long, env = "FAST_CACHE_SCRIPTS_ACROSS_WORKERS")]
+    scripts_across_workers: Option<bool>,
+    /// Seconds a client may stay idle before it is closed (0: never) [default: 0].
+    #[arg(long, env = "FAST_CACHE_TIMEOUT")]
+    timeout: Option<u64>,
+    /// Active expiry cycles per second, as Redis's `hz` (1 to 500) [default: 10].
+    #[arg(long, env = "FAST_CACHE_HZ")]
+    hz: Option<u64>,
+    /// Largest bulk string a request may carry: bytes or "512mb" (at least 1mb)
+    /// [default: 512mb].
+    #[arg(long, env = "FAST_CACHE_PROTO_MAX_BULK_LEN")]
+    proto_max_bulk_len: Option<String>,
+    /// Most unparsed request bytes a client may hold: bytes or "1gb" (at least 1mb)
+    /// [default: 1gb].
+    #[arg(long, env = "FAST_CACHE_CLIENT_QUERY_BUFFER_LIMIT")]
+    client_query_buffer_limit: Option<String>,
+    /// `normal <hard> <soft> <seconds>` [default: "normal 0 0 0", as Redis].
+    #[arg(long, env = "FAST_CACHE_CLIENT_OUTPUT_BUFFER_LIMIT")]
+    client_output_buffer_limit: Option<String>,
+    /// Memory budget: bytes or "256mb", "1gb" (0: unlimited).
+    #[arg(long, env = "FAST_CACHE_MAXMEMORY")]
+    maxmemory: Option<String>,
+    /// What a write past maxmemory does: noeviction, allkeys-lru, allkeys-s3fifo.
+    #[arg(long, env = "FAST_CACHE_MAXMEMORY_POLICY")]
+    maxmemory_policy: Option<String>,
+    /// Data directory: enables the write-ahead log and snapshots, and loads what is there.
+    #[arg(long, env = "FAST_CACHE_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// When log frames reach the disk: always (group commit: no reply before its write is on
+    /// disk), everysec, no [default: everysec].
+    #[arg(long, env = "FAST_CACHE_APPENDFSYNC")]
+    appendfsync: Option<String>,
+    /// Snapshot rules as Redis's `save`: pairs of <seconds> <changes>; "" for none
+    /// [default: "3600 1 300 100 60 10000"].
+    #[arg(long, env = "FAST_CACHE_SAVE")]
+    save: Option<String>,
+    /// Log segment size: bytes or "64mb" [default: 64mb].
+    #[arg(long, env = "FAST_CACHE_WAL_SEGMENT_BYTES")]
+    wal_segment_bytes: Option<String>,
+    /// What recovery does about damage: tolerate-tail, strict, point-in-time
+    /// [default: tolerate-tail].
+    #[arg(long, env = "FAST_CACHE_RECOVERY")]
+    recovery: Option<String>,
+    /// Log verbosity, as Redis's `loglevel`: debug, verbose, notice, warning, nothing
+    /// [default: notice]. `RUST_LOG` (tracing's filter syntax), when set, takes precedence.
+    #[arg(long, env = "FAST_CACHE_LOGLEVEL", default_value = "notice")]
+    loglevel: String,
+}
+
+/// Logs to stderr through `tracing`: `RUST_LOG` when set, else `--loglevel`.
+fn init_logging(loglevel: &str) -> anyhow::Result<()> {
+    use tracing_subscriber::EnvFilter;
+    let level = match loglevel.to_ascii_lowercase().as_str() {
+        "debug" => "trace",
+        "verbose" => "debug",
+        "notice" => "info",
+        "warning" => "warn",
+        "nothing" => "off",
+        other => {
+            anyhow::bail!("--loglevel {other}: expected debug, verbose, notice, warning or nothing")
+        }
+    };
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(spec) if !spec.is_empty() => EnvFilter::try_new(spec)?,
+        _ => EnvFilter::new(level),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_target(false)
+        .init();
+    Ok(())
+}
+
+impl Cli {
+    /// The file's configuration with every flag given laid over it.
+    fn into_config(self) -> anyhow::Result<FastCacheConfig> {
+        let mut c = match &self.config {
+            Some(path) => FastCacheConfig::load_from_path(path)?,
+            None => FastCacheConfig::default(),
+        };
+        let (server, storage, persistence) = (&mut c.server, &mut c.storage, &mut c.persistence);
+        if let Some(v) = self.bind {
+            server.bind = v;
+        }
+        server.threads = self.threads.or(server.threads);
+        if self.requirepass.is_some() {
+            server.requirepass = self.requirepass;
+        }
+        if let Some(v) = self.maxclients {
+            server.maxclients = v;
+        }
+        if let Some(v) = self.databases {
+            server.databases = v;
+        }
+        if let Some(v) = self.busy_reply_threshold {
+            server.busy_reply_threshold = v;
+        }
+        if let Some(v) = self.scripts_across_workers {
+            server.scripts_across_workers = v;
+        }
+        if let Some(v) = self.timeout {
+            server.timeout = v;
+        }
+        if let Some(v) = self.hz {
+            server.hz = v;
+        }
+        if let Some(v) = self.proto_max_bulk_len {
+            server.proto_max_bulk_len = Size::Text(v);
+        }
+        if let Some(v) = self.client_query_buffer_limit {
+            server.client_query_buffer_limit = Size::Text(v);
+        }
+        if let Some(v) = self.client_output_buffer_limit {
+            server.client_output_buffer_limit = v;
+        }
+        storage.shards = self.shards.or(storage.shards);
+        if let Some(v) = self.maxmemory {
+            storage.max_memory = Size::Text(v);
+        }
+        if let Some(v) = self.maxmemory_policy {
+            storage.eviction_policy = v;
+        }
+        if self.data_dir.is_some() {
+            persistence.data_dir = self.data_dir;
+        }
+        if let Some(v) = self.appendfsync {
+            persistence.appendfsync = v;
+        }
+        if let Some(v) = self.save {
+            persistence.save = v;
+        }
+        if let Some(v) = self.wal_segment_bytes {
+            persistence.segment_bytes = Size::Text(v);
+        }
+        if let Some(v) = self.recovery {
+            persistence.recovery = v;
+        }
+        Ok(c)
+    }
+}
+
+/// Runs the server program as `name` (its name in `--help` and the logs): parses the command
+/// line, starts the server, and stops it on `SIGINT`, `SIGTERM` or `SHUTDOWN`.
+///
+/// # Errors
+/// A bad flag or configuration, a port that cannot be bound, or a failed start.
+pub fn run(name: &'static str) -> anyhow::Result<()> {
+    let matches = Cli::command().name(name).bin_name(name).get_matches();
+    let cli = Cli::from_arg_matches(&matches)?;
+    init_logging(&cli.loglevel)?;
+    let file = cli.config.clone();
+    let mut config = cli.into_config()?.server_config()?;
+    config.config_file = file;
+    let summary = match &config.persistence.data_dir {
+        Some(dir) => format!(
+            "{} shards on {} worker threads, persisted in {} (appendfsync {})",
+            config.shards,
+            config.threads,
+            dir.display(),
+            config.persistence.appendfsync.name()
+        ),
+        None => format!(
+            "{} shards on {} worker threads, in memory only (no --data-dir)",
+            config.shards, config.threads
+        ),
+    };
+    let server = Server::start(config)?;
+    tracing::info!("{name} listening on {}: {summary}", server.addr());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => tracing::warn!("received SIGINT"),
+            _ = term.recv() => tracing::warn!("received SIGTERM"),
+            () = server.shutdown_requested() => {}
+        }
+        anyhow::Ok(())
+    })?;
+    tracing::warn!("shutting down");
+    server.shutdown();
+    tracing::warn!("stopped");
+    Ok(())
+}
