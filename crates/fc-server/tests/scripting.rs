@@ -308,6 +308,29 @@ fn reply_within(r: &mut BufReader<TcpStream>, w: &mut TcpStream, args: &[&str]) 
     String::from_utf8_lossy(&exchange(r, w, args)).into_owned()
 }
 
+/// A connection authenticated with `password`.
+fn connect_as(addr: std::net::SocketAddr, password: &str) -> (BufReader<TcpStream>, TcpStream) {
+    let (mut r, mut w) = connect(addr);
+    assert_eq!(reply_within(&mut r, &mut w, &["AUTH", password]), "+OK\r\n");
+    (r, w)
+}
+
+/// `SHUTDOWN NOSAVE` sent on `w` stops the busy script: its client `running` gets the kill
+/// error or just sees its connection close.
+fn shutdown_nosave_stops(w: &mut TcpStream, running: &mut BufReader<TcpStream>) {
+    send(w, &["SHUTDOWN", "NOSAVE"]);
+    running
+        .get_ref()
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(running, &mut rest);
+    assert!(
+        rest.is_empty() || rest.starts_with("-ERR Script killed by SHUTDOWN NOSAVE"),
+        "{rest}"
+    );
+}
+
 #[test]
 fn with_one_worker_new_clients_are_answered_during_a_busy_script_and_can_kill_it() {
     let server = start(ServerConfig {
@@ -317,11 +340,7 @@ fn with_one_worker_new_clients_are_answered_during_a_busy_script_and_can_kill_it
         busy_reply_threshold_ms: 100,
         ..ServerConfig::default()
     });
-    let (mut ra, mut wa) = connect(server.addr());
-    assert_eq!(
-        reply_within(&mut ra, &mut wa, &["AUTH", "sesame"]),
-        "+OK\r\n"
-    );
+    let (mut ra, mut wa) = connect_as(server.addr(), "sesame");
     send(
         &mut wa,
         &["EVAL", "local i = 0 while true do i = i + 1 end", "0"],
@@ -375,11 +394,7 @@ fn with_one_worker_new_clients_are_answered_during_a_busy_script_and_can_kill_it
         ],
     );
     std::thread::sleep(Duration::from_millis(400));
-    let (mut rc, mut wc) = connect(server.addr());
-    assert_eq!(
-        reply_within(&mut rc, &mut wc, &["AUTH", "sesame"]),
-        "+OK\r\n"
-    );
+    let (mut rc, mut wc) = connect_as(server.addr(), "sesame");
     send(&mut wc, &["MULTI"]);
     send(&mut wc, &["INCR", "n"]);
     send(&mut wc, &["EXEC"]);
@@ -391,11 +406,7 @@ fn with_one_worker_new_clients_are_answered_during_a_busy_script_and_can_kill_it
         std::io::Read::read(&mut rc, &mut early).is_err(),
         "MULTI waits for the worker"
     );
-    let (mut rd, mut wd) = connect(server.addr());
-    assert_eq!(
-        reply_within(&mut rd, &mut wd, &["AUTH", "sesame"]),
-        "+OK\r\n"
-    );
+    let (mut rd, mut wd) = connect_as(server.addr(), "sesame");
     assert_eq!(
         reply_within(&mut rd, &mut wd, &["SCRIPT", "KILL"]),
         "+OK\r\n"
@@ -421,22 +432,9 @@ fn with_one_worker_new_clients_are_answered_during_a_busy_script_and_can_kill_it
         &["EVAL", "redis.call('set', 'w', 'y') while true do end", "0"],
     );
     std::thread::sleep(Duration::from_millis(400));
-    let (mut re, mut we) = connect(server.addr());
-    assert_eq!(
-        reply_within(&mut re, &mut we, &["AUTH", "sesame"]),
-        "+OK\r\n"
-    );
+    let (mut re, mut we) = connect_as(server.addr(), "sesame");
     assert!(reply_within(&mut re, &mut we, &["SCRIPT", "KILL"]).starts_with("-UNKILLABLE"),);
-    send(&mut we, &["SHUTDOWN", "NOSAVE"]);
-    ra.get_ref()
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut rest = String::new();
-    let _ = std::io::Read::read_to_string(&mut ra, &mut rest);
-    assert!(
-        rest.is_empty() || rest.starts_with("-ERR Script killed by SHUTDOWN NOSAVE"),
-        "{rest}"
-    );
+    shutdown_nosave_stops(&mut we, &mut ra);
     server.shutdown();
 }
 
@@ -540,16 +538,7 @@ fn a_busy_script_answers_others_busy_and_script_kill_stops_it_unless_it_wrote() 
     );
     assert!(reply_within(&mut rb, &mut wb, &["SHUTDOWN"]).starts_with("-BUSY"));
     // SHUTDOWN NOSAVE stops it: the connection closes.
-    send(&mut wb, &["SHUTDOWN", "NOSAVE"]);
-    ra.get_ref()
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut rest = String::new();
-    let _ = std::io::Read::read_to_string(&mut ra, &mut rest);
-    assert!(
-        rest.is_empty() || rest.starts_with("-ERR Script killed by SHUTDOWN NOSAVE"),
-        "{rest}"
-    );
+    shutdown_nosave_stops(&mut wb, &mut ra);
     server.shutdown();
 }
 

@@ -199,9 +199,7 @@ impl Args {
     /// A number argument: an integral number in `i64`'s range as an integer, any other as
     /// Lua writes numbers.
     pub(crate) fn number(&mut self, n: f64) {
-        // 2^63: the first double past `i64::MAX`.
-        const LIMIT: f64 = 9_223_372_036_854_775_808.0;
-        if (-LIMIT..LIMIT).contains(&n) && ((n as i64) as f64).to_bits() == n.to_bits() {
+        if super::engine::in_i64_range(n) && ((n as i64) as f64).to_bits() == n.to_bits() {
             self.integer(n as i64);
         } else {
             self.bytes(super::api::number_text(n).as_bytes());
@@ -260,13 +258,19 @@ pub(crate) fn command<T>(
         }
         let mut argv = argv;
         command::into_db(spec, &mut argv, ctx.db);
-        // A keyed command: its route, computed once (the owner check and the handler).
+        // A keyed command: its route and owner, computed once (the owner check and the
+        // handler).
         let route = match spec.route {
-            Route::Key(_) => Some(ctx.worker.store.borrow().route_key(&argv[1])),
+            Route::Key(_) => {
+                let store = ctx.worker.store.borrow();
+                let route = store.route_key(&argv[1]);
+                let owner = store.owner_of(&route);
+                Some((route, owner))
+            }
             _ => None,
         };
-        let refused = if let Some(route) = &route {
-            !ctx.allowed.has(ctx.worker.store.borrow().owner_of(route))
+        let refused = if let Some((_, owner)) = &route {
+            !ctx.allowed.has(*owner)
         } else {
             let mut involved = BTreeSet::new();
             cross::workers_of(&ctx.worker, spec, &argv, &mut involved);
@@ -299,12 +303,12 @@ fn execute(
     ctx: &mut CallCtx,
     spec: &'static command::Spec,
     args: Vec<Bytes>,
-    route: Option<EmbeddedKeyRoute>,
+    route: Option<(EmbeddedKeyRoute, usize)>,
 ) {
     let worker = Rc::clone(&ctx.worker);
     // The common case: a keyed command of this worker.
-    if let (Route::Key(handler), Some(route)) = (spec.route, route)
-        && worker.store.borrow().owner_of(&route) == worker.index
+    if let (Route::Key(handler), Some((route, owner))) = (spec.route, route)
+        && owner == worker.index
     {
         return worker.execute_into(handler, &args, Some(route), &mut ctx.scratch);
     }

@@ -438,16 +438,17 @@ pub(crate) fn to_reply<R: Reply>(value: &Value, proto: RespVersion, out: &mut R,
     }
 }
 
+/// Whether `n` converts to `i64` toward zero without overflow: [-2^63, 2^63) (2^63 is the
+/// first double past `i64::MAX`; NaN is outside).
+pub(crate) fn in_i64_range(n: f64) -> bool {
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    (-LIMIT..LIMIT).contains(&n)
+}
+
 /// A Lua number as Redis casts it to an integer (C's conversion: toward zero; out of range,
 /// the x86 "integer indefinite" value).
 pub(crate) fn truncate(n: f64) -> i64 {
-    // 2^63: the first double past `i64::MAX`.
-    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
-    if !(-LIMIT..LIMIT).contains(&n) {
-        i64::MIN
-    } else {
-        n as i64
-    }
+    if !in_i64_range(n) { i64::MIN } else { n as i64 }
 }
 
 fn table_reply<R: Reply>(t: &Table, proto: RespVersion, out: &mut R, depth: usize) {
