@@ -75,8 +75,12 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("fc-wal", &["fc-shard"]),
     ("fc-snapshot", &["fc-wal"]),
     ("fc-repl", &["fc-snapshot"]),
+    ("fc-config", &["fc-resp", "fc-wal"]),
     ("fc-gpu", &["fc-shard"]),
-    ("fc-server", &["fc-resp", "fc-fcnp", "fc-repl", "fc-gpu"]),
+    (
+        "fc-server",
+        &["fc-config", "fc-resp", "fc-fcnp", "fc-repl", "fc-gpu"],
+    ),
     ("fast-cache", &["fc-server"]),
 ];
 
@@ -103,6 +107,7 @@ const RUNTIME_FREE: &[&str] = &[
     "fc-fcnp",
     "fc-wal",
     "fc-snapshot",
+    "fc-config",
 ];
 const RUNTIMES: &[&str] = &["tokio", "monoio", "async-std", "smol"];
 

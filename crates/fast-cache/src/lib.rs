@@ -167,23 +167,30 @@ pub mod persistence {
 
 /// Configuration from TOML (`fast-cache.toml`; every field documented in
 /// `fast-cache.toml.example`): load, validate (every problem with its field name), store, and
-/// build a server configuration or an embedded store from it.
+/// build an embedded store sized by its `[storage]` section (the memory tier: shards, budget,
+/// [`config::EvictionPolicy`]) or the server's settings ([`config::ServerConfig`]). In every
+/// build: no runtime, no server needed.
 ///
 /// ```
-/// use fast_cache::config::FastCacheConfig;
+/// use fast_cache::config::{EvictionPolicy, FastCacheConfig};
 ///
-/// let config = FastCacheConfig::from_toml_str("[storage]\nshards = 8\nmax_memory = \"64mb\"\n")?;
-/// config.validate()?;
-/// let cache = config.embedded_store()?;
-/// cache.set(b"k".to_vec(), b"v".to_vec(), None);
-/// assert_eq!(cache.stats_snapshot().shards.len(), 8);
-/// # Ok::<(), fast_cache::config::ConfigError>(())
+/// fn main() -> fast_cache::Result<()> {
+///     let config = FastCacheConfig::from_toml_str(
+///         "[storage]\nshards = 8\nmax_memory = \"64mb\"\neviction_policy = \"allkeys-lru\"\n",
+///     )?;
+///     config.validate()?;
+///     assert_eq!(config.server_config()?.maxmemory_policy, EvictionPolicy::Lru);
+///     let cache = config.embedded_store()?;
+///     cache.try_set(b"k", b"v", None)?;
+///     assert_eq!(cache.stats_snapshot().shards.len(), 8);
+///     Ok(())
+/// }
 /// ```
-#[cfg(feature = "server")]
 pub mod config {
-    pub use fc_server::config::{
-        ConfigError, FastCacheConfig, PersistenceSection, Problem, ServerSection, Size,
-        StorageSection,
+    pub use fc_config::{
+        ConfigError, EvictionPolicy, FastCacheConfig, FsyncPolicy, OutputLimit, PersistenceConfig,
+        PersistenceSection, Problem, RecoveryMode, ServerConfig, ServerSection, Size,
+        StorageSection, parse_size,
     };
 }
 
@@ -197,12 +204,37 @@ pub mod server {
     };
 }
 
-pub use fc_shard::StoreError as Error;
+/// Everything that can fail through the facade: the engine, a configuration, persistence, and
+/// (with the `server` feature) starting a server. Each converts with `?`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The engine refused an operation ([`storage::StoreError`]: wrong type, out of memory,
+    /// not the owner, ...).
+    #[error(transparent)]
+    Store(#[from] fc_shard::StoreError),
+    /// A configuration could not be read, parsed or used ([`config::ConfigError`]).
+    #[error(transparent)]
+    Config(#[from] fc_config::ConfigError),
+    /// The write-ahead log or a snapshot failed (`persistence::WalError`).
+    #[error(transparent)]
+    Wal(#[from] fc_wal::WalError),
+    /// A server could not start (`server::Server::start`).
+    #[cfg(feature = "server")]
+    #[error(transparent)]
+    Server(#[from] anyhow::Error),
+}
 
-/// `Result` with the engine's error.
+/// `Result` with the facade's [`enum@Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// The README's Rust examples, compiled and run as doctests so they cannot drift.
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
+
+/// The specification's Rust examples (`docs/SPEC_EXAMPLES.md`, verbatim), compiled and run as
+/// doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/SPEC_EXAMPLES.md")]
+pub struct SpecExamples;

@@ -15,118 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
 
-/// Client-output limits (Redis's `client-output-buffer-limit normal <hard> <soft> <seconds>`).
-///
-/// fc-server stops reading a client whose replies are not being read, so its output never
-/// grows past one pipeline batch (64 KiB) plus one reply: `hard` bounds that one reply set,
-/// also while a reply is being built (a `KEYS *` or `LRANGE 0 -1` past it closes the client
-/// before its reply is complete), and `soft` + `seconds` end a client that has left at least
-/// `soft` bytes unread for `seconds` straight (a client that never reads). 0 turns `hard` or
-/// `seconds` off; the default is Redis's for normal clients, `0 0 0`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct OutputLimit {
-    /// A batch of replies larger than this closes the client instead of being sent.
-    pub hard: u64,
-    /// Pending bytes that count as stalled output.
-    pub soft: u64,
-    /// Seconds a write of at least `soft` bytes may wait for the client to read.
-    pub seconds: u64,
-}
-
-impl OutputLimit {
-    /// Parses `normal <hard> <soft> <seconds>` (sizes as Redis writes them: `64mb`, `1gb`, ...);
-    /// other classes (`replica`, `pubsub`) are accepted and ignored.
-    ///
-    /// # Errors
-    /// A message naming what is wrong.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        Self::parse_classes(text)?
-            .0
-            .ok_or_else(|| "no 'normal' class given".into())
-    }
-
-    /// Parses `<class> <hard> <soft> <seconds>` groups: the `normal` and the `pubsub` limits
-    /// when given (`replica` is accepted and ignored).
-    ///
-    /// # Errors
-    /// A message naming what is wrong.
-    pub fn parse_classes(text: &str) -> Result<(Option<Self>, Option<Self>), String> {
-        let words: Vec<&str> = text.split_whitespace().collect();
-        if words.is_empty() || !words.len().is_multiple_of(4) {
-            return Err("expected <class> <hard> <soft> <seconds> groups".into());
-        }
-        let (mut limit, mut pubsub) = (None, None);
-        for group in words.chunks(4) {
-            let class = group[0].to_ascii_lowercase();
-            if !matches!(class.as_str(), "normal" | "replica" | "slave" | "pubsub") {
-                return Err(format!("unknown client class '{}'", group[0]));
-            }
-            let hard = parse_size(group[1])?;
-            let soft = parse_size(group[2])?;
-            let seconds = group[3]
-                .parse()
-                .map_err(|_| format!("bad seconds '{}'", group[3]))?;
-            let parsed = Some(Self {
-                hard,
-                soft,
-                seconds,
-            });
-            match class.as_str() {
-                "normal" => limit = parsed,
-                "pubsub" => pubsub = parsed,
-                _ => {}
-            }
-        }
-        Ok((limit, pubsub))
-    }
-
-    /// `normal <hard> <soft> <seconds>`, as a config file or flag writes it.
-    #[must_use]
-    pub fn normal_text(&self) -> String {
-        format!("normal {} {} {}", self.hard, self.soft, self.seconds)
-    }
-
-    /// As `CONFIG GET client-output-buffer-limit` shows it, with the `pubsub` class's limit
-    /// (replicas show Redis's default).
-    #[must_use]
-    pub fn redis_text(&self, pubsub: &Self) -> String {
-        format!(
-            "{} slave 268435456 67108864 60 pubsub {} {} {}",
-            self.normal_text(),
-            pubsub.hard,
-            pubsub.soft,
-            pubsub.seconds
-        )
-    }
-}
-
-/// A size as Redis's config reads it: bytes, or with `k`/`kb`/`m`/`mb`/`g`/`gb` (`k` = 1000,
-/// `kb` = 1024, and so on).
-///
-/// # Errors
-/// A message naming the bad size.
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let lower = text.to_ascii_lowercase();
-    let split = lower
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(lower.len());
-    let (digits, unit) = lower.split_at(split);
-    let scale: u64 = match unit {
-        "" | "b" => 1,
-        "k" => 1000,
-        "kb" => 1 << 10,
-        "m" => 1_000_000,
-        "mb" => 1 << 20,
-        "g" => 1_000_000_000,
-        "gb" => 1 << 30,
-        _ => return Err(format!("bad size '{text}'")),
-    };
-    digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(scale))
-        .ok_or_else(|| format!("bad size '{text}'"))
-}
+use crate::OutputLimit;
 
 /// Why a client was ended from outside its connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -532,28 +421,6 @@ impl KillFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_and_limits_parse_as_redis_writes_them() {
-        assert_eq!(parse_size("64mb"), Ok(64 << 20));
-        assert_eq!(parse_size("1gb"), Ok(1 << 30));
-        assert_eq!(parse_size("5k"), Ok(5000));
-        assert_eq!(parse_size("123"), Ok(123));
-        assert!(parse_size("12xb").is_err());
-        assert!(parse_size("").is_err());
-        let limit = OutputLimit::parse("normal 0 1mb 5 pubsub 32mb 8mb 60").unwrap();
-        assert_eq!(
-            limit,
-            OutputLimit {
-                hard: 0,
-                soft: 1 << 20,
-                seconds: 5
-            }
-        );
-        assert!(OutputLimit::parse("normal 0 0").is_err());
-        assert!(OutputLimit::parse("pubsub 0 0 0").is_err());
-        assert!(OutputLimit::parse("bogus 0 0 0").is_err());
-    }
 
     #[test]
     fn kill_filters_parse_both_forms() {

@@ -756,7 +756,7 @@ pub(crate) async fn config<R: Reply>(
             let Some(path) = &shared.config.config_file else {
                 return out.error(b"ERR The server is running without a config file");
             };
-            if let Err(err) = crate::config::rewrite(path, &rewritten(worker)) {
+            if let Err(err) = fc_config::rewrite(path, &rewritten(worker)) {
                 tracing::warn!("CONFIG REWRITE failed: {err}");
                 let text = format!("ERR Rewriting config file: {err}");
                 return out.error(text.as_bytes());
@@ -787,8 +787,8 @@ pub(crate) async fn config<R: Reply>(
 }
 
 /// The settings `CONFIG SET` changes, as `CONFIG REWRITE` writes them into the TOML file.
-fn rewritten(worker: &Worker) -> Vec<crate::config::Setting> {
-    use crate::config::{Setting, Value};
+fn rewritten(worker: &Worker) -> Vec<fc_config::Setting> {
+    use fc_config::{Setting, Value};
     let shared = &worker.shared;
     let live = &shared.live;
     let defaults = crate::ServerConfig::default();

@@ -55,7 +55,6 @@ pub mod cli;
 mod client_modes;
 mod clients;
 mod command;
-pub mod config;
 mod conn;
 mod cross;
 mod info;
@@ -79,11 +78,19 @@ mod txn;
 mod watched;
 mod worker;
 
-pub use clients::{OutputLimit, parse_size};
-
 /// A worker thread's stack.
 const WORKER_STACK: usize = 16 << 20;
-pub use persist::{PersistenceConfig, parse_save_rules};
+pub use fc_config::{
+    MIN_PROTOCOL_LIMIT, OutputLimit, PersistenceConfig, ServerConfig, parse_save_rules, parse_size,
+};
+
+/// The TOML configuration (fc-config's, re-exported: `fc_server::config::FastCacheConfig`).
+pub mod config {
+    pub use fc_config::{
+        ConfigError, FastCacheConfig, PersistenceSection, Problem, ServerSection, Size,
+        StorageSection, parse_recovery,
+    };
+}
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -91,101 +98,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use fc_shard::{EmbeddedStore, EvictionPolicy};
+use fc_shard::EmbeddedStore;
 use fc_wal::{RecoveryMode, WalConfig};
 use tokio::sync::{mpsc, watch};
 
 use crate::shared::{Job, Shared};
 
-/// The smallest `proto-max-bulk-len` and `client-query-buffer-limit` (Redis's: 1 MiB).
-pub const MIN_PROTOCOL_LIMIT: u64 = 1 << 20;
-
 /// The Redis version the server reports (clients such as redis-py and go-redis gate features on
 /// it; every command this server has behaves as Redis 7.2's).
 pub const REDIS_VERSION: &str = "7.2.0";
-
-/// How the server runs.
-#[derive(Debug, Clone)]
-pub struct ServerConfig {
-    /// Address to listen on (loopback by default).
-    pub bind: SocketAddr,
-    /// Shards (a power of two).
-    pub shards: usize,
-    /// Worker threads (each owns `shards / threads` shards).
-    pub threads: usize,
-    /// Password every client must `AUTH` with (`None`: no password).
-    pub requirepass: Option<String>,
-    /// Most simultaneous clients; more are refused with Redis's error.
-    pub maxclients: usize,
-    /// Databases `SELECT` can name (`0..databases`; Redis's default 16).
-    pub databases: u32,
-    /// Milliseconds a script may run before other clients are answered `BUSY` and
-    /// `SCRIPT KILL` may stop it (Redis's `busy-reply-threshold`, 5000; 0: never).
-    pub busy_reply_threshold_ms: u64,
-    /// Scripts whose declared keys live on several workers run holding them all (`true`,
-    /// the default) or are refused with Redis Cluster's `CROSSSLOT` (`false`).
-    pub scripts_across_workers: bool,
-    /// Memory budget in bytes (`None`: unlimited).
-    pub maxmemory: Option<u64>,
-    /// What a write past the budget does.
-    pub maxmemory_policy: EvictionPolicy,
-    /// Seconds a client may stay idle before it is closed (0: forever).
-    pub timeout: u64,
-    /// Active expiry cycles per second (Redis's `hz`, 1 to 500).
-    pub hz: u64,
-    /// Largest bulk string a request may carry (Redis's `proto-max-bulk-len`, 512 MiB).
-    pub proto_max_bulk_len: u64,
-    /// Most unparsed request bytes a client may hold (Redis's `client-query-buffer-limit`,
-    /// 1 GiB).
-    pub client_query_buffer_limit: u64,
-    /// Limits on replies a client leaves unread.
-    pub output_limit: OutputLimit,
-    /// Limits on messages a subscriber leaves unread (the `pubsub` class; Redis's default
-    /// `32mb 8mb 60`).
-    pub pubsub_output_limit: OutputLimit,
-    /// Write-ahead log and snapshots (off without a data directory).
-    pub persistence: PersistenceConfig,
-    /// Commands at least this many microseconds long go into the slow log (Redis's
-    /// `slowlog-log-slower-than`: 10000; negative: none; 0: every one).
-    pub slowlog_log_slower_than: i64,
-    /// Entries the slow log keeps (Redis's `slowlog-max-len`: 128).
-    pub slowlog_max_len: u64,
-    /// Commands at least this many milliseconds long are latency events (Redis's
-    /// `latency-monitor-threshold`: 0, off).
-    pub latency_monitor_threshold: u64,
-    /// The TOML file the server was started with (`CONFIG REWRITE` writes to it; `None`:
-    /// Redis's error).
-    pub config_file: Option<std::path::PathBuf>,
-}
-
-impl Default for ServerConfig {
-    fn default() -> Self {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        Self {
-            bind: SocketAddr::from(([127, 0, 0, 1], 6380)),
-            shards: cores.next_power_of_two().max(16),
-            threads: cores,
-            requirepass: None,
-            maxclients: 10_000,
-            databases: 16,
-            busy_reply_threshold_ms: 5000,
-            scripts_across_workers: true,
-            maxmemory: None,
-            maxmemory_policy: EvictionPolicy::NoEviction,
-            timeout: 0,
-            hz: 10,
-            proto_max_bulk_len: fc_resp::Limits::DEFAULT_MAX_BULK_LEN,
-            client_query_buffer_limit: fc_resp::Limits::DEFAULT_MAX_QUERY_BUFFER as u64,
-            output_limit: OutputLimit::default(),
-            pubsub_output_limit: pubsub::DEFAULT_LIMIT,
-            persistence: PersistenceConfig::default(),
-            slowlog_log_slower_than: observe::DEFAULT_SLOWER_THAN,
-            slowlog_max_len: observe::DEFAULT_MAX_LEN,
-            latency_monitor_threshold: 0,
-            config_file: None,
-        }
-    }
-}
 
 /// A running server.
 pub struct ServerHandle {

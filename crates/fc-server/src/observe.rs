@@ -30,10 +30,6 @@ const SLOWLOG_ARG_BYTES: usize = 128;
 /// Samples kept per latency event (one per second at most).
 const LATENCY_SAMPLES: usize = 160;
 
-/// Redis's defaults.
-pub(crate) const DEFAULT_SLOWER_THAN: i64 = 10_000;
-pub(crate) const DEFAULT_MAX_LEN: u64 = 128;
-
 /// One slow log entry.
 #[derive(Debug, Clone)]
 pub(crate) struct Entry {

@@ -11,64 +11,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fc_snapshot::{LoadReport, unix_ms};
-use fc_wal::{FsyncPolicy, RecoveryMode, WalSink};
+use fc_wal::{FsyncPolicy, WalSink};
+
+use crate::PersistenceConfig;
 use tokio::sync::Notify;
-
-/// The `[persistence]` settings.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PersistenceConfig {
-    /// Data directory (`None`: in memory only).
-    pub data_dir: Option<PathBuf>,
-    /// When log frames reach the disk (`appendfsync`).
-    pub appendfsync: FsyncPolicy,
-    /// Log segment size in bytes.
-    pub segment_bytes: u64,
-    /// Snapshot rules, as Redis's `save`: snapshot when at least `changes` writes happened in
-    /// the last `seconds` (empty: only `SAVE`/`BGSAVE`).
-    pub save: Vec<(u64, u64)>,
-    /// What recovery does about damage.
-    pub recovery: RecoveryMode,
-    /// Fault injection into the log's file operations (tests; none by default).
-    pub faults: fc_wal::Faults,
-}
-
-impl Default for PersistenceConfig {
-    fn default() -> Self {
-        Self {
-            data_dir: None,
-            appendfsync: FsyncPolicy::EverySec,
-            segment_bytes: 64 << 20,
-            save: vec![(3600, 1), (300, 100), (60, 10_000)],
-            recovery: RecoveryMode::TolerateTail,
-            faults: fc_wal::Faults::none(),
-        }
-    }
-}
-
-/// Parses Redis's `save` syntax: `"3600 1 300 100"` (pairs of seconds and changes) or `""`.
-///
-/// # Errors
-/// A message naming what is wrong.
-pub fn parse_save_rules(text: &str) -> Result<Vec<(u64, u64)>, String> {
-    let numbers: Vec<&str> = text.split_whitespace().collect();
-    if !numbers.len().is_multiple_of(2) {
-        return Err(format!(
-            "save '{text}': expected pairs of <seconds> <changes>"
-        ));
-    }
-    numbers
-        .chunks(2)
-        .map(|pair| {
-            let seconds = pair[0]
-                .parse::<u64>()
-                .map_err(|_| format!("save: bad seconds '{}'", pair[0]))?;
-            let changes = pair[1]
-                .parse::<u64>()
-                .map_err(|_| format!("save: bad changes '{}'", pair[1]))?;
-            Ok((seconds, changes))
-        })
-        .collect()
-}
 
 /// A server's persistence state, shared by every worker.
 pub(crate) struct Persist {

@@ -22,7 +22,8 @@ use fc_resp::RespVersion;
 use fc_shard::GlobPattern;
 use tokio::sync::mpsc;
 
-use crate::clients::{Client, Ended, OutputLimit};
+use crate::OutputLimit;
+use crate::clients::{Client, Ended};
 use crate::command::{self, Ps};
 use crate::reply::{Reply, Resp};
 
@@ -212,13 +213,6 @@ fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
 fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     lock.write().unwrap_or_else(PoisonError::into_inner)
 }
-
-/// Redis's default `client-output-buffer-limit pubsub 32mb 8mb 60`.
-pub(crate) const DEFAULT_LIMIT: OutputLimit = OutputLimit {
-    hard: 32 << 20,
-    soft: 8 << 20,
-    seconds: 60,
-};
 
 impl PubSub {
     pub(crate) fn new(limit: OutputLimit) -> Self {

@@ -9,8 +9,8 @@ use bytes::Bytes;
 use fc_shard::ShardRouter;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::OutputLimit;
 use crate::ServerConfig;
-use crate::clients::OutputLimit;
 use crate::command::Handler;
 use crate::reply::Replies;
 

@@ -204,7 +204,9 @@ mod tests {
 
     #[test]
     fn groups_open_on_the_first_change_and_close_on_finish() {
-        let pubsub = Arc::new(crate::pubsub::PubSub::new(crate::pubsub::DEFAULT_LIMIT));
+        let pubsub = Arc::new(crate::pubsub::PubSub::new(
+            crate::OutputLimit::PUBSUB_DEFAULT,
+        ));
         let sink = ServerSink::new(
             Arc::new(WatchBoard::new(4)),
             Arc::new(Blocked::new(2)),

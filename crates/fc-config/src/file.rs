@@ -1,13 +1,8 @@
 //! `FastCacheConfig`: the TOML configuration file (`fast-cache.toml`), its checks, and what it
 //! builds (a [`crate::ServerConfig`], or an embedded store with the same storage settings).
 //!
-//! Sections: `[server]`, `[storage]`, `[persistence]`. Every field is optional and has the
-//! default shown in `fast-cache.toml.example`; unknown fields are refused (a typo must not be
-//! silently ignored). Sizes are bytes or Redis-style strings (`"64mb"`, `"1gb"`). The server
-//! binary applies precedence flag > environment (`FAST_CACHE_*`) > file > default.
-//!
 //! ```
-//! use fc_server::config::FastCacheConfig;
+//! use fc_config::FastCacheConfig;
 //!
 //! let config = FastCacheConfig::from_toml_str(
 //!     r#"
@@ -21,7 +16,7 @@
 //! config.validate()?;
 //! let server = config.server_config()?;
 //! assert_eq!(server.maxmemory, Some(256 << 20));
-//! # Ok::<(), fc_server::config::ConfigError>(())
+//! # Ok::<(), fc_config::ConfigError>(())
 //! ```
 
 use std::fmt;
@@ -32,7 +27,7 @@ use fc_shard::{EmbeddedStore, EvictionPolicy};
 use fc_wal::{FsyncPolicy, RecoveryMode};
 use serde::{Deserialize, Serialize};
 
-use crate::{OutputLimit, PersistenceConfig, ServerConfig};
+use crate::{OutputLimit, PersistenceConfig, ServerConfig, parse_recovery};
 
 /// A size: bytes, or a string Redis's config would read (`"64mb"`, `"1gb"`, `"500k"`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -221,19 +216,25 @@ pub enum ConfigError {
 
 /// A value `CONFIG REWRITE` writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Value {
+pub enum Value {
+    /// An integer.
     Int(i64),
+    /// A string.
     Text(String),
 }
 
 /// One setting `CONFIG REWRITE` writes: its section and key in the file, its value now, and
 /// whether that is the default.
 #[derive(Debug, Clone)]
-pub(crate) struct Setting {
-    pub(crate) section: &'static str,
-    pub(crate) key: &'static str,
-    pub(crate) value: Value,
-    pub(crate) default: bool,
+pub struct Setting {
+    /// The file's section (`server`).
+    pub section: &'static str,
+    /// The key in it (`maxclients`).
+    pub key: &'static str,
+    /// The value now.
+    pub value: Value,
+    /// Whether that is the default (a key the file lacks is then not added).
+    pub default: bool,
 }
 
 /// `CONFIG REWRITE`: writes `settings` into the TOML file at `path`, as Redis rewrites its
@@ -244,7 +245,7 @@ pub(crate) struct Setting {
 ///
 /// # Errors
 /// [`ConfigError::Io`], or [`ConfigError::Parse`] when the file is no longer valid TOML.
-pub(crate) fn rewrite(path: &Path, settings: &[Setting]) -> Result<(), ConfigError> {
+pub fn rewrite(path: &Path, settings: &[Setting]) -> Result<(), ConfigError> {
     let io = |source| ConfigError::Io {
         path: path.to_path_buf(),
         source,
@@ -394,18 +395,18 @@ impl FastCacheConfig {
         let (output_limit, pubsub_output_limit) =
             match OutputLimit::parse_classes(&s.client_output_buffer_limit) {
                 Ok((Some(normal), pubsub)) => {
-                    (normal, pubsub.unwrap_or(crate::pubsub::DEFAULT_LIMIT))
+                    (normal, pubsub.unwrap_or(OutputLimit::PUBSUB_DEFAULT))
                 }
                 Ok((None, _)) => {
                     problem(
                         "server.client_output_buffer_limit",
                         "no 'normal' class given".into(),
                     );
-                    (OutputLimit::default(), crate::pubsub::DEFAULT_LIMIT)
+                    (OutputLimit::default(), OutputLimit::PUBSUB_DEFAULT)
                 }
                 Err(e) => {
                     problem("server.client_output_buffer_limit", e);
-                    (OutputLimit::default(), crate::pubsub::DEFAULT_LIMIT)
+                    (OutputLimit::default(), OutputLimit::PUBSUB_DEFAULT)
                 }
             };
         let maxmemory = st.max_memory.bytes().unwrap_or_else(|e| {
@@ -560,17 +561,6 @@ impl FastCacheConfig {
                 message: e.to_string(),
             }])
         })
-    }
-}
-
-/// A recovery mode by its name in flags and files.
-#[must_use]
-pub fn parse_recovery(name: &str) -> Option<RecoveryMode> {
-    match name {
-        "tolerate-tail" => Some(RecoveryMode::TolerateTail),
-        "strict" => Some(RecoveryMode::Strict),
-        "point-in-time" => Some(RecoveryMode::PointInTime),
-        _ => None,
     }
 }
 

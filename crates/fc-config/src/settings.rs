@@ -1,0 +1,315 @@
+//! The server's settings as plain data ([`ServerConfig`], [`PersistenceConfig`],
+//! [`OutputLimit`]) and the parsers of Redis's value syntaxes they share with `CONFIG SET` and
+//! the command line (sizes, `save` rules, output limits, recovery modes).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use fc_shard::EvictionPolicy;
+use fc_wal::{FsyncPolicy, RecoveryMode};
+
+/// The smallest `proto-max-bulk-len` and `client-query-buffer-limit` (Redis's: 1 MiB).
+pub const MIN_PROTOCOL_LIMIT: u64 = 1 << 20;
+
+/// Redis's default `slowlog-log-slower-than` (microseconds).
+pub const DEFAULT_SLOWLOG_SLOWER_THAN: i64 = 10_000;
+
+/// Redis's default `slowlog-max-len`.
+pub const DEFAULT_SLOWLOG_MAX_LEN: u64 = 128;
+
+/// How the server runs.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Address to listen on (loopback by default).
+    pub bind: SocketAddr,
+    /// Shards (a power of two).
+    pub shards: usize,
+    /// Worker threads (each owns `shards / threads` shards).
+    pub threads: usize,
+    /// Password every client must `AUTH` with (`None`: no password).
+    pub requirepass: Option<String>,
+    /// Most simultaneous clients; more are refused with Redis's error.
+    pub maxclients: usize,
+    /// Databases `SELECT` can name (`0..databases`; Redis's default 16).
+    pub databases: u32,
+    /// Milliseconds a script may run before other clients are answered `BUSY` and
+    /// `SCRIPT KILL` may stop it (Redis's `busy-reply-threshold`, 5000; 0: never).
+    pub busy_reply_threshold_ms: u64,
+    /// Scripts whose declared keys live on several workers run holding them all (`true`,
+    /// the default) or are refused with Redis Cluster's `CROSSSLOT` (`false`).
+    pub scripts_across_workers: bool,
+    /// Memory budget in bytes (`None`: unlimited).
+    pub maxmemory: Option<u64>,
+    /// What a write past the budget does.
+    pub maxmemory_policy: EvictionPolicy,
+    /// Seconds a client may stay idle before it is closed (0: forever).
+    pub timeout: u64,
+    /// Active expiry cycles per second (Redis's `hz`, 1 to 500).
+    pub hz: u64,
+    /// Largest bulk string a request may carry (Redis's `proto-max-bulk-len`, 512 MiB).
+    pub proto_max_bulk_len: u64,
+    /// Most unparsed request bytes a client may hold (Redis's `client-query-buffer-limit`,
+    /// 1 GiB).
+    pub client_query_buffer_limit: u64,
+    /// Limits on replies a client leaves unread.
+    pub output_limit: OutputLimit,
+    /// Limits on messages a subscriber leaves unread (the `pubsub` class; Redis's default
+    /// `32mb 8mb 60`).
+    pub pubsub_output_limit: OutputLimit,
+    /// Write-ahead log and snapshots (off without a data directory).
+    pub persistence: PersistenceConfig,
+    /// Commands at least this many microseconds long go into the slow log (Redis's
+    /// `slowlog-log-slower-than`: 10000; negative: none; 0: every one).
+    pub slowlog_log_slower_than: i64,
+    /// Entries the slow log keeps (Redis's `slowlog-max-len`: 128).
+    pub slowlog_max_len: u64,
+    /// Commands at least this many milliseconds long are latency events (Redis's
+    /// `latency-monitor-threshold`: 0, off).
+    pub latency_monitor_threshold: u64,
+    /// The TOML file the server was started with (`CONFIG REWRITE` writes to it; `None`:
+    /// Redis's error).
+    pub config_file: Option<std::path::PathBuf>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Self {
+            bind: SocketAddr::from(([127, 0, 0, 1], 6380)),
+            shards: cores.next_power_of_two().max(16),
+            threads: cores,
+            requirepass: None,
+            maxclients: 10_000,
+            databases: 16,
+            busy_reply_threshold_ms: 5000,
+            scripts_across_workers: true,
+            maxmemory: None,
+            maxmemory_policy: EvictionPolicy::NoEviction,
+            timeout: 0,
+            hz: 10,
+            proto_max_bulk_len: fc_resp::Limits::DEFAULT_MAX_BULK_LEN,
+            client_query_buffer_limit: fc_resp::Limits::DEFAULT_MAX_QUERY_BUFFER as u64,
+            output_limit: OutputLimit::default(),
+            pubsub_output_limit: OutputLimit::PUBSUB_DEFAULT,
+            persistence: PersistenceConfig::default(),
+            slowlog_log_slower_than: DEFAULT_SLOWLOG_SLOWER_THAN,
+            slowlog_max_len: DEFAULT_SLOWLOG_MAX_LEN,
+            latency_monitor_threshold: 0,
+            config_file: None,
+        }
+    }
+}
+
+/// The `[persistence]` settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PersistenceConfig {
+    /// Data directory (`None`: in memory only).
+    pub data_dir: Option<PathBuf>,
+    /// When log frames reach the disk (`appendfsync`).
+    pub appendfsync: FsyncPolicy,
+    /// Log segment size in bytes.
+    pub segment_bytes: u64,
+    /// Snapshot rules, as Redis's `save`: snapshot when at least `changes` writes happened in
+    /// the last `seconds` (empty: only `SAVE`/`BGSAVE`).
+    pub save: Vec<(u64, u64)>,
+    /// What recovery does about damage.
+    pub recovery: RecoveryMode,
+    /// Fault injection into the log's file operations (tests; none by default).
+    pub faults: fc_wal::Faults,
+}
+
+impl Default for PersistenceConfig {
+    fn default() -> Self {
+        Self {
+            data_dir: None,
+            appendfsync: FsyncPolicy::EverySec,
+            segment_bytes: 64 << 20,
+            save: vec![(3600, 1), (300, 100), (60, 10_000)],
+            recovery: RecoveryMode::TolerateTail,
+            faults: fc_wal::Faults::none(),
+        }
+    }
+}
+
+/// Parses Redis's `save` syntax: `"3600 1 300 100"` (pairs of seconds and changes) or `""`.
+///
+/// # Errors
+/// A message naming what is wrong.
+pub fn parse_save_rules(text: &str) -> Result<Vec<(u64, u64)>, String> {
+    let numbers: Vec<&str> = text.split_whitespace().collect();
+    if !numbers.len().is_multiple_of(2) {
+        return Err(format!(
+            "save '{text}': expected pairs of <seconds> <changes>"
+        ));
+    }
+    numbers
+        .chunks(2)
+        .map(|pair| {
+            let seconds = pair[0]
+                .parse::<u64>()
+                .map_err(|_| format!("save: bad seconds '{}'", pair[0]))?;
+            let changes = pair[1]
+                .parse::<u64>()
+                .map_err(|_| format!("save: bad changes '{}'", pair[1]))?;
+            Ok((seconds, changes))
+        })
+        .collect()
+}
+
+/// Client-output limits (Redis's `client-output-buffer-limit normal <hard> <soft> <seconds>`).
+///
+/// fc-server stops reading a client whose replies are not being read, so its output never
+/// grows past one pipeline batch (64 KiB) plus one reply: `hard` bounds that one reply set,
+/// also while a reply is being built (a `KEYS *` or `LRANGE 0 -1` past it closes the client
+/// before its reply is complete), and `soft` + `seconds` end a client that has left at least
+/// `soft` bytes unread for `seconds` straight (a client that never reads). 0 turns `hard` or
+/// `seconds` off; the default is Redis's for normal clients, `0 0 0`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OutputLimit {
+    /// A batch of replies larger than this closes the client instead of being sent.
+    pub hard: u64,
+    /// Pending bytes that count as stalled output.
+    pub soft: u64,
+    /// Seconds a write of at least `soft` bytes may wait for the client to read.
+    pub seconds: u64,
+}
+
+impl OutputLimit {
+    /// Redis's default limit of the `pubsub` class: `32mb 8mb 60`.
+    pub const PUBSUB_DEFAULT: Self = Self {
+        hard: 32 << 20,
+        soft: 8 << 20,
+        seconds: 60,
+    };
+
+    /// Parses `normal <hard> <soft> <seconds>` (sizes as Redis writes them: `64mb`, `1gb`, ...);
+    /// other classes (`replica`, `pubsub`) are accepted and ignored.
+    ///
+    /// # Errors
+    /// A message naming what is wrong.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        Self::parse_classes(text)?
+            .0
+            .ok_or_else(|| "no 'normal' class given".into())
+    }
+
+    /// Parses `<class> <hard> <soft> <seconds>` groups: the `normal` and the `pubsub` limits
+    /// when given (`replica` is accepted and ignored).
+    ///
+    /// # Errors
+    /// A message naming what is wrong.
+    pub fn parse_classes(text: &str) -> Result<(Option<Self>, Option<Self>), String> {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        if words.is_empty() || !words.len().is_multiple_of(4) {
+            return Err("expected <class> <hard> <soft> <seconds> groups".into());
+        }
+        let (mut limit, mut pubsub) = (None, None);
+        for group in words.chunks(4) {
+            let class = group[0].to_ascii_lowercase();
+            if !matches!(class.as_str(), "normal" | "replica" | "slave" | "pubsub") {
+                return Err(format!("unknown client class '{}'", group[0]));
+            }
+            let hard = parse_size(group[1])?;
+            let soft = parse_size(group[2])?;
+            let seconds = group[3]
+                .parse()
+                .map_err(|_| format!("bad seconds '{}'", group[3]))?;
+            let parsed = Some(Self {
+                hard,
+                soft,
+                seconds,
+            });
+            match class.as_str() {
+                "normal" => limit = parsed,
+                "pubsub" => pubsub = parsed,
+                _ => {}
+            }
+        }
+        Ok((limit, pubsub))
+    }
+
+    /// `normal <hard> <soft> <seconds>`, as a config file or flag writes it.
+    #[must_use]
+    pub fn normal_text(&self) -> String {
+        format!("normal {} {} {}", self.hard, self.soft, self.seconds)
+    }
+
+    /// As `CONFIG GET client-output-buffer-limit` shows it, with the `pubsub` class's limit
+    /// (replicas show Redis's default).
+    #[must_use]
+    pub fn redis_text(&self, pubsub: &Self) -> String {
+        format!(
+            "{} slave 268435456 67108864 60 pubsub {} {} {}",
+            self.normal_text(),
+            pubsub.hard,
+            pubsub.soft,
+            pubsub.seconds
+        )
+    }
+}
+
+/// A size as Redis's config reads it: bytes, or with `k`/`kb`/`m`/`mb`/`g`/`gb` (`k` = 1000,
+/// `kb` = 1024, and so on).
+///
+/// # Errors
+/// A message naming the bad size.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let lower = text.to_ascii_lowercase();
+    let split = lower
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(lower.len());
+    let (digits, unit) = lower.split_at(split);
+    let scale: u64 = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1 << 10,
+        "m" => 1_000_000,
+        "mb" => 1 << 20,
+        "g" => 1_000_000_000,
+        "gb" => 1 << 30,
+        _ => return Err(format!("bad size '{text}'")),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| format!("bad size '{text}'"))
+}
+
+/// A recovery mode by its name in flags and files.
+#[must_use]
+pub fn parse_recovery(name: &str) -> Option<RecoveryMode> {
+    match name {
+        "tolerate-tail" => Some(RecoveryMode::TolerateTail),
+        "strict" => Some(RecoveryMode::Strict),
+        "point-in-time" => Some(RecoveryMode::PointInTime),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_limits_parse_as_redis_writes_them() {
+        assert_eq!(parse_size("64mb"), Ok(64 << 20));
+        assert_eq!(parse_size("1gb"), Ok(1 << 30));
+        assert_eq!(parse_size("5k"), Ok(5000));
+        assert_eq!(parse_size("123"), Ok(123));
+        assert!(parse_size("12xb").is_err());
+        assert!(parse_size("").is_err());
+        let limit = OutputLimit::parse("normal 0 1mb 5 pubsub 32mb 8mb 60").unwrap();
+        assert_eq!(
+            limit,
+            OutputLimit {
+                hard: 0,
+                soft: 1 << 20,
+                seconds: 5
+            }
+        );
+        assert!(OutputLimit::parse("normal 0 0").is_err());
+        assert!(OutputLimit::parse("pubsub 0 0 0").is_err());
+        assert!(OutputLimit::parse("bogus 0 0 0").is_err());
+    }
+}
