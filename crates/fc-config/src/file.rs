@@ -62,6 +62,17 @@ pub struct FastCacheConfig {
     pub storage: StorageSection,
     /// Write-ahead log and snapshots.
     pub persistence: PersistenceSection,
+    /// The admin HTTP port: metrics and probes.
+    pub admin: AdminSection,
+}
+
+/// `[admin]`: the HTTP port an operator's tools read (`/metrics` in Prometheus's text format,
+/// `/health`, `/ready`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminSection {
+    /// Address to serve it on, such as `127.0.0.1:9121` (absent: no admin port).
+    pub bind: Option<String>,
 }
 
 /// `[server]`.
@@ -508,6 +519,16 @@ impl FastCacheConfig {
                 problem(field, format!("{value} is above 9223372036854775807"));
             }
         }
+        let admin_bind = self.admin.bind.as_ref().and_then(|text| {
+            text.parse::<SocketAddr>()
+                .map_err(|_| {
+                    problem(
+                        "admin.bind",
+                        format!("'{text}' is not an address such as 127.0.0.1:9121"),
+                    );
+                })
+                .ok()
+        });
         if !problems.is_empty() {
             return Err(ConfigError::Invalid(problems));
         }
@@ -532,6 +553,7 @@ impl FastCacheConfig {
             slowlog_max_len: s.slowlog_max_len,
             latency_monitor_threshold: s.latency_monitor_threshold,
             config_file: None,
+            admin_bind,
             persistence: PersistenceConfig {
                 data_dir: p.data_dir.clone(),
                 appendfsync,
@@ -617,6 +639,24 @@ mod tests {
                 "persistence.recovery"
             ]
         );
+    }
+
+    #[test]
+    fn the_admin_port_is_off_unless_bound() {
+        let none = FastCacheConfig::from_toml_str("").unwrap();
+        assert_eq!(none.server_config().unwrap().admin_bind, None);
+        let on = FastCacheConfig::from_toml_str("[admin]\nbind = \"127.0.0.1:9121\"\n").unwrap();
+        assert_eq!(
+            on.server_config().unwrap().admin_bind,
+            Some("127.0.0.1:9121".parse().unwrap())
+        );
+        let bad = FastCacheConfig::from_toml_str("[admin]\nbind = \"localhost\"\n").unwrap();
+        let Err(ConfigError::Invalid(problems)) = bad.validate() else {
+            panic!("expected a problem");
+        };
+        assert_eq!(problems[0].field, "admin.bind");
+        let err = FastCacheConfig::from_toml_str("[admin]\nport = 1\n").unwrap_err();
+        assert!(err.to_string().contains("port"), "{err}");
     }
 
     #[test]

@@ -44,8 +44,8 @@ mod settings;
 pub use fc_shard::EvictionPolicy;
 pub use fc_wal::{FsyncPolicy, RecoveryMode};
 pub use file::{
-    ConfigError, FastCacheConfig, PersistenceSection, Problem, ServerSection, Setting, Size,
-    StorageSection, Value, rewrite,
+    AdminSection, ConfigError, FastCacheConfig, PersistenceSection, Problem, ServerSection,
+    Setting, Size, StorageSection, Value, rewrite,
 };
 pub use settings::{
     DEFAULT_SLOWLOG_MAX_LEN, DEFAULT_SLOWLOG_SLOWER_THAN, MIN_PROTOCOL_LIMIT, OutputLimit,

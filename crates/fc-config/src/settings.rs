@@ -69,6 +69,9 @@ pub struct ServerConfig {
     /// The TOML file the server was started with (`CONFIG REWRITE` writes to it; `None`:
     /// Redis's error).
     pub config_file: Option<std::path::PathBuf>,
+    /// The admin HTTP port (`/metrics`, `/health`, `/ready`; the server's `telemetry`
+    /// feature): `None`, the default, serves none.
+    pub admin_bind: Option<SocketAddr>,
 }
 
 impl Default for ServerConfig {
@@ -96,6 +99,7 @@ impl Default for ServerConfig {
             slowlog_max_len: DEFAULT_SLOWLOG_MAX_LEN,
             latency_monitor_threshold: 0,
             config_file: None,
+            admin_bind: None,
         }
     }
 }

@@ -85,6 +85,10 @@ struct Cli {
     /// [default: tolerate-tail].
     #[arg(long, env = "FAST_CACHE_RECOVERY")]
     recovery: Option<String>,
+    /// Admin HTTP port: /metrics (Prometheus), /health, /ready, e.g. 127.0.0.1:9121
+    /// [default: none].
+    #[arg(long, env = "FAST_CACHE_ADMIN_BIND")]
+    admin_bind: Option<String>,
     /// Log verbosity, as Redis's `loglevel`: debug, verbose, notice, warning, nothing
     /// [default: notice]. `RUST_LOG` (tracing's filter syntax), when set, takes precedence.
     #[arg(long, env = "FAST_CACHE_LOGLEVEL", default_value = "notice")]
@@ -127,6 +131,9 @@ impl Cli {
         let (server, storage, persistence) = (&mut c.server, &mut c.storage, &mut c.persistence);
         if let Some(v) = self.bind {
             server.bind = v;
+        }
+        if let Some(v) = self.admin_bind {
+            c.admin.bind = Some(v);
         }
         server.threads = self.threads.or(server.threads);
         if self.requirepass.is_some() {

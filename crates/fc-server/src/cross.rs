@@ -40,6 +40,7 @@ pub(crate) async fn exec_at(
         return worker.execute_on(owner, handler, args).await;
     };
     let (reply, answer) = oneshot::channel();
+    crate::stats::hop();
     if link
         .send(TxnCommand {
             handler,
@@ -294,6 +295,7 @@ impl Held {
             let (tx, rx) = mpsc::unbounded_channel();
             let (ack, acked) = oneshot::channel();
             let job = Job::Hold { ack, commands: rx };
+            crate::stats::hop();
             if shared.inboxes[w].send(job).is_ok() && acked.await.is_ok() {
                 held.links[w] = Some(tx);
             }

@@ -194,7 +194,7 @@ pub(crate) struct Observed {
 }
 
 /// Sums every worker's `read` part.
-async fn observed(worker: &Worker, txn: Option<&TxnLinks>) -> Observed {
+pub(crate) async fn observed(worker: &Worker, txn: Option<&TxnLinks>) -> Observed {
     let mut sum = Observed::default();
     for owner in 0..worker.shared.workers {
         let args = vec![Bytes::from_static(b"observe"), Bytes::from_static(b"read")];
@@ -237,7 +237,7 @@ async fn observed(worker: &Worker, txn: Option<&TxnLinks>) -> Observed {
 
 /// Every worker's latency histograms of `slots` (all with an empty list), summed and
 /// converted from clock ticks to nanoseconds.
-async fn histograms(
+pub(crate) async fn histograms(
     worker: &Worker,
     slots: &[usize],
     txn: Option<&TxnLinks>,

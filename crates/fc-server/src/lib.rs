@@ -48,6 +48,8 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
+#[cfg(feature = "telemetry")]
+mod admin;
 mod blocked;
 mod blocking;
 mod busy;
@@ -111,6 +113,7 @@ pub const REDIS_VERSION: &str = "7.2.0";
 /// A running server.
 pub struct ServerHandle {
     addr: SocketAddr,
+    admin_addr: Option<SocketAddr>,
     stop: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
     inboxes: Vec<mpsc::UnboundedSender<Job>>,
@@ -153,6 +156,17 @@ impl Server {
     /// An unusable shard or thread count, or the address cannot be bound.
     pub fn start(config: ServerConfig) -> anyhow::Result<ServerHandle> {
         let threads = config.threads.clamp(1, config.shards.max(1));
+        let (stop, mut stopped) = watch::channel(false);
+        // The admin port answers `/health` (and `/ready`: 503) while the data loads.
+        #[cfg(feature = "telemetry")]
+        let admin = config
+            .admin_bind
+            .map(|bind| admin::start(bind, stopped.clone()))
+            .transpose()?;
+        #[cfg(not(feature = "telemetry"))]
+        if config.admin_bind.is_some() {
+            anyhow::bail!("the admin port (admin_bind) needs fc-server's telemetry feature");
+        }
         let board = Arc::new(watched::WatchBoard::new(config.shards));
         let mut builder = EmbeddedStore::builder(config.shards)
             .eviction_policy(config.maxmemory_policy)
@@ -257,7 +271,15 @@ impl Server {
                     })?,
             );
         }
-        let (stop, mut stopped) = watch::channel(false);
+        #[cfg(feature = "telemetry")]
+        let admin_addr = admin.map(|(admin, addr, thread)| {
+            admin.ready(Arc::clone(&shared));
+            handles.push(thread);
+            tracing::info!("admin port (/metrics, /health, /ready) on http://{addr}");
+            addr
+        });
+        #[cfg(not(feature = "telemetry"))]
+        let admin_addr = None;
         let accept_shared = Arc::clone(&shared);
         handles.push(
             std::thread::Builder::new()
@@ -323,6 +345,7 @@ impl Server {
         };
         Ok(ServerHandle {
             addr,
+            admin_addr,
             stop,
             threads: handles,
             inboxes: senders,
@@ -462,6 +485,13 @@ impl ServerHandle {
     #[must_use]
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The admin HTTP port's address (`/metrics`, `/health`, `/ready`), when
+    /// [`ServerConfig::admin_bind`] asked for one.
+    #[must_use]
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
     }
 
     /// Resolves when a client asked the server to stop (`SHUTDOWN`); the owner then calls

@@ -59,7 +59,7 @@ fn bucket_of(value: u64) -> u32 {
 }
 
 /// The smallest value of counter `index` (hdr's `hdr_value_at_index`).
-fn value_at_index(index: usize) -> u64 {
+pub(crate) fn value_at_index(index: usize) -> u64 {
     let bucket = (index >> 7) as i64 - 1;
     let mut sub = (index & 127) as u64 + 128;
     if bucket < 0 {
@@ -235,6 +235,10 @@ pub(crate) struct WorkerStats {
     /// `INFO` reports what was counted since.
     pub(crate) store_base: Cell<[u64; 4]>,
     tracking: RefCell<Tracking>,
+    /// Messages this worker sent another to run something there (a command or a script on
+    /// its keys, a transaction's hold and each of its commands): cross-worker hops, which
+    /// a client on a direct shard port never causes.
+    pub(crate) hops: Cell<u64>,
 }
 
 impl std::fmt::Debug for WorkerStats {
@@ -255,6 +259,7 @@ impl WorkerStats {
             total_errors: Cell::new(0),
             store_base: Cell::new([0; 4]),
             tracking: RefCell::default(),
+            hops: Cell::new(0),
         }
     }
 
@@ -405,6 +410,30 @@ thread_local! {
 /// Makes `stats` this thread's worker statistics.
 pub(crate) fn set_current(stats: Rc<WorkerStats>) {
     CURRENT.with(|c| *c.borrow_mut() = Some(stats));
+}
+
+tokio::task_local! {
+    /// Set while the server observes itself (an admin port scrape): its own messages to
+    /// other workers are not the clients' hops.
+    static UNCOUNTED: ();
+}
+
+/// Runs `work` without counting its cross-worker hops.
+#[cfg(feature = "telemetry")]
+pub(crate) async fn uncounted<F: std::future::Future>(work: F) -> F::Output {
+    UNCOUNTED.scope((), work).await
+}
+
+/// Counts a cross-worker hop of this thread's worker (see [`WorkerStats::hops`]).
+pub(crate) fn hop() {
+    if UNCOUNTED.try_with(|()| ()).is_ok() {
+        return;
+    }
+    with_current(|stats| {
+        if let Some(stats) = stats {
+            stats.hops.set(stats.hops.get() + 1);
+        }
+    });
 }
 
 /// Runs `f` with this thread's worker statistics (`None` off a worker thread).

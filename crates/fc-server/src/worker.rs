@@ -216,6 +216,7 @@ impl Worker {
             reply,
             origin: 0,
         };
+        crate::stats::hop();
         let _ = self.shared.inboxes[owner].send(job);
         let (shared, waiter, home) = (Arc::clone(&self.shared), Arc::clone(waiter), self.index);
         tokio::task::spawn_local(async move {
@@ -361,6 +362,7 @@ impl Worker {
             reply,
             origin,
         };
+        crate::stats::hop();
         if self.shared.inboxes[owner].send(job).is_ok()
             && let Ok(replies) = answer.await
         {

@@ -53,8 +53,8 @@ pub use frame::{
     SEGMENT_MAGIC, SegmentHeader, decode_frame, encode_frame, encode_frame_of,
 };
 pub use log::{
-    FsyncPolicy, PREALLOC_BYTES, ShardLog, SyncTicket, WalConfig, WalSink, WalStatsSnapshot,
-    segment_name,
+    FsyncPolicy, PREALLOC_BYTES, SYNC_BUCKETS_MICROS, ShardLog, SyncTicket, WalConfig, WalSink,
+    WalStatsSnapshot, segment_name,
 };
 pub use record::{PayloadError, Record, StreamRecord, encode_mutation};
 pub use recover::{Damage, LogRecovery, RecoveryMode, RecoveryReport, recover, recover_from};

@@ -211,6 +211,13 @@ pub fn segment_name(first_seq: u64) -> String {
     format!("{first_seq:020}.fcw")
 }
 
+/// Upper bounds, in microseconds, of the buckets of [`WalStatsSnapshot::sync_histogram`] (the
+/// last bucket, past these, holds the slower syncs).
+pub const SYNC_BUCKETS_MICROS: [u64; 14] = [
+    50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
+    1_000_000,
+];
+
 /// Counters of a log (or the sum over shards).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -227,6 +234,11 @@ pub struct WalStatsSnapshot {
     pub fsync_micros: u64,
     /// Longest single `fdatasync`, microseconds.
     pub fsync_max_micros: u64,
+    /// Sync rounds (one ticket: the `fdatasync` calls one commit or one `everysec` tick
+    /// ran) by how long they took: `sync_histogram[i]` counts those of at most
+    /// [`SYNC_BUCKETS_MICROS`]`[i]` microseconds and more than the bound before; the last
+    /// counts the slower ones.
+    pub sync_histogram: [u64; SYNC_BUCKETS_MICROS.len() + 1],
     /// Segments opened.
     pub segments: u64,
     /// Failed writes truncated back to the last good frame.
@@ -241,6 +253,9 @@ impl WalStatsSnapshot {
         self.fsyncs += other.fsyncs;
         self.fsync_micros += other.fsync_micros;
         self.fsync_max_micros = self.fsync_max_micros.max(other.fsync_max_micros);
+        for (total, n) in self.sync_histogram.iter_mut().zip(other.sync_histogram) {
+            *total += n;
+        }
         self.segments += other.segments;
         self.truncations += other.truncations;
     }
@@ -751,6 +766,8 @@ impl ShardLog {
         self.stats.fsyncs += ticket.files() as u64;
         self.stats.fsync_micros += micros;
         self.stats.fsync_max_micros = self.stats.fsync_max_micros.max(micros);
+        let bucket = SYNC_BUCKETS_MICROS.partition_point(|&bound| bound < micros);
+        self.stats.sync_histogram[bucket] += 1;
     }
 
     /// Poisons the log after a ticket's sync failed: what it covered may not be on disk.

@@ -755,6 +755,15 @@ fn everysec_syncs_on_the_first_append_after_a_second() {
     std::thread::sleep(std::time::Duration::from_millis(1100));
     log.append(&set).unwrap();
     assert_eq!(log.stats().fsyncs, 1, "{:?}", log.stats());
+    // The round is in the sync-time histogram, in the bucket of its duration.
+    let stats = log.stats();
+    assert_eq!(stats.sync_histogram.iter().sum::<u64>(), 1);
+    let bucket = stats.sync_histogram.iter().position(|&n| n == 1).unwrap();
+    let bound = fc_wal::SYNC_BUCKETS_MICROS
+        .get(bucket)
+        .copied()
+        .unwrap_or(u64::MAX);
+    assert!(stats.fsync_micros <= bound, "{stats:?}");
     let on_disk = written(dir.path());
     // Three frames are on disk, nothing is left behind in the buffer.
     log.flush().unwrap();

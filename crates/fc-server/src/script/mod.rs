@@ -210,6 +210,7 @@ async fn dispatch<R: Reply>(worker: &Worker, run: Run, out: &mut R, txn: Option<
         }),
         reply,
     };
+    crate::stats::hop();
     if shared.inboxes[owner].send(job).is_ok()
         && let Ok(replies) = answer.await
     {
