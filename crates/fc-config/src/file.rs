@@ -27,7 +27,10 @@ use fc_shard::{EmbeddedStore, EvictionPolicy};
 use fc_wal::{FsyncPolicy, RecoveryMode};
 use serde::{Deserialize, Serialize};
 
-use crate::{OutputLimit, PersistenceConfig, ServerConfig, parse_recovery};
+use crate::{
+    OutputLimit, PersistenceConfig, ServerConfig, TlsAuthClients, TlsConfig, parse_recovery,
+    parse_tls_protocols,
+};
 
 /// A size: bytes, or a string Redis's config would read (`"64mb"`, `"1gb"`, `"500k"`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,6 +67,71 @@ pub struct FastCacheConfig {
     pub persistence: PersistenceSection,
     /// The admin HTTP port: metrics and probes.
     pub admin: AdminSection,
+    /// The TLS port.
+    pub tls: TlsSection,
+}
+
+/// A port number (on `server.bind`'s address) or a whole address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Endpoint {
+    /// `6390`: on the plaintext port's address.
+    Port(u16),
+    /// `"127.0.0.1:6390"`.
+    Address(String),
+}
+
+impl Endpoint {
+    /// Reads a flag's text: a port number or an address.
+    #[must_use]
+    pub fn from_text(text: &str) -> Self {
+        text.parse()
+            .map_or_else(|_| Self::Address(text.into()), Self::Port)
+    }
+
+    /// The address, with a bare port on `base`'s address.
+    ///
+    /// # Errors
+    /// The text is not an address.
+    pub fn resolve(&self, base: SocketAddr) -> Result<SocketAddr, String> {
+        match self {
+            Self::Port(port) => Ok(SocketAddr::new(base.ip(), *port)),
+            Self::Address(text) => text.parse().map_err(|_| {
+                format!("'{text}' is not a port or an address such as 127.0.0.1:6390")
+            }),
+        }
+    }
+}
+
+/// `[tls]`: a TLS port, as Redis's `tls-*` directives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TlsSection {
+    /// The TLS port: a number (on `server.bind`'s address) or an address (absent: no TLS).
+    pub port: Option<Endpoint>,
+    /// The server's certificate chain, PEM.
+    pub cert_file: Option<PathBuf>,
+    /// Its private key, PEM.
+    pub key_file: Option<PathBuf>,
+    /// CA certificates that client certificates are checked against, PEM.
+    pub ca_cert_file: Option<PathBuf>,
+    /// `yes` (a client certificate is required, Redis's default), `no` or `optional`.
+    pub auth_clients: String,
+    /// `"TLSv1.2 TLSv1.3"`: the versions accepted.
+    pub protocols: String,
+}
+
+impl Default for TlsSection {
+    fn default() -> Self {
+        Self {
+            port: None,
+            cert_file: None,
+            key_file: None,
+            ca_cert_file: None,
+            auth_clients: TlsAuthClients::Yes.name().into(),
+            protocols: "TLSv1.2 TLSv1.3".into(),
+        }
+    }
 }
 
 /// `[admin]`: the HTTP port an operator's tools read (`/metrics` in Prometheus's text format,
@@ -116,6 +184,9 @@ pub struct ServerSection {
     /// Commands at least this many milliseconds long are recorded as latency events (0: off),
     /// as Redis's `latency-monitor-threshold`.
     pub latency_monitor_threshold: u64,
+    /// Whether `bind` is served (plaintext RESP); `false` needs `[tls] port` (Redis's
+    /// `port 0` with a `tls-port`).
+    pub plaintext: bool,
 }
 
 impl Default for ServerSection {
@@ -137,6 +208,7 @@ impl Default for ServerSection {
             slowlog_log_slower_than: defaults.slowlog_log_slower_than,
             slowlog_max_len: defaults.slowlog_max_len,
             latency_monitor_threshold: defaults.latency_monitor_threshold,
+            plaintext: true,
         }
     }
 }
@@ -529,6 +601,13 @@ impl FastCacheConfig {
                 })
                 .ok()
         });
+        let tls = self.tls_config(bind, &mut problem);
+        if !s.plaintext && tls.is_none() {
+            problem(
+                "server.plaintext",
+                "false leaves no port: give [tls] port (and its files) too".into(),
+            );
+        }
         if !problems.is_empty() {
             return Err(ConfigError::Invalid(problems));
         }
@@ -554,6 +633,8 @@ impl FastCacheConfig {
             latency_monitor_threshold: s.latency_monitor_threshold,
             config_file: None,
             admin_bind,
+            tls,
+            plaintext: s.plaintext,
             persistence: PersistenceConfig {
                 data_dir: p.data_dir.clone(),
                 appendfsync,
@@ -562,6 +643,52 @@ impl FastCacheConfig {
                 recovery,
                 faults: fc_wal::Faults::none(),
             },
+        })
+    }
+
+    /// `[tls]`'s settings (`None` without a port), each problem reported.
+    fn tls_config(
+        &self,
+        bind: SocketAddr,
+        problem: &mut impl FnMut(&'static str, String),
+    ) -> Option<TlsConfig> {
+        let t = &self.tls;
+        let port = t.port.as_ref()?;
+        let address = port.resolve(bind).map_err(|e| problem("tls.port", e)).ok();
+        let mut file = |field: &'static str, path: &Option<PathBuf>| {
+            if path.is_none() {
+                problem(field, "is needed for a TLS port".into());
+            }
+            path.clone()
+        };
+        let cert_file = file("tls.cert_file", &t.cert_file);
+        let key_file = file("tls.key_file", &t.key_file);
+        let auth_clients = TlsAuthClients::from_name(&t.auth_clients).unwrap_or_else(|| {
+            problem(
+                "tls.auth_clients",
+                format!("'{}': expected yes, no or optional", t.auth_clients),
+            );
+            TlsAuthClients::Yes
+        });
+        if auth_clients != TlsAuthClients::No && t.ca_cert_file.is_none() {
+            problem(
+                "tls.ca_cert_file",
+                format!(
+                    "is needed to check client certificates (auth_clients = \"{}\"); or set auth_clients = \"no\"",
+                    auth_clients.name()
+                ),
+            );
+        }
+        let protocols = parse_tls_protocols(&t.protocols)
+            .map_err(|e| problem("tls.protocols", e))
+            .ok();
+        Some(TlsConfig {
+            bind: address?,
+            cert_file: cert_file?,
+            key_file: key_file?,
+            ca_cert_file: t.ca_cert_file.clone(),
+            auth_clients,
+            protocols: protocols?,
         })
     }
 
@@ -657,6 +784,51 @@ mod tests {
         assert_eq!(problems[0].field, "admin.bind");
         let err = FastCacheConfig::from_toml_str("[admin]\nport = 1\n").unwrap_err();
         assert!(err.to_string().contains("port"), "{err}");
+    }
+
+    #[test]
+    fn tls_settings_resolve_and_each_problem_is_named() {
+        let config = FastCacheConfig::from_toml_str(
+            "[server]\nbind = \"127.0.0.1:7000\"\nplaintext = false\n[tls]\nport = 7001\ncert_file = \"s.pem\"\nkey_file = \"s.key\"\nca_cert_file = \"ca.pem\"\nauth_clients = \"optional\"\nprotocols = \"tlsv1.3\"\n",
+        )
+        .unwrap();
+        let server = config.server_config().unwrap();
+        let tls = server.tls.unwrap();
+        assert_eq!(tls.bind, "127.0.0.1:7001".parse().unwrap());
+        assert_eq!(tls.auth_clients, TlsAuthClients::Optional);
+        assert_eq!(tls.protocols, [crate::TlsProtocol::Tls13]);
+        assert!(!server.plaintext);
+        let at = FastCacheConfig::from_toml_str(
+            "[tls]\nport = \"0.0.0.0:6390\"\ncert_file = \"s.pem\"\nkey_file = \"s.key\"\nauth_clients = \"no\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            at.server_config().unwrap().tls.unwrap().bind,
+            "0.0.0.0:6390".parse().unwrap()
+        );
+        let bad = FastCacheConfig::from_toml_str(
+            "[server]\nplaintext = false\n[tls]\nport = \"nowhere\"\nauth_clients = \"maybe\"\nprotocols = \"SSLv3\"\n",
+        )
+        .unwrap();
+        let Err(ConfigError::Invalid(problems)) = bad.validate() else {
+            panic!("expected problems");
+        };
+        let fields: Vec<&str> = problems.iter().map(|p| p.field).collect();
+        assert_eq!(
+            fields,
+            [
+                "tls.port",
+                "tls.cert_file",
+                "tls.key_file",
+                "tls.auth_clients",
+                "tls.ca_cert_file",
+                "tls.protocols",
+                "server.plaintext"
+            ]
+        );
+        // Without a TLS port, plaintext cannot be turned off.
+        let none = FastCacheConfig::from_toml_str("[server]\nplaintext = false\n").unwrap();
+        assert!(none.validate().is_err());
     }
 
     #[test]

@@ -44,10 +44,11 @@ mod settings;
 pub use fc_shard::EvictionPolicy;
 pub use fc_wal::{FsyncPolicy, RecoveryMode};
 pub use file::{
-    AdminSection, ConfigError, FastCacheConfig, PersistenceSection, Problem, ServerSection,
-    Setting, Size, StorageSection, Value, rewrite,
+    AdminSection, ConfigError, Endpoint, FastCacheConfig, PersistenceSection, Problem,
+    ServerSection, Setting, Size, StorageSection, TlsSection, Value, rewrite,
 };
 pub use settings::{
     DEFAULT_SLOWLOG_MAX_LEN, DEFAULT_SLOWLOG_SLOWER_THAN, MIN_PROTOCOL_LIMIT, OutputLimit,
-    PersistenceConfig, ServerConfig, parse_recovery, parse_save_rules, parse_size,
+    PersistenceConfig, ServerConfig, TlsAuthClients, TlsConfig, TlsProtocol, parse_recovery,
+    parse_save_rules, parse_size, parse_tls_protocols,
 };

@@ -72,6 +72,102 @@ pub struct ServerConfig {
     /// The admin HTTP port (`/metrics`, `/health`, `/ready`; the server's `telemetry`
     /// feature): `None`, the default, serves none.
     pub admin_bind: Option<SocketAddr>,
+    /// A TLS port beside (or, without [`ServerConfig::plaintext`], instead of) the plaintext
+    /// one (the server's `tls` feature); `None` by default.
+    pub tls: Option<TlsConfig>,
+    /// Whether [`ServerConfig::bind`] is served (plaintext RESP). `false` needs a TLS port:
+    /// Redis's `port 0` with a `tls-port`.
+    pub plaintext: bool,
+}
+
+/// Whether TLS clients must present a certificate (Redis's `tls-auth-clients`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TlsAuthClients {
+    /// A client certificate signed by the CA is required (Redis's default).
+    #[default]
+    Yes,
+    /// None is asked for.
+    No,
+    /// One is checked when given; a client without one is accepted.
+    Optional,
+}
+
+impl TlsAuthClients {
+    /// By its name in flags and files: `yes`, `no`, `optional`.
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name.to_ascii_lowercase().as_str() {
+            "yes" => Some(Self::Yes),
+            "no" => Some(Self::No),
+            "optional" => Some(Self::Optional),
+            _ => None,
+        }
+    }
+
+    /// Its name.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Yes => "yes",
+            Self::No => "no",
+            Self::Optional => "optional",
+        }
+    }
+}
+
+/// A TLS protocol version the TLS port accepts (Redis's `tls-protocols`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TlsProtocol {
+    /// TLS 1.2.
+    Tls12,
+    /// TLS 1.3.
+    Tls13,
+}
+
+/// Parses Redis's `tls-protocols`: `"TLSv1.2 TLSv1.3"` (any case, either or both; older
+/// versions are refused: rustls does not speak them).
+///
+/// # Errors
+/// A message naming the version it does not know.
+pub fn parse_tls_protocols(text: &str) -> Result<Vec<TlsProtocol>, String> {
+    let mut protocols = Vec::new();
+    for word in text.split_whitespace() {
+        let protocol = match word.to_ascii_lowercase().as_str() {
+            "tlsv1.2" => TlsProtocol::Tls12,
+            "tlsv1.3" => TlsProtocol::Tls13,
+            _ => {
+                return Err(format!(
+                    "'{word}': expected TLSv1.2 and/or TLSv1.3 (older versions are not supported)"
+                ));
+            }
+        };
+        if !protocols.contains(&protocol) {
+            protocols.push(protocol);
+        }
+    }
+    if protocols.is_empty() {
+        return Err("no protocol given (TLSv1.2 and/or TLSv1.3)".into());
+    }
+    protocols.sort_unstable();
+    Ok(protocols)
+}
+
+/// The TLS port's settings (`[tls]`, `--tls-port`...): as Redis's `tls-*` directives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsConfig {
+    /// Address of the TLS port.
+    pub bind: SocketAddr,
+    /// The server's certificate chain, PEM (`tls-cert-file`).
+    pub cert_file: PathBuf,
+    /// Its private key, PEM: PKCS#8, PKCS#1 or SEC1 (`tls-key-file`).
+    pub key_file: PathBuf,
+    /// The CA certificates client certificates are checked against, PEM
+    /// (`tls-ca-cert-file`); needed unless `auth_clients` is `No`.
+    pub ca_cert_file: Option<PathBuf>,
+    /// Whether clients must present a certificate.
+    pub auth_clients: TlsAuthClients,
+    /// The protocol versions accepted (both by default).
+    pub protocols: Vec<TlsProtocol>,
 }
 
 impl Default for ServerConfig {
@@ -100,6 +196,8 @@ impl Default for ServerConfig {
             latency_monitor_threshold: 0,
             config_file: None,
             admin_bind: None,
+            tls: None,
+            plaintext: true,
         }
     }
 }

@@ -120,6 +120,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, stream: std::net::TcpStream, work
             let handover = Handover {
                 pending: waiting,
                 authed,
+                tls: false,
             };
             if shared.inboxes[worker]
                 .send(Job::Conn(std_stream, handover))

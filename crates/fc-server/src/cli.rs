@@ -85,6 +85,27 @@ struct Cli {
     /// [default: tolerate-tail].
     #[arg(long, env = "FAST_CACHE_RECOVERY")]
     recovery: Option<String>,
+    /// TLS port: a port number (on --bind's address) or an address [default: none].
+    #[arg(long, env = "FAST_CACHE_TLS_PORT")]
+    tls_port: Option<String>,
+    /// The TLS port's certificate chain (PEM).
+    #[arg(long, env = "FAST_CACHE_TLS_CERT_FILE")]
+    tls_cert_file: Option<PathBuf>,
+    /// The TLS port's private key (PEM).
+    #[arg(long, env = "FAST_CACHE_TLS_KEY_FILE")]
+    tls_key_file: Option<PathBuf>,
+    /// CA certificates client certificates are checked against (PEM).
+    #[arg(long, env = "FAST_CACHE_TLS_CA_CERT_FILE")]
+    tls_ca_cert_file: Option<PathBuf>,
+    /// Client certificates: yes (required), no, optional [default: yes].
+    #[arg(long, env = "FAST_CACHE_TLS_AUTH_CLIENTS")]
+    tls_auth_clients: Option<String>,
+    /// TLS versions accepted [default: "TLSv1.2 TLSv1.3"].
+    #[arg(long, env = "FAST_CACHE_TLS_PROTOCOLS")]
+    tls_protocols: Option<String>,
+    /// Serve plaintext RESP on --bind (false: the TLS port alone) [default: true].
+    #[arg(long, env = "FAST_CACHE_PLAINTEXT")]
+    plaintext: Option<bool>,
     /// Admin HTTP port: /metrics (Prometheus), /health, /ready, e.g. 127.0.0.1:9121
     /// [default: none].
     #[arg(long, env = "FAST_CACHE_ADMIN_BIND")]
@@ -134,6 +155,28 @@ impl Cli {
         }
         if let Some(v) = self.admin_bind {
             c.admin.bind = Some(v);
+        }
+        if let Some(v) = self.plaintext {
+            server.plaintext = v;
+        }
+        let tls = &mut c.tls;
+        if let Some(v) = self.tls_port {
+            tls.port = Some(crate::config::Endpoint::from_text(&v));
+        }
+        if self.tls_cert_file.is_some() {
+            tls.cert_file = self.tls_cert_file;
+        }
+        if self.tls_key_file.is_some() {
+            tls.key_file = self.tls_key_file;
+        }
+        if self.tls_ca_cert_file.is_some() {
+            tls.ca_cert_file = self.tls_ca_cert_file;
+        }
+        if let Some(v) = self.tls_auth_clients {
+            tls.auth_clients = v;
+        }
+        if let Some(v) = self.tls_protocols {
+            tls.protocols = v;
         }
         server.threads = self.threads.or(server.threads);
         if self.requirepass.is_some() {
@@ -219,6 +262,9 @@ pub fn run(name: &'static str) -> anyhow::Result<()> {
     };
     let server = Server::start(config)?;
     tracing::info!("{name} listening on {}: {summary}", server.addr());
+    if let Some(tls) = server.tls_addr() {
+        tracing::info!("TLS port on {tls}");
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

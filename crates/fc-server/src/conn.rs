@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 
 use bytes::{Bytes, BytesMut};
 use fc_resp::{Limits, RequestParser};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::futures::Notified;
 
@@ -27,6 +27,37 @@ use crate::worker::{Parsed, Worker};
 /// Replies are written out once this many bytes are pending, even mid-pipeline.
 const FLUSH_AT: usize = 64 * 1024;
 
+/// A connection's byte stream: a TCP socket, or TLS over one.
+pub(crate) trait Socket: AsyncRead + AsyncWrite + Unpin {
+    /// Reads what has already arrived, without waiting (a client draining at shutdown).
+    fn read_ready(&mut self, buf: &mut BytesMut) -> std::io::Result<usize>;
+}
+
+impl Socket for TcpStream {
+    fn read_ready(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
+        self.try_read_buf(buf)
+    }
+}
+
+#[cfg(feature = "tls")]
+impl Socket for tokio_rustls::server::TlsStream<TcpStream> {
+    fn read_ready(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
+        use std::task::{Context, Poll, Waker};
+        // One poll with a waker that wakes no one: what the socket and the TLS buffers hold
+        // now, decrypted, or nothing.
+        let mut cx = Context::from_waker(Waker::noop());
+        let read = std::pin::pin!(self.read_buf(buf));
+        match read.poll(&mut cx) {
+            Poll::Ready(read) => read,
+            Poll::Pending => Err(std::io::ErrorKind::WouldBlock.into()),
+        }
+    }
+}
+
+/// How long a TLS client has to complete its handshake.
+#[cfg(feature = "tls")]
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Serves one connection. The acceptor counted it in `clients`; the state's drop uncounts it.
 pub(crate) async fn serve(
     stream: std::net::TcpStream,
@@ -38,14 +69,48 @@ pub(crate) async fn serve(
     let client = shared.registry.register(id, &stream);
     let mut state = ClientState::new(id, Arc::clone(&client), Arc::clone(shared));
     state.authed |= handover.authed;
+    let Ok(stream) = TcpStream::from_std(stream) else {
+        return;
+    };
+    let _ = stream.set_nodelay(true);
+    #[cfg(feature = "tls")]
+    if handover.tls {
+        let Some(acceptor) = shared.tls.clone() else {
+            return;
+        };
+        // Ending the client from outside cuts a handshake short too.
+        let kill = client.kill.notified();
+        let handshake = tokio::select! {
+            done = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)) => done,
+            () = kill => return,
+        };
+        match handshake {
+            Ok(Ok(tls)) => run(tls, &worker, &mut state, handover).await,
+            Ok(Err(err)) => tracing::debug!("TLS handshake with {} failed: {err}", client.addr),
+            Err(_) => tracing::debug!("TLS handshake with {} timed out", client.addr),
+        }
+        return;
+    }
+    #[cfg(not(feature = "tls"))]
+    if handover.tls {
+        return;
+    }
+    run(stream, &worker, &mut state, handover).await;
+}
+
+/// The connection's loop over its socket (plain or TLS).
+async fn run<S: Socket>(
+    mut stream: S,
+    worker: &Rc<Worker>,
+    state: &mut ClientState,
+    handover: crate::shared::Handover,
+) {
+    let shared = &worker.shared;
+    let client = Arc::clone(&state.client);
     // Ending the client from outside (see `clients`): looked at whenever the connection would
     // otherwise sleep on its socket.
     let kill = client.kill.notified();
     tokio::pin!(kill);
-    let Ok(mut stream) = TcpStream::from_std(stream) else {
-        return;
-    };
-    let _ = stream.set_nodelay(true);
     let live = &shared.live;
     let mut limits_epoch = live.limits_epoch.load(Ordering::Acquire);
     let mut parser = if state.authed {
@@ -73,7 +138,7 @@ pub(crate) async fn serve(
     let mut draining = false;
     loop {
         if draining {
-            match stream.try_read_buf(&mut rbuf) {
+            match stream.read_ready(&mut rbuf) {
                 Ok(n) if n > 0 => {}
                 _ => return,
             }
@@ -105,7 +170,7 @@ pub(crate) async fn serve(
                     state.client.end(Ended::Output);
                     return;
                 }
-                if !send(&worker, &mut state, &mut stream, kill.as_mut(), &mut out.buf).await {
+                if !send(worker, state, &mut stream, kill.as_mut(), &mut out.buf).await {
                     return;
                 }
                 continue;
@@ -133,7 +198,7 @@ pub(crate) async fn serve(
         }
         loop {
             let failure = parse_batch(
-                &worker,
+                worker,
                 &mut parser,
                 &mut rbuf,
                 state.authed,
@@ -166,7 +231,7 @@ pub(crate) async fn serve(
                 let direct = if paused {
                     None
                 } else {
-                    direct(&worker, &mut state, &parsed)
+                    direct(worker, state, &parsed)
                 };
                 if let Some((spec, handler, write)) = direct {
                     // The common case, run in place: a keyed command of this worker's shards
@@ -215,8 +280,7 @@ pub(crate) async fn serve(
                     // Where this command's reply starts (`CLIENT REPLY OFF|SKIP` drop it).
                     let mut mark = out.buf.len();
                     let ran =
-                        session::dispatch(&worker, &mut state, &mut parser, spec, args, &mut out)
-                            .await;
+                        session::dispatch(worker, state, &mut parser, spec, args, &mut out).await;
                     let mut took = Ticks::since(start, worker.ticks.now());
                     let ran = spec.zip(ran);
                     let mut fed = false;
@@ -238,22 +302,15 @@ pub(crate) async fn serve(
                         }
                         // The replies before it leave now; its own comes when it is served.
                         if !out.buf.is_empty()
-                            && !send(
-                                &worker,
-                                &mut state,
-                                &mut stream,
-                                kill.as_mut(),
-                                &mut out.buf,
-                            )
-                            .await
+                            && !send(worker, state, &mut stream, kill.as_mut(), &mut out.buf).await
                         {
-                            wait.abandon(&worker);
+                            wait.abandon(worker);
                             return;
                         }
                         mark = 0;
                         state.client.blocked.store(true, Ordering::Relaxed);
                         let closed = closed(shared, &mut stream, kill.as_mut(), &mut rbuf);
-                        let woken = wait.wait(&worker, closed).await;
+                        let woken = wait.wait(worker, closed).await;
                         state.client.blocked.store(false, Ordering::Relaxed);
                         match woken {
                             Woken::Reply(replies) => {
@@ -273,8 +330,8 @@ pub(crate) async fn serve(
                             gate = shared.observe.gate(&shared.pubsub);
                         }
                         session::record(
-                            &worker,
-                            &state,
+                            worker,
+                            state,
                             &gate,
                             spec,
                             slot,
@@ -290,14 +347,8 @@ pub(crate) async fn serve(
                     }
                     paused = shared.pause.maybe();
                     if state.quit {
-                        let _ = send(
-                            &worker,
-                            &mut state,
-                            &mut stream,
-                            kill.as_mut(),
-                            &mut out.buf,
-                        )
-                        .await;
+                        let _ =
+                            send(worker, state, &mut stream, kill.as_mut(), &mut out.buf).await;
                         return;
                     }
                     start = worker.ticks.now();
@@ -312,15 +363,7 @@ pub(crate) async fn serve(
                     return;
                 }
                 if out.buf.len() >= FLUSH_AT {
-                    if !send(
-                        &worker,
-                        &mut state,
-                        &mut stream,
-                        kill.as_mut(),
-                        &mut out.buf,
-                    )
-                    .await
-                    {
+                    if !send(worker, state, &mut stream, kill.as_mut(), &mut out.buf).await {
                         return;
                     }
                     start = worker.ticks.now();
@@ -333,26 +376,12 @@ pub(crate) async fn serve(
                 if out.buf.len() > before {
                     out.count_error(b"ERR");
                 }
-                let _ = send(
-                    &worker,
-                    &mut state,
-                    &mut stream,
-                    kill.as_mut(),
-                    &mut out.buf,
-                )
-                .await;
+                let _ = send(worker, state, &mut stream, kill.as_mut(), &mut out.buf).await;
                 return;
             }
         }
         if !out.buf.is_empty()
-            && !send(
-                &worker,
-                &mut state,
-                &mut stream,
-                kill.as_mut(),
-                &mut out.buf,
-            )
-            .await
+            && !send(worker, state, &mut stream, kill.as_mut(), &mut out.buf).await
         {
             return;
         }
@@ -362,9 +391,9 @@ pub(crate) async fn serve(
 /// Resolves when the client's socket closes or fails while it is blocked; what it sends
 /// meanwhile is kept for after (Redis reads a blocked client's input but runs none of it),
 /// up to the query buffer limit, past which the client is closed.
-async fn closed(
+async fn closed<S: Socket>(
     shared: &Shared,
-    stream: &mut TcpStream,
+    stream: &mut S,
     mut kill: Pin<&mut Notified<'_>>,
     rbuf: &mut BytesMut,
 ) {
@@ -484,10 +513,10 @@ fn parse_batch(
 /// Output limits: a batch over the hard limit ends the client unsent; while a write of at
 /// least the soft limit waits, the client is marked stalled, and the sweeper ends it when
 /// that lasts longer than the limit's seconds.
-async fn send(
+async fn send<S: Socket>(
     worker: &Worker,
     state: &mut ClientState,
-    stream: &mut TcpStream,
+    stream: &mut S,
     kill: Pin<&mut Notified<'_>>,
     wbuf: &mut BytesMut,
 ) -> bool {
@@ -526,7 +555,8 @@ async fn send(
     // A client that does not read is ended by the sweeper while this waits.
     let sent = tokio::select! {
         biased;
-        sent = stream.write_all(wbuf) => sent.is_ok(),
+        // TLS holds records until flushed; a TCP socket's flush does nothing.
+        sent = async { stream.write_all(wbuf).await?; stream.flush().await } => sent.is_ok(),
         () = kill => false,
     };
     if watch_stall {

@@ -75,6 +75,8 @@ mod scripts;
 mod session;
 mod shared;
 mod stats;
+#[cfg(feature = "tls")]
+mod tls;
 mod tracking;
 mod txn;
 mod watched;
@@ -83,14 +85,15 @@ mod worker;
 /// A worker thread's stack.
 const WORKER_STACK: usize = 16 << 20;
 pub use fc_config::{
-    MIN_PROTOCOL_LIMIT, OutputLimit, PersistenceConfig, ServerConfig, parse_save_rules, parse_size,
+    MIN_PROTOCOL_LIMIT, OutputLimit, PersistenceConfig, ServerConfig, TlsAuthClients, TlsConfig,
+    TlsProtocol, parse_save_rules, parse_size,
 };
 
 /// The TOML configuration (fc-config's, re-exported: `fc_server::config::FastCacheConfig`).
 pub mod config {
     pub use fc_config::{
-        ConfigError, FastCacheConfig, PersistenceSection, Problem, ServerSection, Size,
-        StorageSection, parse_recovery,
+        AdminSection, ConfigError, Endpoint, FastCacheConfig, PersistenceSection, Problem,
+        ServerSection, Size, StorageSection, TlsSection, parse_recovery,
     };
 }
 
@@ -113,6 +116,7 @@ pub const REDIS_VERSION: &str = "7.2.0";
 /// A running server.
 pub struct ServerHandle {
     addr: SocketAddr,
+    tls_addr: Option<SocketAddr>,
     admin_addr: Option<SocketAddr>,
     stop: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
@@ -167,6 +171,16 @@ impl Server {
         if config.admin_bind.is_some() {
             anyhow::bail!("the admin port (admin_bind) needs fc-server's telemetry feature");
         }
+        // Certificates are read first: a bad file stops the start before any data loads.
+        #[cfg(feature = "tls")]
+        let tls_acceptor = config.tls.as_ref().map(tls::acceptor).transpose()?;
+        #[cfg(not(feature = "tls"))]
+        if config.tls.is_some() {
+            anyhow::bail!("a TLS port needs fc-server's tls feature");
+        }
+        if !config.plaintext && config.tls.is_none() {
+            anyhow::bail!("no port to serve: plaintext is off and there is no TLS port");
+        }
         let board = Arc::new(watched::WatchBoard::new(config.shards));
         let mut builder = EmbeddedStore::builder(config.shards)
             .eviction_policy(config.maxmemory_policy)
@@ -204,9 +218,19 @@ impl Server {
         if loaded > 0 {
             tracing::info!("{loaded} function libraries loaded");
         }
-        let listener = std::net::TcpListener::bind(config.bind)?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
+        let bind = |at: SocketAddr| -> anyhow::Result<std::net::TcpListener> {
+            let listener = std::net::TcpListener::bind(at)
+                .map_err(|e| anyhow::anyhow!("cannot listen on {at}: {e}"))?;
+            listener.set_nonblocking(true)?;
+            Ok(listener)
+        };
+        let listener = config.plaintext.then(|| bind(config.bind)).transpose()?;
+        let tls_listener = config.tls.as_ref().map(|t| bind(t.bind)).transpose()?;
+        let tls_addr = tls_listener.as_ref().map(|l| l.local_addr()).transpose()?;
+        let addr = match &listener {
+            Some(l) => l.local_addr()?,
+            None => tls_addr.unwrap_or(config.bind),
+        };
         let (senders, receivers): (Vec<_>, Vec<_>) =
             (0..threads).map(|_| mpsc::unbounded_channel()).unzip();
         let (shutdown_request, _) = watch::channel(false);
@@ -241,13 +265,15 @@ impl Server {
             tracking,
             pause: pause::Pause::new(),
             scripts,
+            #[cfg(feature = "tls")]
+            tls: tls_acceptor,
             config,
             started: Instant::now(),
             started_unix: fc_snapshot::unix_ms() / 1000,
             clients: AtomicUsize::new(0),
             connections: AtomicU64::new(0),
             next_client_id: AtomicU64::new(0),
-            port: addr.port(),
+            port: if listener.is_some() { addr.port() } else { 0 },
             persist,
         });
         let mut handles = Vec::new();
@@ -290,17 +316,22 @@ impl Server {
                         .build()
                         .expect("the acceptor's runtime");
                     runtime.block_on(async move {
-                        let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
-                            return;
+                        let open = |l: Option<std::net::TcpListener>| {
+                            l.and_then(|l| tokio::net::TcpListener::from_std(l).ok())
                         };
+                        let (listener, tls_listener) = (open(listener), open(tls_listener));
                         let mut next = 0;
                         let mut tick = tokio::time::interval(Duration::from_millis(100));
                         let mut ticks = 0u64;
                         loop {
                             tokio::select! {
-                                accepted = listener.accept() => {
+                                accepted = accept_on(listener.as_ref()) => {
                                     let Ok((stream, _)) = accepted else { continue };
-                                    accept(&accept_shared, stream, &mut next).await;
+                                    accept(&accept_shared, stream, &mut next, false).await;
+                                }
+                                accepted = accept_on(tls_listener.as_ref()) => {
+                                    let Ok((stream, _)) = accepted else { continue };
+                                    accept(&accept_shared, stream, &mut next, true).await;
                                 }
                                 _ = tick.tick() => {
                                     let shared = &accept_shared;
@@ -345,6 +376,7 @@ impl Server {
         };
         Ok(ServerHandle {
             addr,
+            tls_addr,
             admin_addr,
             stop,
             threads: handles,
@@ -443,8 +475,19 @@ fn open_store(
     Ok((store, Some(Arc::new(persist)), sink))
 }
 
-/// Hands a new connection to the next worker, or refuses it past `maxclients`.
-async fn accept(shared: &Arc<Shared>, stream: tokio::net::TcpStream, next: &mut usize) {
+/// The next connection of `listener`; never, without one.
+async fn accept_on(
+    listener: Option<&tokio::net::TcpListener>,
+) -> std::io::Result<(tokio::net::TcpStream, SocketAddr)> {
+    match listener {
+        Some(listener) => listener.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Hands a new connection to the next worker, or refuses it past `maxclients`. A TLS one
+/// (`tls`) is refused in plaintext past `maxclients`, as Redis does before its handshake.
+async fn accept(shared: &Arc<Shared>, stream: tokio::net::TcpStream, next: &mut usize, tls: bool) {
     use tokio::io::AsyncWriteExt;
     shared.connections.fetch_add(1, Ordering::Relaxed);
     if shared.clients.load(Ordering::Relaxed) >= shared.live.maxclients.load(Ordering::Relaxed) {
@@ -466,14 +509,21 @@ async fn accept(shared: &Arc<Shared>, stream: tokio::net::TcpStream, next: &mut 
     // worker (which answers `BUSY` and takes `SCRIPT KILL`), or, with one worker, is answered
     // here until the script ends (`busy`).
     if shared.scripts.busy_worker() == Some(worker) {
-        if shared.workers == 1 {
+        // A TLS client waits for the script's end instead: its handshake runs on a worker.
+        if shared.workers == 1 && !tls {
             tokio::spawn(busy::serve(Arc::clone(shared), std_stream, worker));
             return;
         }
         worker = (worker + 1) % shared.workers;
     }
     if shared.inboxes[worker]
-        .send(Job::Conn(std_stream, shared::Handover::default()))
+        .send(Job::Conn(
+            std_stream,
+            shared::Handover {
+                tls,
+                ..shared::Handover::default()
+            },
+        ))
         .is_err()
     {
         shared.clients.fetch_sub(1, Ordering::Relaxed);
@@ -481,10 +531,16 @@ async fn accept(shared: &Arc<Shared>, stream: tokio::net::TcpStream, next: &mut 
 }
 
 impl ServerHandle {
-    /// The address the server listens on.
+    /// The address the server listens on (plaintext; the TLS port's when plaintext is off).
     #[must_use]
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The TLS port's address, when [`ServerConfig::tls`] asked for one.
+    #[must_use]
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls_addr
     }
 
     /// The admin HTTP port's address (`/metrics`, `/health`, `/ready`), when

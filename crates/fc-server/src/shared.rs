@@ -67,6 +67,8 @@ pub(crate) struct Handover {
     pub(crate) pending: bytes::BytesMut,
     /// Whether it authenticated.
     pub(crate) authed: bool,
+    /// It came to the TLS port: the worker runs the handshake first.
+    pub(crate) tls: bool,
 }
 
 /// What every worker and the acceptor share.
@@ -120,6 +122,9 @@ pub(crate) struct Shared {
     pub(crate) pause: crate::pause::Pause,
     /// Scripts and function libraries (`EVAL`, `FUNCTION`), the busy script.
     pub(crate) scripts: Arc<crate::scripts::Registry>,
+    /// The TLS port's handshakes (`None`: no TLS port).
+    #[cfg(feature = "tls")]
+    pub(crate) tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 /// Samples of the server's counters, taken every 100 ms by the acceptor (as Redis's
