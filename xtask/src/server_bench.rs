@@ -89,6 +89,11 @@ pub(crate) struct ServerBenchArgs {
     /// Skip redis-benchmark even when installed.
     #[arg(long)]
     no_redis_benchmark: bool,
+    /// Also serve TLS (a certificate made for the run; no client certificates) and measure
+    /// GET and SET over it with `redis-benchmark --tls` (`load: redis-benchmark-tls`), beside
+    /// the same tool in plaintext.
+    #[arg(long)]
+    tls: bool,
     /// A seconds-long smoke (CI): 64-byte values, pipelines 1 and 16, 10k keys, one 1 s round.
     #[arg(long)]
     quick: bool,
@@ -317,6 +322,10 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
             !skip
         })
         .collect();
+    if args.tls && !have_benchmark {
+        bail!("--tls measures with redis-benchmark --tls, which is not installed (or --no-redis-benchmark)");
+    }
+    let certs = args.tls.then(|| Certs::make(&out)).transpose()?;
     let mut rows = Vec::new();
     let mut rounds = Vec::new();
     for (nth_value, &value) in args.values.iter().enumerate() {
@@ -326,7 +335,14 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
         for fsync in &args.fsync {
             for &server in &servers {
                 let data = tempfile_dir(&out, server, fsync)?;
-                let process = start_server(server, fsync, fc_binary.as_deref(), &data, &args)?;
+                let process = start_server(
+                    server,
+                    fsync,
+                    fc_binary.as_deref(),
+                    &data,
+                    &args,
+                    certs.as_ref(),
+                )?;
                 preload(&process.addr, args.keys, value, args.ttl_seconds)?;
                 if !scripts.is_empty() {
                     load_scripts(&process.addr, server)?;
@@ -364,21 +380,22 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
                             .push(sample);
                         if have_benchmark && matches!(mix, Mix::Get | Mix::Set) {
                             let pid = process.child.id();
-                            match redis_benchmark(
-                                &process.addr,
-                                pid,
-                                &args,
-                                mix,
-                                value,
-                                pipeline,
-                                requests,
-                            ) {
-                                Ok(s) => samples
-                                    .entry((server, fsync, "redis-benchmark"))
-                                    .or_default()
-                                    .push(s),
-                                Err(e) => {
-                                    eprintln!("bench-server: redis-benchmark {label}: {e}")
+                            let plain = Some((process.addr.as_str(), None, "redis-benchmark"));
+                            let tls = process.tls_addr.as_deref().zip(certs.as_ref()).map(
+                                |(addr, c)| (addr, Some(c.cert.as_path()), "redis-benchmark-tls"),
+                            );
+                            for (addr, ca, load) in plain.into_iter().chain(tls) {
+                                match redis_benchmark(
+                                    addr, pid, &args, mix, value, pipeline, requests, ca,
+                                ) {
+                                    Ok(s) => {
+                                        eprintln!(
+                                            "bench-server: {load} {label}: {:.0} ops/s, server CPU {:.2}",
+                                            s.ops, s.cpu
+                                        );
+                                        samples.entry((server, fsync, load)).or_default().push(s);
+                                    }
+                                    Err(e) => eprintln!("bench-server: {load} {label}: {e}"),
                                 }
                             }
                         }
@@ -426,7 +443,7 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
             let data = tempfile_dir(&out, server, "none")?;
             running.push((
                 server,
-                start_server(server, "none", fc_binary.as_deref(), &data, &args)?,
+                start_server(server, "none", fc_binary.as_deref(), &data, &args, None)?,
                 data,
             ));
         }
@@ -515,6 +532,24 @@ pub(crate) fn pin_self(cpus: &[usize]) {
 struct ServerProcess {
     child: Child,
     addr: String,
+    /// The TLS port's address (`--tls`).
+    tls_addr: Option<String>,
+}
+
+/// A run's certificate for the TLS rows: a self-signed one for 127.0.0.1 (its own CA).
+struct Certs {
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+impl Certs {
+    fn make(dir: &Path) -> anyhow::Result<Self> {
+        let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into(), "localhost".into()])?;
+        let (cert, key) = (dir.join("tls-cert.pem"), dir.join("tls-key.pem"));
+        std::fs::write(&cert, made.cert.pem())?;
+        std::fs::write(&key, made.signing_key.serialize_pem())?;
+        Ok(Self { cert, key })
+    }
 }
 
 impl ServerProcess {
@@ -554,8 +589,10 @@ fn start_server(
     fc_binary: Option<&Path>,
     data: &Path,
     args: &ServerBenchArgs,
+    certs: Option<&Certs>,
 ) -> anyhow::Result<ServerProcess> {
     let port = free_port()?;
+    let tls_port = certs.map(|_| free_port()).transpose()?;
     let before = crate::bench::driver::allowed_cpus();
     pin_self(&args.server_cores);
     let mut cmd = if server == "fc-server" {
@@ -567,6 +604,14 @@ fn start_server(
             cmd.arg("--data-dir")
                 .arg(data)
                 .args(["--appendfsync", fsync]);
+        }
+        if let (Some(certs), Some(tls_port)) = (certs, tls_port) {
+            cmd.args(["--tls-port", &format!("127.0.0.1:{tls_port}")])
+                .arg("--tls-cert-file")
+                .arg(&certs.cert)
+                .arg("--tls-key-file")
+                .arg(&certs.key)
+                .args(["--tls-auth-clients", "no"]);
         }
         cmd
     } else {
@@ -580,6 +625,16 @@ fn start_server(
             cmd.args(["--appendonly", "yes", "--appendfsync", fsync])
                 .arg("--dir")
                 .arg(data);
+        }
+        if let (Some(certs), Some(tls_port)) = (certs, tls_port) {
+            cmd.args(["--tls-port", &tls_port.to_string()])
+                .arg("--tls-cert-file")
+                .arg(&certs.cert)
+                .arg("--tls-key-file")
+                .arg(&certs.key)
+                .arg("--tls-ca-cert-file")
+                .arg(&certs.cert)
+                .args(["--tls-auth-clients", "no"]);
         }
         cmd
     };
@@ -607,7 +662,11 @@ fn start_server(
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    Ok(ServerProcess { child, addr })
+    Ok(ServerProcess {
+        child,
+        addr,
+        tls_addr: tls_port.map(|p| format!("127.0.0.1:{p}")),
+    })
 }
 
 pub(crate) fn key(n: u64) -> String {
@@ -1092,7 +1151,9 @@ async fn connection_load(
     Ok((ops, latencies))
 }
 
-/// `redis-benchmark` pinned to the load cores, one test (GET or SET).
+/// `redis-benchmark` pinned to the load cores, one test (GET or SET); over TLS with `tls`
+/// (the CA file to trust).
+#[expect(clippy::too_many_arguments, reason = "one benchmark's every setting")]
 fn redis_benchmark(
     addr: &str,
     pid: u32,
@@ -1101,12 +1162,17 @@ fn redis_benchmark(
     value: usize,
     pipeline: usize,
     requests: u64,
+    tls: Option<&Path>,
 ) -> anyhow::Result<Sample> {
     let (host, port) = addr.split_once(':').context("address")?;
     let before = crate::bench::driver::allowed_cpus();
     pin_self(&args.load_cores);
     let (cpu0, t0) = (cpu_seconds(pid), Instant::now());
-    let output = Command::new("redis-benchmark")
+    let mut command = Command::new("redis-benchmark");
+    if let Some(ca) = tls {
+        command.arg("--tls").arg("--cacert").arg(ca);
+    }
+    let output = command
         .args(["-h", host, "-p", port, "--csv", "-q"])
         .args(["-c", &args.connections.to_string()])
         .args(["-n", &requests.max(10_000).to_string()])
