@@ -137,6 +137,9 @@ pub mod storage {
         SetCondition, SetExpiry, SetOptions, SetOutcome, ShardStatsSnapshot, SharedEmbeddedStore,
         StoreError, TierStatsSnapshot, ValueRef, ZAddOptions, ZAddOutcome, ZRange,
     };
+    /// The write-ahead log's counters (`PersistentStore::wal().stats()`, the server's `INFO
+    /// persistence` and `/metrics`), as the specification lists it among the statistics.
+    pub use fc_wal::WalStatsSnapshot;
     #[cfg(feature = "sharded")]
     pub use fc_shard::{LocalEmbeddedStore, LocalEmbeddedStoreBootstrap};
 }
