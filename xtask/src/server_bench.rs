@@ -94,6 +94,11 @@ pub(crate) struct ServerBenchArgs {
     /// the same tool in plaintext.
     #[arg(long)]
     tls: bool,
+    /// Also measure every xtask shape as an ACL user (`bench`: `~* &* +@all -flushall`,
+    /// allowed all but one command, so each command is checked against its rules and its
+    /// keys against `~*`) beside the default user (`load: xtask-acl`).
+    #[arg(long)]
+    acl: bool,
     /// A seconds-long smoke (CI): 64-byte values, pipelines 1 and 16, 10k keys, one 1 s round.
     #[arg(long)]
     quick: bool,
@@ -323,7 +328,9 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
         })
         .collect();
     if args.tls && !have_benchmark {
-        bail!("--tls measures with redis-benchmark --tls, which is not installed (or --no-redis-benchmark)");
+        bail!(
+            "--tls measures with redis-benchmark --tls, which is not installed (or --no-redis-benchmark)"
+        );
     }
     let certs = args.tls.then(|| Certs::make(&out)).transpose()?;
     let mut rows = Vec::new();
@@ -347,6 +354,24 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
                 if !scripts.is_empty() {
                     load_scripts(&process.addr, server)?;
                 }
+                if args.acl {
+                    exchange(
+                        &process.addr,
+                        &[
+                            b"ACL",
+                            b"SETUSER",
+                            b"bench",
+                            b"on",
+                            b">bench",
+                            b"~*",
+                            b"&*",
+                            b"+@all",
+                            b"-flushall",
+                        ],
+                        b"+OK\r\n",
+                    )
+                    .with_context(|| format!("creating the ACL user on {server}"))?;
+                }
                 running.push((server, fsync, process, data));
             }
         }
@@ -367,7 +392,19 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
                             mix.name(),
                             round + 1
                         );
-                        let sample = run_load(process, &args, mix, value, pipeline)
+                        if args.acl {
+                            let sample = run_load(process, &args, mix, value, pipeline, true)
+                                .with_context(|| format!("bench-server: {label} (ACL user)"))?;
+                            eprintln!(
+                                "bench-server: {label} as an ACL user: {:.0} ops/s, server CPU {:.2}",
+                                sample.ops, sample.cpu
+                            );
+                            samples
+                                .entry((server, fsync, "xtask-acl"))
+                                .or_default()
+                                .push(sample);
+                        }
+                        let sample = run_load(process, &args, mix, value, pipeline, false)
                             .with_context(|| format!("bench-server: {label}"))?;
                         eprintln!(
                             "bench-server: {label}: {:.0} ops/s, p50 {:.0} us, p99 {:.0} us, server CPU {:.2}",
@@ -381,9 +418,14 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
                         if have_benchmark && matches!(mix, Mix::Get | Mix::Set) {
                             let pid = process.child.id();
                             let plain = Some((process.addr.as_str(), None, "redis-benchmark"));
-                            let tls = process.tls_addr.as_deref().zip(certs.as_ref()).map(
-                                |(addr, c)| (addr, Some(c.cert.as_path()), "redis-benchmark-tls"),
-                            );
+                            let tls =
+                                process
+                                    .tls_addr
+                                    .as_deref()
+                                    .zip(certs.as_ref())
+                                    .map(|(addr, c)| {
+                                        (addr, Some(c.cert.as_path()), "redis-benchmark-tls")
+                                    });
                             for (addr, ca, load) in plain.into_iter().chain(tls) {
                                 match redis_benchmark(
                                     addr, pid, &args, mix, value, pipeline, requests, ca,
@@ -544,7 +586,8 @@ struct Certs {
 
 impl Certs {
     fn make(dir: &Path) -> anyhow::Result<Self> {
-        let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into(), "localhost".into()])?;
+        let made =
+            rcgen::generate_simple_self_signed(vec!["127.0.0.1".into(), "localhost".into()])?;
         let (cert, key) = (dir.join("tls-cert.pem"), dir.join("tls-key.pem"));
         std::fs::write(&cert, made.cert.pem())?;
         std::fs::write(&key, made.signing_key.serialize_pem())?;
@@ -667,6 +710,21 @@ fn start_server(
         addr,
         tls_addr: tls_port.map(|p| format!("127.0.0.1:{p}")),
     })
+}
+
+/// Sends one command on a new connection and checks its reply is `expected`.
+fn exchange(addr: &str, parts: &[&[u8]], expected: &[u8]) -> anyhow::Result<()> {
+    let mut request = Vec::new();
+    push_command(&mut request, parts);
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    s.write_all(&request)?;
+    let mut reply = vec![0u8; expected.len()];
+    s.read_exact(&mut reply)?;
+    if reply != expected {
+        bail!("answered {}", String::from_utf8_lossy(&reply));
+    }
+    Ok(())
 }
 
 pub(crate) fn key(n: u64) -> String {
@@ -918,6 +976,7 @@ fn run_load(
     mix: Mix,
     value: usize,
     pipeline: usize,
+    as_acl_user: bool,
 ) -> anyhow::Result<Sample> {
     let addr = server.addr.clone();
     let start = Instant::now();
@@ -942,6 +1001,7 @@ fn run_load(
                 tasks.push(tokio::task::spawn(async move {
                     connection_load(
                         &addr,
+                        as_acl_user,
                         mix,
                         &value,
                         pipeline,
@@ -1091,6 +1151,7 @@ fn push_bulk(buf: &mut Vec<u8>, bytes: &[u8]) {
 #[expect(clippy::too_many_arguments, reason = "one load shape, spelled out")]
 async fn connection_load(
     addr: &str,
+    as_acl_user: bool,
     mix: Mix,
     value: &[u8],
     pipeline: usize,
@@ -1102,6 +1163,16 @@ async fn connection_load(
 ) -> anyhow::Result<(u64, Vec<u32>)> {
     let mut stream = tokio::net::TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
+    if as_acl_user {
+        let mut auth = Vec::new();
+        push_command(&mut auth, &[b"AUTH", b"bench", b"bench"]);
+        stream.write_all(&auth).await?;
+        let mut ok = [0u8; 5];
+        stream.read_exact(&mut ok).await?;
+        if &ok != b"+OK\r\n" {
+            bail!("AUTH as the ACL user: {}", String::from_utf8_lossy(&ok));
+        }
+    }
     let mut state = seed | 1;
     let mut templates: Vec<Template> = (0..8)
         .map(|_| Template::new(mix, value, pipeline, ttl, &mut state))

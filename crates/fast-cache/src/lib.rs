@@ -137,11 +137,11 @@ pub mod storage {
         SetCondition, SetExpiry, SetOptions, SetOutcome, ShardStatsSnapshot, SharedEmbeddedStore,
         StoreError, TierStatsSnapshot, ValueRef, ZAddOptions, ZAddOutcome, ZRange,
     };
+    #[cfg(feature = "sharded")]
+    pub use fc_shard::{LocalEmbeddedStore, LocalEmbeddedStoreBootstrap};
     /// The write-ahead log's counters (`PersistentStore::wal().stats()`, the server's `INFO
     /// persistence` and `/metrics`), as the specification lists it among the statistics.
     pub use fc_wal::WalStatsSnapshot;
-    #[cfg(feature = "sharded")]
-    pub use fc_shard::{LocalEmbeddedStore, LocalEmbeddedStoreBootstrap};
 }
 
 /// Persistence for embedded stores: the write-ahead log, snapshot images, recovery.

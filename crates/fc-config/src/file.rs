@@ -69,6 +69,17 @@ pub struct FastCacheConfig {
     pub admin: AdminSection,
     /// The TLS port.
     pub tls: TlsSection,
+    /// ACL users.
+    pub acl: AclSection,
+}
+
+/// `[acl]`: where users are kept.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AclSection {
+    /// The ACL file: `user ...` lines as `ACL LIST` prints them, read at start, written by
+    /// `ACL SAVE`, read again by `ACL LOAD` (absent: users live until a restart).
+    pub file: Option<PathBuf>,
 }
 
 /// A port number (on `server.bind`'s address) or a whole address.
@@ -633,6 +644,7 @@ impl FastCacheConfig {
             latency_monitor_threshold: s.latency_monitor_threshold,
             config_file: None,
             admin_bind,
+            acl_file: self.acl.file.clone(),
             tls,
             plaintext: s.plaintext,
             persistence: PersistenceConfig {

@@ -44,7 +44,7 @@ mod settings;
 pub use fc_shard::EvictionPolicy;
 pub use fc_wal::{FsyncPolicy, RecoveryMode};
 pub use file::{
-    AdminSection, ConfigError, Endpoint, FastCacheConfig, PersistenceSection, Problem,
+    AclSection, AdminSection, ConfigError, Endpoint, FastCacheConfig, PersistenceSection, Problem,
     ServerSection, Setting, Size, StorageSection, TlsSection, Value, rewrite,
 };
 pub use settings::{

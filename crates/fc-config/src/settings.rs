@@ -75,6 +75,8 @@ pub struct ServerConfig {
     /// A TLS port beside (or, without [`ServerConfig::plaintext`], instead of) the plaintext
     /// one (the server's `tls` feature); `None` by default.
     pub tls: Option<TlsConfig>,
+    /// The ACL file (`ACL SAVE`/`ACL LOAD`, read at start; Redis's `aclfile`).
+    pub acl_file: Option<PathBuf>,
     /// Whether [`ServerConfig::bind`] is served (plaintext RESP). `false` needs a TLS port:
     /// Redis's `port 0` with a `tls-port`.
     pub plaintext: bool,
@@ -197,6 +199,7 @@ impl Default for ServerConfig {
             config_file: None,
             admin_bind: None,
             tls: None,
+            acl_file: None,
             plaintext: true,
         }
     }

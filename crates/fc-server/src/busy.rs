@@ -68,8 +68,9 @@ pub(crate) async fn serve(shared: Arc<Shared>, stream: std::net::TcpStream, work
     };
     let _ = stream.set_nodelay(true);
     let live = &shared.live;
-    let mut authed = live.requirepass().is_none();
-    let mut parser = if authed {
+    // The user it is authenticated as (`None`: not yet).
+    let mut authed = (!shared.acl.default_needs_auth()).then(|| shared.acl.default_user());
+    let mut parser = if authed.is_some() {
         RequestParser::new(live.request_limits())
     } else {
         RequestParser::with_auth_required(live.request_limits(), Limits::unauthenticated())
@@ -119,8 +120,9 @@ pub(crate) async fn serve(shared: Arc<Shared>, stream: std::net::TcpStream, work
             };
             let handover = Handover {
                 pending: waiting,
-                authed,
+                authed: authed.is_some(),
                 tls: false,
+                user: authed,
             };
             if shared.inboxes[worker]
                 .send(Job::Conn(std_stream, handover))
@@ -150,7 +152,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, stream: std::net::TcpStream, work
 /// Runs or refuses one command of a connection answered during a busy script.
 fn answer(
     shared: &Shared,
-    authed: &mut bool,
+    authed: &mut Option<Arc<crate::acl::User>>,
     parser: &mut RequestParser,
     args: &[Bytes],
     out: &mut Resp,
@@ -162,28 +164,28 @@ fn answer(
             return Step::Close;
         }
         b"auth" => {
-            let (user_ok, password) = match args {
-                [_, password] => (true, password),
-                [_, user, password] => (user.as_ref() == b"default", password),
+            let (name, password) = match args {
+                [_, password] => ("default".into(), password),
+                [_, user, password] => (String::from_utf8_lossy(user), password),
                 _ => {
                     out.error(b"ERR wrong number of arguments for 'auth' command");
                     return Step::Answered;
                 }
             };
-            match crate::session::check_password(shared, user_ok, password) {
-                Ok(()) => {
-                    *authed = true;
+            match crate::session::check_password(shared, &name, args.len() == 2, password) {
+                Ok(who) => {
+                    *authed = Some(who);
                     parser.authenticate();
                     out.ok();
                 }
-                Err(text) => out.error(text),
+                Err(text) => out.error(&text),
             }
             return Step::Answered;
         }
         b"hello" => return Step::Wait,
         _ => {}
     }
-    if !*authed {
+    if authed.is_none() {
         out.error(b"NOAUTH Authentication required.");
         return Step::Answered;
     }

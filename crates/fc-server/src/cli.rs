@@ -106,6 +106,9 @@ struct Cli {
     /// Serve plaintext RESP on --bind (false: the TLS port alone) [default: true].
     #[arg(long, env = "FAST_CACHE_PLAINTEXT")]
     plaintext: Option<bool>,
+    /// ACL file: users as ACL LIST prints them, read at start, written by ACL SAVE.
+    #[arg(long, env = "FAST_CACHE_ACLFILE")]
+    aclfile: Option<PathBuf>,
     /// Admin HTTP port: /metrics (Prometheus), /health, /ready, e.g. 127.0.0.1:9121
     /// [default: none].
     #[arg(long, env = "FAST_CACHE_ADMIN_BIND")]
@@ -155,6 +158,9 @@ impl Cli {
         }
         if let Some(v) = self.admin_bind {
             c.admin.bind = Some(v);
+        }
+        if self.aclfile.is_some() {
+            c.acl.file = self.aclfile;
         }
         if let Some(v) = self.plaintext {
             server.plaintext = v;

@@ -57,6 +57,8 @@ pub(crate) struct Client {
     /// When a write of at least the soft limit began waiting (0: none is).
     pub(crate) stalled_ms: AtomicU64,
     pub(crate) name: Mutex<Option<Bytes>>,
+    /// The ACL user it is authenticated as (`CLIENT LIST`'s `user=`).
+    pub(crate) user: Mutex<Arc<str>>,
     pub(crate) lib: Mutex<(String, String)>,
     pub(crate) resp: AtomicU8,
     pub(crate) in_multi: AtomicBool,
@@ -179,7 +181,7 @@ impl Client {
         let age = now_ms.saturating_sub(self.created_ms) / 1000;
         let idle = now_ms.saturating_sub(self.active_ms.load(Ordering::Relaxed)) / 1000;
         format!(
-            "id={} addr={} laddr={} fd=0 name={} age={age} idle={idle} flags={} db={} sub={} psub={} ssub={} multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={cmd} user=default redir={} resp={} lib-name={lib_name} lib-ver={lib_ver}\n",
+            "id={} addr={} laddr={} fd=0 name={} age={age} idle={idle} flags={} db={} sub={} psub={} ssub={} multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={cmd} user={} redir={} resp={} lib-name={lib_name} lib-ver={lib_ver}\n",
             self.id,
             self.addr,
             self.laddr,
@@ -191,6 +193,7 @@ impl Client {
             self.subs.load(Ordering::Relaxed),
             self.psubs.load(Ordering::Relaxed),
             self.ssubs.load(Ordering::Relaxed),
+            self.user.lock().unwrap_or_else(PoisonError::into_inner),
             self.redir.load(Ordering::Relaxed),
             self.resp.load(Ordering::Relaxed),
         )
@@ -240,6 +243,7 @@ impl Clients {
             active_ms: AtomicU64::new(now),
             stalled_ms: AtomicU64::new(0),
             name: Mutex::new(None),
+            user: Mutex::new(Arc::from("default")),
             lib: Mutex::new((String::new(), String::new())),
             resp: AtomicU8::new(2),
             in_multi: AtomicBool::new(false),

@@ -69,6 +69,10 @@ pub(crate) async fn serve(
     let client = shared.registry.register(id, &stream);
     let mut state = ClientState::new(id, Arc::clone(&client), Arc::clone(shared));
     state.authed |= handover.authed;
+    let mut handover = handover;
+    if let Some(user) = handover.user.take() {
+        state.set_user(user);
+    }
     let Ok(stream) = TcpStream::from_std(stream) else {
         return;
     };
@@ -347,8 +351,7 @@ async fn run<S: Socket>(
                     }
                     paused = shared.pause.maybe();
                     if state.quit {
-                        let _ =
-                            send(worker, state, &mut stream, kill.as_mut(), &mut out.buf).await;
+                        let _ = send(worker, state, &mut stream, kill.as_mut(), &mut out.buf).await;
                         return;
                     }
                     start = worker.ticks.now();
@@ -457,6 +460,9 @@ fn direct(
         && !state.in_multi()
         && !state.restricted
         && spec.arity_ok(parsed.args.len())
+        // A user allowed everything skips the check; another runs in place too when it may
+        // (a denial goes through `dispatch`, which answers and logs it).
+        && (state.acl_open() || state.user.allows_in_place(spec, &parsed.args))
         && !worker.is_locked()
         && !worker.shared.scripts.is_busy()
         && worker.store.borrow().owner_of(route) == worker.index

@@ -700,6 +700,7 @@ pub(crate) async fn config<R: Reply>(
                         live.limits_epoch.fetch_add(1, Ordering::Release);
                     }
                     Change::RequirePass(p) => {
+                        worker.shared.acl.set_requirepass(p.as_deref());
                         *live
                             .requirepass
                             .write()

@@ -33,7 +33,8 @@
 //! its commands and watched keys touch), MSETNX across workers, `requirepass`, `maxclients`,
 //! `maxmemory` with an eviction policy, the idle timeout, output limits, persistence (`--data-dir`),
 //! the TOML configuration ([`config::FastCacheConfig`]), active expiry (`hz`), logs through
-//! `tracing` and graceful shutdown. Not yet: scripting, replication, ACL.
+//! `tracing` and graceful shutdown, scripting (`script`), ACL users (`acl`), the TLS port
+//! (`tls`), the admin HTTP port (`admin`). Not yet: replication.
 //!
 //! ## Example
 //! ```no_run
@@ -48,6 +49,7 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
+mod acl;
 #[cfg(feature = "telemetry")]
 mod admin;
 mod blocked;
@@ -181,6 +183,8 @@ impl Server {
         if !config.plaintext && config.tls.is_none() {
             anyhow::bail!("no port to serve: plaintext is off and there is no TLS port");
         }
+        // Users: the default one (requirepass its password), then the ACL file's.
+        let acl = acl::Acl::new(config.requirepass.as_deref(), config.acl_file.clone())?;
         let board = Arc::new(watched::WatchBoard::new(config.shards));
         let mut builder = EmbeddedStore::builder(config.shards)
             .eviction_policy(config.maxmemory_policy)
@@ -265,6 +269,7 @@ impl Server {
             tracking,
             pause: pause::Pause::new(),
             scripts,
+            acl,
             #[cfg(feature = "tls")]
             tls: tls_acceptor,
             config,

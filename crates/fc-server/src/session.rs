@@ -34,6 +34,10 @@ pub(crate) struct ClientState {
     dirty: bool,
     pub(crate) id: u64,
     pub(crate) authed: bool,
+    /// The ACL user it runs as, as of [`ClientState::acl_epoch`].
+    pub(crate) user: Arc<crate::acl::User>,
+    /// The ACL registry's epoch when `user` was read.
+    acl_epoch: u64,
     /// Set when the connection must close after its pending replies.
     pub(crate) quit: bool,
     /// This client's entry in the registry (name, library, kill switch).
@@ -72,7 +76,9 @@ impl ClientState {
             multi: None,
             dirty: false,
             id,
-            authed: shared.live.requirepass().is_none(),
+            authed: !shared.acl.default_needs_auth(),
+            user: shared.acl.default_user(),
+            acl_epoch: shared.acl.epoch(),
             quit: false,
             client,
             watched: Vec::new(),
@@ -87,6 +93,53 @@ impl ClientState {
             multi_db: 0,
             modes: crate::client_modes::Modes::default(),
         }
+    }
+
+    /// Whether its user is allowed everything (the in-place path's test): the user is
+    /// re-read first when the ACL changed since.
+    #[inline]
+    pub(crate) fn acl_open(&mut self) -> bool {
+        let epoch = self.shared.acl.epoch();
+        if epoch != self.acl_epoch {
+            self.acl_epoch = epoch;
+            // A removed user's connections are closed; until then they may do nothing.
+            self.user = self
+                .shared
+                .acl
+                .user(&self.user.name)
+                .unwrap_or_else(|| Arc::new(crate::acl::User::removed(&self.user.name)));
+        }
+        self.user.open
+    }
+
+    /// Runs as `user` from now on.
+    pub(crate) fn set_user(&mut self, user: Arc<crate::acl::User>) {
+        *self
+            .client
+            .user
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::from(user.name.as_str());
+        self.user = user;
+        self.acl_epoch = self.shared.acl.epoch();
+    }
+
+    /// The ACL check of a command about to be admitted: the `NOPERM` error when its user may
+    /// not run it (recorded in the ACL log).
+    fn acl_denied(&mut self, spec: &'static Spec, slot: usize, args: &[Bytes]) -> Option<Vec<u8>> {
+        if self.acl_open() || spec.has(F::NO_AUTH) {
+            return None;
+        }
+        let denial = self.user.check(spec, slot, args).err()?;
+        let context = if self.multi.is_some() {
+            crate::acl::Context::Multi
+        } else {
+            crate::acl::Context::Toplevel
+        };
+        let info = self.client.line(self.shared.registry.now_ms(), spec.name);
+        self.shared
+            .acl
+            .log(Some(&denial), context, &self.user.name, info);
+        Some(denial.error(&self.user.name))
     }
 
     /// Selects database `db`.
@@ -234,6 +287,8 @@ pub(crate) async fn dispatch(
         Some(Cow::Borrowed(
             b"ERR Command not allowed inside a transaction",
         ))
+    } else if let Some(denied) = state.acl_denied(spec, slot, &args) {
+        Some(Cow::Owned(denied))
     } else if spec.write()
         && let Some(persist) = &worker.shared.persist
         && let Some(refusal) = persist.misconf()
@@ -497,11 +552,35 @@ async fn run_command(
             if args.len() > 3 {
                 return out.error(b"ERR syntax error");
             }
-            let user_ok = args.len() == 2 || args[1].as_ref() == b"default";
-            if let Err(text) = authenticate(worker, state, parser, user_ok, &args[args.len() - 1]) {
-                return out.error(text);
+            let name = match args.len() {
+                2 => "default".into(),
+                _ => String::from_utf8_lossy(&args[1]),
+            };
+            let password = &args[args.len() - 1];
+            if let Err(text) = authenticate(worker, state, parser, &name, args.len() == 2, password)
+            {
+                return out.error(&text);
             }
             out.ok();
+        }
+        Session::Acl => {
+            let removed = crate::acl::command(&shared.acl, &state.user.name, &args, out);
+            // Redis closes the connections of a removed user.
+            if !removed.is_empty() {
+                for client in shared.registry.all() {
+                    let user = client
+                        .user
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .clone();
+                    if removed.iter().any(|r| r.as_str() == &*user) && client.id != state.id {
+                        client.end(crate::clients::Ended::Killed);
+                    }
+                }
+                if removed.iter().any(|r| *r == state.user.name) {
+                    state.quit = true;
+                }
+            }
         }
         Session::Hello => hello(worker, state, parser, &args, out),
         Session::Reset => {
@@ -521,7 +600,8 @@ async fn run_command(
             state.dirty = false;
             state.unwatch();
             state.select(0);
-            if shared.live.requirepass().is_some() {
+            state.set_user(shared.acl.default_user());
+            if shared.acl.default_needs_auth() {
                 state.authed = false;
                 parser.require_auth(Limits::unauthenticated());
             }
@@ -647,7 +727,13 @@ async fn run_command(
         }
         Session::Shutdown => shutdown(worker, state, &args, out).await,
         Session::Script(sc) => {
-            crate::script::run(worker, sc, args, state.db, state.id, out, txn).await;
+            let user = (!state.acl_open()).then(|| Arc::clone(&state.user));
+            let caller = crate::script::Caller {
+                db: state.db,
+                client: state.id,
+                user,
+            };
+            crate::script::run(worker, sc, args, caller, out, txn).await;
         }
     }
 }
@@ -725,55 +811,44 @@ async fn exec(
     held.release(worker);
 }
 
-/// Compares two byte strings in time that depends only on the longer one's length, never on
-/// where they differ (a password check must not tell an attacker how much of a guess was
-/// right, nor stop early at a length mismatch).
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = u64::from(a.len() != b.len());
-    for i in 0..a.len().max(b.len()) {
-        let (x, y) = (
-            a.get(i).copied().unwrap_or(0),
-            b.get(i).copied().unwrap_or(0),
-        );
-        diff |= u64::from(std::hint::black_box(x ^ y));
-    }
-    std::hint::black_box(diff) == 0
-}
-
-/// Checks a password; on success the connection is authenticated (full limits). The error
-/// text on failure.
+/// Checks a user's password; on success the connection is authenticated as that user (full
+/// limits). The error text on failure (recorded in the ACL log).
 fn authenticate(
     worker: &Worker,
     state: &mut ClientState,
     parser: &mut RequestParser,
-    user_ok: bool,
+    name: &str,
+    password_only: bool,
     password: &[u8],
-) -> Result<(), &'static [u8]> {
-    check_password(&worker.shared, user_ok, password)?;
+) -> Result<(), Vec<u8>> {
+    let user = check_password(&worker.shared, name, password_only, password).inspect_err(|_| {
+        let info = state.client.line(worker.shared.registry.now_ms(), "auth");
+        worker
+            .shared
+            .acl
+            .log(None, crate::acl::Context::Toplevel, name, info);
+    })?;
+    state.set_user(user);
     state.authed = true;
     parser.authenticate();
     Ok(())
 }
 
-/// Whether `AUTH`'s user (`user_ok`: the default user) and password are right: the error
-/// text when not.
+/// Whether `AUTH`'s user and password are right (`password_only`: `AUTH <password>`, for
+/// the default user): the user, or the error text.
 pub(crate) fn check_password(
     shared: &Shared,
-    user_ok: bool,
+    name: &str,
+    password_only: bool,
     password: &[u8],
-) -> Result<(), &'static [u8]> {
-    let Some(expected) = shared.live.requirepass() else {
-        return Err(
-            b"ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
-        );
-    };
-    // Both checks always run: the time taken does not say which failed.
-    let password_ok = constant_time_eq(expected.as_bytes(), password);
-    if user_ok & password_ok {
-        Ok(())
-    } else {
-        Err(b"WRONGPASS invalid username-password pair or user is disabled.")
+) -> Result<Arc<crate::acl::User>, Vec<u8>> {
+    if password_only && !shared.acl.default_needs_auth() {
+        return Err(b"ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?".to_vec());
     }
+    shared
+        .acl
+        .authenticate(name, password)
+        .ok_or_else(|| b"WRONGPASS invalid username-password pair or user is disabled.".to_vec())
 }
 
 fn hello(
@@ -797,9 +872,9 @@ fn hello(
     let mut name = None;
     while i < args.len() {
         if args[i].eq_ignore_ascii_case(b"auth") && i + 2 < args.len() {
-            let user_ok = args[i + 1].as_ref() == b"default";
-            if let Err(text) = authenticate(worker, state, parser, user_ok, &args[i + 2]) {
-                return out.error(text);
+            let name = String::from_utf8_lossy(&args[i + 1]).into_owned();
+            if let Err(text) = authenticate(worker, state, parser, &name, false, &args[i + 2]) {
+                return out.error(&text);
             }
             i += 3;
         } else if args[i].eq_ignore_ascii_case(b"setname") && i + 1 < args.len() {
@@ -1469,17 +1544,4 @@ fn object_args(worker: &Worker, sub: &[u8], key: &Bytes) -> Vec<Bytes> {
     let mut part = vec![Bytes::copy_from_slice(sub), key.clone()];
     part.extend(thresholds.iter().map(|n| Bytes::from(n.to_string())));
     part
-}
-
-#[cfg(test)]
-mod tests {
-    use super::constant_time_eq;
-
-    #[test]
-    fn constant_time_eq_is_equality() {
-        assert!(constant_time_eq(b"secret", b"secret"));
-        assert!(!constant_time_eq(b"secret", b"secreT"));
-        assert!(!constant_time_eq(b"secret", b"secre"));
-        assert!(constant_time_eq(b"", b""));
-    }
 }

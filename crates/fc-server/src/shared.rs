@@ -69,6 +69,8 @@ pub(crate) struct Handover {
     pub(crate) authed: bool,
     /// It came to the TLS port: the worker runs the handshake first.
     pub(crate) tls: bool,
+    /// The user it authenticated as (`None`: `default`).
+    pub(crate) user: Option<std::sync::Arc<crate::acl::User>>,
 }
 
 /// What every worker and the acceptor share.
@@ -122,6 +124,8 @@ pub(crate) struct Shared {
     pub(crate) pause: crate::pause::Pause,
     /// Scripts and function libraries (`EVAL`, `FUNCTION`), the busy script.
     pub(crate) scripts: Arc<crate::scripts::Registry>,
+    /// Users, their permissions, the ACL log.
+    pub(crate) acl: crate::acl::Acl,
     /// The TLS port's handshakes (`None`: no TLS port).
     #[cfg(feature = "tls")]
     pub(crate) tls: Option<tokio_rustls::TlsAcceptor>,

@@ -77,7 +77,9 @@ use fc_shard::{EmbeddedKeyRoute, LocalEmbeddedStore, StoreError};
 
 use crate::reply::{Replies, Reply, Resp};
 
-pub(crate) use subs::{Selected, select, slot_count, slot_flags, slot_name, slots_named};
+pub(crate) use subs::{
+    SUBCOMMANDS, Selected, Sub, select, slot_count, slot_flags, slot_name, slots_named,
+};
 pub(crate) use table::COMMANDS;
 
 /// `DEBUG`'s part on each worker (`DEBUG DIGEST`, the unknown subcommands).
@@ -129,6 +131,7 @@ pub(crate) enum Merge {
 /// on a worker's store directly (`crate::session::run` dispatches them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Session {
+    Acl,
     Auth,
     Bgsave,
     Client,

@@ -18,6 +18,22 @@ use super::{Multi as M, SetOp};
 /// Every command, sorted by name.
 pub(crate) static COMMANDS: &[Spec] = &[
     Spec {
+        name: "acl",
+        arity: -2,
+        flags: 0,
+        acl: A::SLOW,
+        keys: (0, 0, 0),
+        key_specs: &[],
+        tips: &[],
+        doc: Doc {
+            group: "server",
+            since: "6.0.0",
+            complexity: "Depends on subcommand.",
+            summary: "A container for Access List Control commands ",
+        },
+        route: Session(S::Acl),
+    },
+    Spec {
         name: "append",
         arity: 3,
         flags: F::WRITE | F::DENYOOM | F::FAST,

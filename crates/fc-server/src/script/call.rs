@@ -45,6 +45,8 @@ pub(crate) struct CallCtx {
     pub(crate) started: Instant,
     /// The calling client's id (blocking commands inside scripts never block).
     pub(crate) client: u64,
+    /// The calling client's ACL user when it is not allowed everything.
+    pub(crate) user: Option<std::sync::Arc<crate::acl::User>>,
     /// The run (what `FUNCTION STATS` shows once the script has run a while).
     pub(crate) run: Rc<super::Run>,
     /// Whether the registry was told this script runs (by the hook, the first time it fires).
@@ -250,6 +252,18 @@ pub(crate) fn command<T>(
         let Some(ctx) = c.as_mut() else {
             return done(Err(b"ERR redis.call outside a script"));
         };
+        if let Some(user) = &ctx.user
+            && let Err(denial) = user.check(spec, slot, &argv)
+        {
+            let shared = &ctx.worker.shared;
+            shared.acl.log(
+                Some(&denial),
+                crate::acl::Context::Lua,
+                &user.name,
+                String::new(),
+            );
+            return done(Err(&denial.error(&user.name)));
+        }
         let write = flags & F::WRITE != 0 || spec.write();
         if write && ctx.read_only {
             return done(Err(

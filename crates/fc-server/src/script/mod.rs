@@ -65,6 +65,9 @@ struct Run {
     read_only: bool,
     db: u32,
     client: u64,
+    /// The calling client's ACL user, when it is not allowed everything: each command the
+    /// script runs is checked against it.
+    user: Option<std::sync::Arc<crate::acl::User>>,
 }
 
 impl Run {
@@ -92,16 +95,24 @@ impl Run {
     }
 }
 
+/// Who runs a script: the client's database, id, and ACL user when it is not allowed
+/// everything.
+pub(crate) struct Caller {
+    pub(crate) db: u32,
+    pub(crate) client: u64,
+    pub(crate) user: Option<std::sync::Arc<crate::acl::User>>,
+}
+
 /// Runs `EVAL` and the other scripting commands for a connection.
 pub(crate) async fn run<R: Reply>(
     worker: &Worker,
     cmd: Sc,
     args: Vec<Bytes>,
-    db: u32,
-    client: u64,
+    caller: Caller,
     out: &mut R,
     txn: Option<&TxnLinks>,
 ) {
+    let Caller { db, client, user } = caller;
     let registry = &worker.shared.scripts;
     match cmd {
         Sc::Script => return script_command(worker, &args, out),
@@ -146,6 +157,7 @@ pub(crate) async fn run<R: Reply>(
         read_only: matches!(cmd, Sc::EvalRo | Sc::EvalShaRo | Sc::FcallRo),
         db,
         client,
+        user,
     };
     dispatch(worker, run, out, txn).await;
 }
@@ -279,6 +291,7 @@ fn run_here<R: Reply>(run: &Rc<Run>, links: Option<TxnLinks>, allowed: call::All
             wrote: false,
             started: Instant::now(),
             client: run.client,
+            user: run.user.clone(),
             run: Rc::clone(run),
             recorded: false,
             scratch: call::scratch(),
