@@ -146,6 +146,47 @@ pub mod storage {
 
 /// Persistence for embedded stores: the write-ahead log, snapshot images, recovery.
 ///
+/// Opening a [`persistence::PersistentStore`] loads the newest complete snapshot image of each
+/// shard, then replays the log after it; [`PersistentStore::recovery`](persistence::PersistentStore::recovery)
+/// reports what that did ([`persistence::LoadReport`]): `images` applied and the `image_keys`
+/// and `image_bytes` they held, `skipped_images` (a damaged newest image, with the file and
+/// the reason, replaced by the one before it), and `wal` ([`persistence::RecoveryReport`]):
+/// per log, the frames, mutations and bytes replayed, any damage found (file, offset, what
+/// the [`persistence::RecoveryMode`] did about it: a torn tail truncated, or replay stopped),
+/// and the transactions a crash tore (left out whole); `elapsed` is the time it all took.
+/// Snapshots are taken on demand ([`PersistentStore::snapshot`](persistence::PersistentStore::snapshot))
+/// or in the background by rules like the server's `save`
+/// ([`PersistentStore::save_in_background`](persistence::PersistentStore::save_in_background)).
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use fast_cache::persistence::{PersistentStore, RecoveryMode, SaveRule, WalConfig};
+///
+/// let dir = tempfile::tempdir()?;
+/// let config = WalConfig::new(dir.path());
+/// {
+///     let cache = Arc::new(PersistentStore::open(&config, 8, RecoveryMode::default(), |b| b)?);
+///     // Snapshot once 100 writes were logged, or after a minute with at least one.
+///     let _saves = cache.save_in_background(vec![
+///         SaveRule { seconds: 0, changes: 100 },
+///         SaveRule { seconds: 60, changes: 1 },
+///     ]);
+///     cache.set(b"user:1", b"ada", None);
+/// }
+/// let cache = PersistentStore::open(&config, 8, RecoveryMode::default(), |b| b)?;
+/// let report = cache.recovery();
+/// println!(
+///     "{} images ({} keys), then {} log frames in {:?}",
+///     report.images,
+///     report.image_keys,
+///     report.wal.frames(),
+///     report.elapsed
+/// );
+/// assert_eq!(cache.get(b"user:1"), Some(b"ada".to_vec()));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
 /// ```
 /// use fast_cache::persistence::{FsyncPolicy, PersistentStore, RecoveryMode, WalConfig};
 ///
@@ -162,7 +203,7 @@ pub mod storage {
 /// ```
 #[cfg(feature = "persistence")]
 pub mod persistence {
-    pub use fc_snapshot::{LoadReport, PersistentStore, SnapshotReport};
+    pub use fc_snapshot::{BackgroundSaves, LoadReport, PersistentStore, SaveRule, SnapshotReport};
     pub use fc_wal::{
         FsyncPolicy, RecoveryMode, RecoveryReport, WalConfig, WalError, WalStatsSnapshot,
     };

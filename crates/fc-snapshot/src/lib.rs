@@ -43,6 +43,7 @@
 
 mod image;
 pub mod rdb;
+mod saver;
 
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
@@ -57,6 +58,7 @@ pub use image::{
     IMAGE_END_MAGIC, IMAGE_HEADER_LEN, IMAGE_MAGIC, IMAGE_TRAILER_LEN, IMAGE_VERSION, IMAGES_KEPT,
     Image, ImageHeader, ImageWriter, image_dir, image_name, write_image,
 };
+pub use saver::{BackgroundSaves, SaveRule};
 
 /// What loading images and replaying the log did.
 #[derive(Debug, Clone, Default)]
