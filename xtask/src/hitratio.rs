@@ -278,6 +278,7 @@ pub(crate) fn hitratio(args: HitRatioArgs) -> anyhow::Result<()> {
         }
     }
     fs::write(out.join("hitratio.md"), &md)?;
+    crate::charts::draw_and_link(&out, &out.join("hitratio.md"))?;
     crate::bench::write_meta(&out, &run_id, &crate::bench::command_line(), args.seed)?;
     println!("\n{md}\nhitratio: wrote {}", out.display());
     Ok(())

@@ -18,11 +18,13 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod charts;
 mod diff_redis;
 mod fuzz;
 mod hitratio;
 mod module_cycles;
 mod persist_bench;
+mod progress;
 mod server_bench;
 
 #[derive(Parser)]
@@ -60,6 +62,12 @@ enum Task {
     /// random command sequences to both, replies compared byte for byte after the
     /// normalizations docs/REDIS-COMPAT.md documents; fails on any mismatch.
     DiffRedis(diff_redis::DiffRedisArgs),
+    /// Draw a run's SVG charts again from its CSVs (`embedded.csv`, `server.csv`,
+    /// `hitratio.csv`): `<run>/charts/*.svg`, listed in `<run>/charts.md`.
+    Charts {
+        /// The run directory (`bench-matrix/<run-id>`).
+        dir: std::path::PathBuf,
+    },
     /// Internal: one memory measurement in a fresh process (used by `bench --memory`).
     #[command(hide = true)]
     BenchMemoryChild(bench::MemoryChildArgs),
@@ -114,6 +122,13 @@ const RUNTIMES: &[&str] = &["tokio", "monoio", "async-std", "smol"];
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Task::CheckDeps => check_deps(),
+        Task::Charts { dir } => charts::for_run(&dir).map(|drawn| {
+            eprintln!(
+                "charts: {} drawn in {}",
+                drawn.len(),
+                dir.join("charts").display()
+            );
+        }),
         Task::Bench(args) => bench::bench(*args),
         Task::BenchMemoryChild(args) => bench::memory_child(args),
         Task::Fuzz(args) => fuzz::fuzz(args),

@@ -335,6 +335,8 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
     let certs = args.tls.then(|| Certs::make(&out)).transpose()?;
     let mut rows = Vec::new();
     let mut rounds = Vec::new();
+    let per_value = (mixes.len() + scripts.len()) * args.pipelines.len() * args.rounds;
+    let progress = crate::progress::bar((per_value * args.values.len()) as u64, "bench-server");
     for (nth_value, &value) in args.values.iter().enumerate() {
         // Every server, at every durability setting, runs (pinned to the same cores)
         // while the value size's shapes are measured; only the one under load uses CPU.
@@ -385,6 +387,7 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
                 type Key<'a> = (&'a str, &'a String, &'static str);
                 let mut samples: BTreeMap<Key<'_>, Vec<Sample>> = BTreeMap::new();
                 for round in 0..args.rounds {
+                    progress.inc(1);
                     for turn in 0..running.len() {
                         let (server, fsync, process, _) = &running[(round + turn) % running.len()];
                         let label = format!(
@@ -395,10 +398,10 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
                         if args.acl {
                             let sample = run_load(process, &args, mix, value, pipeline, true)
                                 .with_context(|| format!("bench-server: {label} (ACL user)"))?;
-                            eprintln!(
+                            progress.suspend(|| eprintln!(
                                 "bench-server: {label} as an ACL user: {:.0} ops/s, server CPU {:.2}",
                                 sample.ops, sample.cpu
-                            );
+                            ));
                             samples
                                 .entry((server, fsync, "xtask-acl"))
                                 .or_default()
@@ -406,10 +409,10 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
                         }
                         let sample = run_load(process, &args, mix, value, pipeline, false)
                             .with_context(|| format!("bench-server: {label}"))?;
-                        eprintln!(
+                        progress.suspend(|| eprintln!(
                             "bench-server: {label}: {:.0} ops/s, p50 {:.0} us, p99 {:.0} us, server CPU {:.2}",
                             sample.ops, sample.p50, sample.p99, sample.cpu
-                        );
+                        ));
                         let requests = (sample.ops * args.duration) as u64;
                         samples
                             .entry((server, fsync, "xtask"))
@@ -431,13 +434,14 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
                                     addr, pid, &args, mix, value, pipeline, requests, ca,
                                 ) {
                                     Ok(s) => {
-                                        eprintln!(
+                                        progress.suspend(|| eprintln!(
                                             "bench-server: {load} {label}: {:.0} ops/s, server CPU {:.2}",
                                             s.ops, s.cpu
-                                        );
+                                        ));
                                         samples.entry((server, fsync, load)).or_default().push(s);
                                     }
-                                    Err(e) => eprintln!("bench-server: {load} {label}: {e}"),
+                                    Err(e) => progress
+                                        .suspend(|| eprintln!("bench-server: {load} {label}: {e}")),
                                 }
                             }
                         }
@@ -501,7 +505,7 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
                         Duration::from_secs_f64(args.duration),
                         &args.load_cores,
                     )?;
-                    eprintln!(
+                    progress.suspend(|| eprintln!(
                         "bench-server: {server} {} round {}: {:.0} ops/s, p50 {:.0} us, p99 {:.0} us, server CPU {:.2}",
                         shape.name(),
                         round + 1,
@@ -509,7 +513,7 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
                         sample.p50,
                         sample.p99,
                         sample.cpu
-                    );
+                    ));
                     samples.entry(server).or_default().push(sample);
                 }
             }
@@ -537,9 +541,11 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
             let _ = std::fs::remove_dir_all(&data);
         }
     }
+    progress.finish_and_clear();
     write_csv(&out.join("server.csv"), &run_id, &args, &rows)?;
     write_csv(&out.join("server-rounds.csv"), &run_id, &args, &rounds)?;
     write_summary(&out.join("server-summary.md"), &run_id, &args, &rows)?;
+    crate::charts::draw_and_link(&out, &out.join("server-summary.md"))?;
     report::write_meta(&out, &run_id, &report::command_line(), args.seed)?;
     eprintln!("bench-server: wrote {}", out.join("server.csv").display());
     Ok(())

@@ -417,6 +417,7 @@ pub(crate) fn bench(args: BenchArgs) -> anyhow::Result<()> {
     }
     report::write_meta(&out, &run_id, &command, args.seed)?;
     report::write_summary(&out, &run_id)?;
+    crate::charts::draw_and_link(&out, &out.join("summary.md"))?;
     if args.out.is_none() && !args.quick {
         fs::write(
             root.join("bench-matrix").join("LATEST"),
@@ -438,7 +439,10 @@ fn run_matrix(s: &Settings, seed: u64, pin: bool) -> anyhow::Result<Vec<Row>> {
     };
     let mut rows = Vec::new();
     let mut keys_cache: Option<Vec<[u8; 16]>> = None;
-    for shape in &shapes(s) {
+    let all_shapes = shapes(s);
+    let progress = crate::progress::bar(all_shapes.len() as u64, "bench");
+    for shape in &all_shapes {
+        progress.inc(1);
         if keys_cache.as_ref().is_none_or(|k| k.len() != shape.keys) {
             keys_cache = Some(make_keys(shape.keys));
         }
@@ -489,7 +493,7 @@ fn run_matrix(s: &Settings, seed: u64, pin: bool) -> anyhow::Result<Vec<Row>> {
                 hit_ratio: median(samples.iter().map(|x| x.hit_ratio).collect()),
                 repeats: samples.len(),
             };
-            println!(
+            progress.suspend(|| println!(
                 "{:<12} t={} v={:<8} {:<6} ttl={:<6} ev={:<5} read={:<4} keys={:<6} {:>14.0} ops/s  cpu {:.2}  hit {:.3}",
                 backend.name(),
                 shape.threads,
@@ -502,10 +506,11 @@ fn run_matrix(s: &Settings, seed: u64, pin: bool) -> anyhow::Result<Vec<Row>> {
                 row.ops_per_sec,
                 row.cpu_util,
                 row.hit_ratio
-            );
+            ));
             rows.push(row);
         }
     }
+    progress.finish_and_clear();
     if rows.is_empty() {
         bail!("no backend supports any requested shape");
     }
