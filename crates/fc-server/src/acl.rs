@@ -121,6 +121,20 @@ impl Denial {
         }
     }
 
+    /// The error of a queued command that its user may no longer run at `EXEC` (Redis's
+    /// text).
+    pub(crate) fn exec_error(&self) -> Vec<u8> {
+        let reason = match self {
+            Self::Command(_) => "no permission to execute the command or subcommand",
+            Self::Key(_) => "no permission to touch the specified keys",
+            Self::Channel(_) => "no permission to access one of the channels used as arguments",
+        };
+        format!(
+            "NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: {reason}"
+        )
+        .into_bytes()
+    }
+
     /// `ACL DRYRUN`'s text.
     fn verbose(&self, user: &str) -> String {
         match self {
@@ -568,6 +582,28 @@ impl User {
         slot: usize,
         args: &[Bytes],
     ) -> Result<(), Denial> {
+        self.check_keys_as(spec, slot, args, |key| key)
+    }
+
+    /// [`User::check`] of a command whose keys are stored for their database
+    /// (`command::into_db`: a queued command at `EXEC`): each key is checked as its client
+    /// named it.
+    pub(crate) fn check_stored(
+        &self,
+        spec: &'static Spec,
+        slot: usize,
+        args: &[Bytes],
+    ) -> Result<(), Denial> {
+        self.check_keys_as(spec, slot, args, |key| fc_shard::split_namespace(key).1)
+    }
+
+    fn check_keys_as(
+        &self,
+        spec: &'static Spec,
+        slot: usize,
+        args: &[Bytes],
+        plain: impl Fn(&[u8]) -> &[u8],
+    ) -> Result<(), Denial> {
         if self.open {
             return Ok(());
         }
@@ -580,8 +616,9 @@ impl User {
         };
         if !key_specs.is_empty() {
             for (at, ks) in crate::command::keys_by_specs(key_specs, args).unwrap_or_default() {
-                if !self.key_ok(&args[at], need_of(ks)) {
-                    return Err(Denial::Key(args[at].clone()));
+                let key = plain(&args[at]);
+                if !self.key_ok(key, need_of(ks)) {
+                    return Err(Denial::Key(Bytes::copy_from_slice(key)));
                 }
             }
         }

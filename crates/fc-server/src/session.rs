@@ -783,6 +783,19 @@ async fn exec(
             Selected::Slot(slot) => slot,
             _ => spec.index(),
         };
+        // ACL rules are checked again: they may have changed since the command was queued.
+        if !state.acl_open()
+            && !spec.has(F::NO_AUTH)
+            && let Err(denial) = state.user.check_stored(spec, slot, &args)
+        {
+            let info = state.client.line(shared.registry.now_ms(), spec.name);
+            let name = state.user.name.clone();
+            shared
+                .acl
+                .log(Some(&denial), crate::acl::Context::Multi, &name, info);
+            out.error(&denial.exec_error());
+            continue;
+        }
         let kept = gate.keep_args.then(|| args.clone());
         out.failed_slot = slot;
         let start = worker.ticks.now();

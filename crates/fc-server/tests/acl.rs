@@ -109,6 +109,19 @@ fn users_are_checked_for_commands_keys_and_channels() {
     ok(&mut bob, &["MULTI"]);
     assert!(err(&mut bob, &["DEL", "app:1"]).starts_with("NOPERM"));
     assert!(err(&mut bob, &["EXEC"]).starts_with("EXECABORT"));
+    // Rules that change between MULTI and EXEC: the command is refused at EXEC, with
+    // Redis's text, and the others run.
+    ok(&mut admin, &["ACL", "SETUSER", "bob", "+incr"]);
+    let mut raw = Raw::open(server.addr());
+    raw.send(&["AUTH", "bob", "pw"]);
+    raw.expect(b"+OK\r\n");
+    raw.send(&["MULTI"]);
+    raw.send(&["INCR", "app:n"]);
+    raw.send(&["SET", "app:2", "y"]);
+    raw.expect(b"+OK\r\n+QUEUED\r\n+QUEUED\r\n");
+    ok(&mut admin, &["ACL", "SETUSER", "bob", "-incr"]);
+    raw.send(&["EXEC"]);
+    raw.expect(b"*2\r\n-NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: no permission to execute the command or subcommand\r\n+OK\r\n");
     // Inside a script each command is checked.
     let script_err = err(
         &mut bob,
@@ -136,7 +149,8 @@ fn users_are_checked_for_commands_keys_and_channels() {
         )
     };
     assert_eq!(entries[0], expect("key", "lua", "secret"));
-    assert_eq!(entries[1], expect("command", "multi", "del"));
+    assert_eq!(entries[1], expect("command", "multi", "incr"));
+    assert!(entries.contains(&expect("command", "multi", "del")));
     assert!(entries.contains(&expect("channel", "toplevel", "sports")));
     assert!(entries.contains(&expect("command", "toplevel", "acl|whoami")));
     // The same denial again within a minute counts up instead of adding an entry.
