@@ -117,11 +117,12 @@ impl PersistentStore {
         let shared = Arc::new((Mutex::new(State::default()), Condvar::new()));
         let store: Weak<Self> = Arc::downgrade(self);
         let state = Arc::clone(&shared);
+        // Counted from now, before the caller's next write (the thread may start after it).
+        let mut since = Instant::now();
+        let mut base = self.wal().stats().mutations;
         let thread = std::thread::Builder::new()
             .name("fc-snapshot-saver".into())
             .spawn(move || {
-                let mut since = Instant::now();
-                let mut base = store.upgrade().map_or(0, |s| s.wal().stats().mutations);
                 loop {
                     {
                         let (lock, cvar) = &*state;
