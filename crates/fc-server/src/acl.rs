@@ -183,6 +183,19 @@ fn sha256(password: &[u8]) -> [u8; 32] {
     Sha256::digest(password).into()
 }
 
+/// A `#`/`!` rule's SHA-256: 64 lowercase hexadecimal digits, as Redis requires.
+fn parse_hash(text: &str) -> Result<[u8; 32], &'static str> {
+    let malformed = "The password hash must be exactly 64 characters and contain only lowercase hexadecimal characters";
+    if text.len() != 64 || !text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        return Err(malformed);
+    }
+    let mut hash = [0u8; 32];
+    for (i, h) in hash.iter_mut().enumerate() {
+        *h = u8::from_str_radix(&text[i * 2..i * 2 + 2], 16).map_err(|_| malformed)?;
+    }
+    Ok(hash)
+}
+
 fn hex(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len() * 2);
     for b in bytes {
@@ -364,37 +377,20 @@ impl User {
     fn apply_pattern(&mut self, rule: &str) -> Result<(), &'static str> {
         let bytes = rule.as_bytes();
         match bytes.first() {
-            Some(b'>') => {
-                let hash = sha256(&bytes[1..]);
-                if !self.passwords.contains(&hash) {
-                    self.passwords.push(hash);
-                }
-                self.nopass = false;
-            }
-            Some(b'#') => {
-                let text = &rule[1..];
-                if text.len() != 64 || !text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-                {
-                    return Err(
-                        "The password hash must be exactly 64 characters and contain only lowercase hexadecimal characters",
-                    );
-                }
-                let mut hash = [0u8; 32];
-                for (i, h) in hash.iter_mut().enumerate() {
-                    *h = u8::from_str_radix(&text[i * 2..i * 2 + 2], 16).unwrap_or(0);
-                }
+            Some(b'>' | b'#') => {
+                let hash = match bytes[0] {
+                    b'>' => sha256(&bytes[1..]),
+                    _ => parse_hash(&rule[1..])?,
+                };
                 if !self.passwords.contains(&hash) {
                     self.passwords.push(hash);
                 }
                 self.nopass = false;
             }
             Some(b'<' | b'!') => {
-                let hash = if bytes[0] == b'<' {
-                    sha256(&bytes[1..])
-                } else {
-                    let mut user = Self::new("");
-                    user.apply_pattern(&format!("#{}", &rule[1..]))?;
-                    user.passwords[0]
+                let hash = match bytes[0] {
+                    b'<' => sha256(&bytes[1..]),
+                    _ => parse_hash(&rule[1..])?,
                 };
                 let before = self.passwords.len();
                 self.passwords.retain(|p| *p != hash);
@@ -1324,8 +1320,11 @@ mod tests {
         assert!(u.password_ok(b"other"));
         assert!(!u.password_ok(b"wrong"));
         assert!(!u.describe().contains("secret"));
-        let hashed = user(&format!("on #{}", hex(&sha256(b"pw"))));
+        let mut hashed = user(&format!("on #{}", hex(&sha256(b"pw"))));
         assert!(hashed.password_ok(b"pw"));
+        hashed.apply(&format!("!{}", hex(&sha256(b"pw")))).unwrap();
+        assert!(!hashed.password_ok(b"pw"));
+        assert!(hashed.apply("!ABC").is_err());
     }
 
     #[test]
