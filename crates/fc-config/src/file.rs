@@ -198,6 +198,15 @@ pub struct ServerSection {
     /// Whether `bind` is served (plaintext RESP); `false` needs `[tls] port` (Redis's
     /// `port 0` with a `tls-port`).
     pub plaintext: bool,
+    /// A port for FCNP alone (`127.0.0.1:6390`; absent: none). FCNP is also served on `bind`,
+    /// told from RESP by its first byte.
+    pub fcnp_bind: Option<String>,
+    /// One more listener per shard, each handing its connections to the shard's owning
+    /// worker, so a client that routes keys itself reaches the owner with no cross-worker
+    /// hop (RESP and FCNP on each).
+    pub direct_shard_ports: bool,
+    /// The first shard's port (absent: `bind`'s port + 1); shard `s` listens on base + s.
+    pub direct_shard_base_port: Option<u16>,
 }
 
 impl Default for ServerSection {
@@ -220,6 +229,9 @@ impl Default for ServerSection {
             slowlog_max_len: defaults.slowlog_max_len,
             latency_monitor_threshold: defaults.latency_monitor_threshold,
             plaintext: true,
+            fcnp_bind: None,
+            direct_shard_ports: false,
+            direct_shard_base_port: None,
         }
     }
 }
@@ -612,6 +624,16 @@ impl FastCacheConfig {
                 })
                 .ok()
         });
+        let fcnp_bind = s.fcnp_bind.as_ref().and_then(|text| {
+            text.parse::<SocketAddr>()
+                .map_err(|_| {
+                    problem(
+                        "server.fcnp_bind",
+                        format!("'{text}' is not an address such as 127.0.0.1:6390"),
+                    );
+                })
+                .ok()
+        });
         let tls = self.tls_config(bind, &mut problem);
         if !s.plaintext && tls.is_none() {
             problem(
@@ -647,6 +669,8 @@ impl FastCacheConfig {
             acl_file: self.acl.file.clone(),
             tls,
             plaintext: s.plaintext,
+            fcnp_bind,
+            direct_shard_ports: s.direct_shard_ports.then_some(s.direct_shard_base_port),
             persistence: PersistenceConfig {
                 data_dir: p.data_dir.clone(),
                 appendfsync,
@@ -778,6 +802,35 @@ mod tests {
                 "persistence.recovery"
             ]
         );
+    }
+
+    #[test]
+    fn fcnp_and_direct_shard_ports_are_off_unless_asked() {
+        let none = FastCacheConfig::from_toml_str("")
+            .unwrap()
+            .server_config()
+            .unwrap();
+        assert_eq!((none.fcnp_bind, none.direct_shard_ports), (None, None));
+        let on = FastCacheConfig::from_toml_str(
+            "[server]\nfcnp_bind = \"127.0.0.1:6390\"\ndirect_shard_ports = true\n",
+        )
+        .unwrap()
+        .server_config()
+        .unwrap();
+        assert_eq!(on.fcnp_bind, Some("127.0.0.1:6390".parse().unwrap()));
+        assert_eq!(on.direct_shard_ports, Some(None));
+        let based = FastCacheConfig::from_toml_str(
+            "[server]\ndirect_shard_ports = true\ndirect_shard_base_port = 7000\n",
+        )
+        .unwrap()
+        .server_config()
+        .unwrap();
+        assert_eq!(based.direct_shard_ports, Some(Some(7000)));
+        let bad = FastCacheConfig::from_toml_str("[server]\nfcnp_bind = \"6390\"\n").unwrap();
+        let Err(ConfigError::Invalid(problems)) = bad.validate() else {
+            panic!("expected a problem");
+        };
+        assert_eq!(problems[0].field, "server.fcnp_bind");
     }
 
     #[test]

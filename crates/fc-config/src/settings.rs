@@ -80,6 +80,13 @@ pub struct ServerConfig {
     /// Whether [`ServerConfig::bind`] is served (plaintext RESP). `false` needs a TLS port:
     /// Redis's `port 0` with a `tls-port`.
     pub plaintext: bool,
+    /// A port serving FCNP alone (`None`: none; FCNP is served on [`ServerConfig::bind`] too,
+    /// told from RESP by its first byte).
+    pub fcnp_bind: Option<SocketAddr>,
+    /// Direct shard ports: `Some(base)` binds one listener per shard on `base + shard`
+    /// (`Some(None)`: from [`ServerConfig::bind`]'s port + 1), each handing its connections
+    /// to the worker that owns the shard; `None` (the default): none.
+    pub direct_shard_ports: Option<Option<u16>>,
 }
 
 /// Whether TLS clients must present a certificate (Redis's `tls-auth-clients`).
@@ -201,6 +208,8 @@ impl Default for ServerConfig {
             tls: None,
             acl_file: None,
             plaintext: true,
+            fcnp_bind: None,
+            direct_shard_ports: None,
         }
     }
 }

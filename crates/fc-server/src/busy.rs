@@ -122,6 +122,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, stream: std::net::TcpStream, work
                 pending: waiting,
                 authed: authed.is_some(),
                 tls: false,
+                fcnp: false,
                 user: authed,
             };
             if shared.inboxes[worker]

@@ -106,6 +106,17 @@ struct Cli {
     /// Serve plaintext RESP on --bind (false: the TLS port alone) [default: true].
     #[arg(long, env = "FAST_CACHE_PLAINTEXT")]
     plaintext: Option<bool>,
+    /// A port for FCNP, the native binary protocol, alone, e.g. 127.0.0.1:6390 [default:
+    /// none; FCNP is also served on --bind, told from RESP by its first byte].
+    #[arg(long, env = "FAST_CACHE_FCNP_BIND")]
+    fcnp_bind: Option<String>,
+    /// One more listener per shard (RESP and FCNP), each reaching the shard's owning worker
+    /// directly, for clients that route keys themselves (1/true/yes) [default: off].
+    #[arg(long, env = "FAST_CACHE_DIRECT_SHARD_PORTS", value_parser = clap::builder::BoolishValueParser::new())]
+    direct_shard_ports: Option<bool>,
+    /// The first direct shard port; shard s listens on base + s [default: --bind's port + 1].
+    #[arg(long, env = "FAST_CACHE_DIRECT_SHARD_BASE_PORT")]
+    direct_shard_base_port: Option<u16>,
     /// ACL file: users as ACL LIST prints them, read at start, written by ACL SAVE.
     #[arg(long, env = "FAST_CACHE_ACLFILE")]
     aclfile: Option<PathBuf>,
@@ -158,6 +169,15 @@ impl Cli {
         }
         if let Some(v) = self.admin_bind {
             c.admin.bind = Some(v);
+        }
+        if self.fcnp_bind.is_some() {
+            server.fcnp_bind = self.fcnp_bind;
+        }
+        if let Some(v) = self.direct_shard_ports {
+            server.direct_shard_ports = v;
+        }
+        if self.direct_shard_base_port.is_some() {
+            server.direct_shard_base_port = self.direct_shard_base_port;
         }
         if self.aclfile.is_some() {
             c.acl.file = self.aclfile;
@@ -270,6 +290,15 @@ pub fn run(name: &'static str) -> anyhow::Result<()> {
     tracing::info!("{name} listening on {}: {summary}", server.addr());
     if let Some(tls) = server.tls_addr() {
         tracing::info!("TLS port on {tls}");
+    }
+    if let Some(fcnp) = server.fcnp_addr() {
+        tracing::info!("FCNP port on {fcnp}");
+    }
+    if let (Some(first), Some(last)) = (server.direct_addrs().first(), server.direct_addrs().last())
+    {
+        tracing::info!(
+            "direct shard ports {first} to {last} (shard s on the first port + s, served by its owner)"
+        );
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

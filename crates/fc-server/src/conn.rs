@@ -17,6 +17,8 @@ use tokio::sync::futures::Notified;
 use crate::blocking::Woken;
 use crate::clients::Ended;
 use crate::command::{self, Handler};
+use crate::edge::{Edge, RespEdge};
+use crate::fcnp::FcnpEdge;
 use crate::pubsub::{Message, Subscriptions};
 use crate::reply::Resp;
 use crate::session::{self, ClientState};
@@ -89,7 +91,7 @@ pub(crate) async fn serve(
             () = kill => return,
         };
         match handshake {
-            Ok(Ok(tls)) => run(tls, &worker, &mut state, handover).await,
+            Ok(Ok(tls)) => start(tls, &worker, &mut state, handover).await,
             Ok(Err(err)) => tracing::debug!("TLS handshake with {} failed: {err}", client.addr),
             Err(_) => tracing::debug!("TLS handshake with {} timed out", client.addr),
         }
@@ -99,15 +101,49 @@ pub(crate) async fn serve(
     if handover.tls {
         return;
     }
-    run(stream, &worker, &mut state, handover).await;
+    start(stream, &worker, &mut state, handover).await;
 }
 
-/// The connection's loop over its socket (plain or TLS).
-async fn run<S: Socket>(
+/// Runs the connection in its protocol: FCNP on the FCNP port; elsewhere the first byte
+/// decides (FCNP's magic byte begins no RESP request), so one port serves both.
+async fn start<S: Socket>(
+    mut stream: S,
+    worker: &Rc<Worker>,
+    state: &mut ClientState,
+    mut handover: crate::shared::Handover,
+) {
+    if handover.fcnp {
+        return run(stream, worker, state, handover, FcnpEdge::default()).await;
+    }
+    if handover.pending.is_empty() {
+        let kill = state.client.kill.notified();
+        let read = tokio::select! {
+            read = stream.read_buf(&mut handover.pending) => read,
+            () = kill => return,
+        };
+        match read {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                let figures = &worker.shared.expiry[worker.index];
+                figures.net_in.fetch_add(n as u64, Ordering::Relaxed);
+                figures.reads.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    if handover.pending.first() == Some(&fc_fcnp::MAGIC) {
+        run(stream, worker, state, handover, FcnpEdge::default()).await;
+    } else {
+        run(stream, worker, state, handover, RespEdge).await;
+    }
+}
+
+/// The connection's loop over its socket (plain or TLS), in the edge's protocol.
+async fn run<S: Socket, E: Edge>(
     mut stream: S,
     worker: &Rc<Worker>,
     state: &mut ClientState,
     handover: crate::shared::Handover,
+    mut edge: E,
 ) {
     let shared = &worker.shared;
     let client = Arc::clone(&state.client);
@@ -131,6 +167,9 @@ async fn run<S: Socket>(
     let mut pending = !rbuf.is_empty();
     let mut out = Resp::new(16 * 1024);
     out.count_errors(Rc::clone(&worker.stats));
+    if E::RESP3 {
+        state.set_version(&mut out, fc_resp::RespVersion::Resp3);
+    }
     // The arguments of the command being dispatched, kept for the slow log and monitors
     // (see `Gate::keep_args`); reused.
     let mut kept: Vec<Bytes> = Vec::new();
@@ -203,6 +242,7 @@ async fn run<S: Socket>(
         loop {
             let failure = parse_batch(
                 worker,
+                &mut edge,
                 &mut parser,
                 &mut rbuf,
                 state.authed,
@@ -232,6 +272,11 @@ async fn run<S: Socket>(
                 if let Some(subs) = &mut state.subs {
                     subs.drain(&mut out);
                 }
+                let tag = parsed.tag;
+                if E::refused(tag) {
+                    edge.write_refusal(&mut out.buf, tag);
+                    continue;
+                }
                 let direct = if paused {
                     None
                 } else {
@@ -246,7 +291,9 @@ async fn run<S: Socket>(
                     }
                     let slot = spec.index();
                     out.failed_slot = slot;
+                    let mark = out.buf.len();
                     worker.execute_resp(handler, &parsed.args, parsed.route, &mut out);
+                    edge.finish(&mut out.buf, mark, tag);
                     let end = ticks.now();
                     let took = Ticks::since(start, end);
                     start = end;
@@ -345,6 +392,7 @@ async fn run<S: Socket>(
                         );
                     }
                     worker.serve_ready();
+                    edge.finish(&mut out.buf, mark, tag);
                     state.modes.after_reply(&mut out, mark);
                     if state.restricted {
                         state.restrict(out.version());
@@ -373,12 +421,7 @@ async fn run<S: Socket>(
                 }
             }
             if let Some(err) = failure {
-                // Redis answers the protocol error and closes this client only.
-                let before = out.buf.len();
-                err.write_reply(&mut out.buf);
-                if out.buf.len() > before {
-                    out.count_error(b"ERR");
-                }
+                edge.write_fatal(err, &mut out);
                 let _ = send(worker, state, &mut stream, kill.as_mut(), &mut out.buf).await;
                 return;
             }
@@ -481,28 +524,58 @@ fn direct(
 /// that may change how the rest must be parsed (`AUTH`, `HELLO` and `RESET` change the
 /// parser's limits), and is one command at a time until the client is authenticated, so
 /// every command is parsed under exactly the limits it would be parsed under alone.
-fn parse_batch(
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the connection loop's parts, borrowed separately"
+)]
+fn parse_batch<E: Edge>(
     worker: &Worker,
+    edge: &mut E,
     parser: &mut RequestParser,
     rbuf: &mut BytesMut,
     authed: bool,
     batch: &mut Vec<Parsed>,
     spare: &mut Vec<Vec<Bytes>>,
     names: &mut command::RecentNames,
-) -> Option<fc_resp::ProtocolError> {
+) -> Option<E::Fatal> {
     while batch.len() < BATCH {
         let mut args = spare.pop().unwrap_or_default();
-        match parser.parse_into(rbuf, &mut args) {
-            Ok(true) => {
+        match edge.parse(parser, rbuf, &mut args, authed) {
+            Ok(Some((tag, _))) if E::refused(tag) => {
+                batch.push(Parsed {
+                    spec: None,
+                    args,
+                    route: None,
+                    tag,
+                });
+            }
+            Ok(Some((mut tag, claimed))) => {
                 let spec = names.lookup(&args[0]);
                 let barrier = !authed || spec.is_some_and(command::Spec::barrier);
                 let route = worker.route_and_prefetch_bucket(spec, &args);
-                batch.push(Parsed { spec, args, route });
+                // A client that routed the key itself and disagrees with the server (another
+                // routing mode, another hash tag rule) is told so instead of served.
+                if let (Some(claimed), Some(route)) = (claimed, route)
+                    && claimed != route.route_hash()
+                {
+                    tag = edge.refuse(
+                        tag,
+                        Bytes::from_static(
+                            b"ERR the route hash sent does not match the server's routing of the key",
+                        ),
+                    );
+                }
+                batch.push(Parsed {
+                    spec,
+                    args,
+                    route,
+                    tag,
+                });
                 if barrier {
                     break;
                 }
             }
-            Ok(false) => {
+            Ok(None) => {
                 spare.push(args);
                 break;
             }

@@ -124,7 +124,7 @@ fn observe_part<R: Reply>(ctx: &mut Ctx<'_, R>) {
                     .map(|(i, s)| (i, s, s.calls()))
                     .filter(|(_, s, calls)| calls + s.failed.get() + s.rejected.get() > 0)
                     .collect();
-                out.array_len(3 + 2 * errors.len() + 5 * slots.len());
+                out.array_len(4 + 2 * errors.len() + 5 * slots.len());
                 out.integer(stats.total_errors() as i64);
                 out.integer(errors.len() as i64);
                 for (code, n) in &errors {
@@ -143,6 +143,7 @@ fn observe_part<R: Reply>(ctx: &mut Ctx<'_, R>) {
                         out.integer(v as i64);
                     }
                 }
+                out.integer(stats.hops.get() as i64);
             }
             _ => {
                 // hist [slot ...]
@@ -191,6 +192,8 @@ pub(crate) struct Observed {
     pub(crate) errors: BTreeMap<Vec<u8>, u64>,
     /// Per slot with any call: calls, clock ticks, failed, rejected.
     pub(crate) slots: BTreeMap<usize, [u64; 4]>,
+    /// Cross-worker hops made by clients' commands (see `WorkerStats::hops`).
+    pub(crate) hops: u64,
 }
 
 /// Sums every worker's `read` part.
@@ -230,6 +233,9 @@ pub(crate) async fn observed(worker: &Worker, txn: Option<&TxnLinks>) -> Observe
             for (t, x) in entry.iter_mut().zip(&v[1..]) {
                 *t += x;
             }
+        }
+        if let Some(Token::Integer(n)) = tokens.next() {
+            sum.hops += *n as u64;
         }
     }
     sum
@@ -448,7 +454,7 @@ pub(crate) async fn info<R: Reply>(
         let [ops, input, output] = shared.metrics.rates();
         let _ = write!(
             text,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ntotal_net_repl_input_bytes:0\r\ntotal_net_repl_output_bytes:0\r\ninstantaneous_input_kbps:{:.2}\r\ninstantaneous_output_kbps:{:.2}\r\ninstantaneous_input_repl_kbps:0.00\r\ninstantaneous_output_repl_kbps:0.00\r\nrejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:{expired}\r\nexpired_stale_perc:{:.2}\r\nexpired_time_cap_reached_count:{}\r\nexpire_cycle_cpu_milliseconds:{}\r\nevicted_keys:{evicted}\r\nevicted_clients:0\r\ntotal_eviction_exceeded_time:0\r\ncurrent_eviction_exceeded_time:0\r\nkeyspace_hits:{hits}\r\nkeyspace_misses:{misses}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\nmigrate_cached_sockets:0\r\nslave_expires_tracked_keys:0\r\nactive_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\nactive_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\ncurrent_active_defrag_time:0\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\ndump_payload_sanitizations:0\r\ntotal_reads_processed:{}\r\ntotal_writes_processed:{}\r\nio_threaded_reads_processed:0\r\nio_threaded_writes_processed:0\r\nreply_buffer_shrinks:0\r\nreply_buffer_expands:0\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\ntotal_net_repl_input_bytes:0\r\ntotal_net_repl_output_bytes:0\r\ninstantaneous_input_kbps:{:.2}\r\ninstantaneous_output_kbps:{:.2}\r\ninstantaneous_input_repl_kbps:0.00\r\ninstantaneous_output_repl_kbps:0.00\r\nrejected_connections:{}\r\nsync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:{expired}\r\nexpired_stale_perc:{:.2}\r\nexpired_time_cap_reached_count:{}\r\nexpire_cycle_cpu_milliseconds:{}\r\nevicted_keys:{evicted}\r\nevicted_clients:0\r\ntotal_eviction_exceeded_time:0\r\ncurrent_eviction_exceeded_time:0\r\nkeyspace_hits:{hits}\r\nkeyspace_misses:{misses}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlatest_fork_usec:0\r\ntotal_forks:0\r\nmigrate_cached_sockets:0\r\nslave_expires_tracked_keys:0\r\nactive_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\nactive_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\ncurrent_active_defrag_time:0\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\nunexpected_error_replies:0\r\ntotal_error_replies:{}\r\ndump_payload_sanitizations:0\r\ntotal_reads_processed:{}\r\ntotal_writes_processed:{}\r\nio_threaded_reads_processed:0\r\nio_threaded_writes_processed:0\r\nreply_buffer_shrinks:0\r\nreply_buffer_expands:0\r\ncross_worker_hops:{}\r\n",
             shared.connections.load(Ordering::Relaxed),
             observed.slots.values().map(|v| v[0]).sum::<u64>(),
             ops.round() as u64,
@@ -475,6 +481,7 @@ pub(crate) async fn info<R: Reply>(
             observed.total_errors,
             figure(|w| &w.reads),
             figure(|w| &w.writes),
+            observed.hops,
         );
         sections.push(std::mem::take(&mut text));
     }

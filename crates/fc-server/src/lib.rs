@@ -61,6 +61,8 @@ mod clients;
 mod command;
 mod conn;
 mod cross;
+mod edge;
+mod fcnp;
 mod info;
 mod knobs;
 mod multi;
@@ -120,6 +122,8 @@ pub struct ServerHandle {
     addr: SocketAddr,
     tls_addr: Option<SocketAddr>,
     admin_addr: Option<SocketAddr>,
+    fcnp_addr: Option<SocketAddr>,
+    direct_addrs: Vec<SocketAddr>,
     stop: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
     inboxes: Vec<mpsc::UnboundedSender<Job>>,
@@ -235,6 +239,33 @@ impl Server {
             Some(l) => l.local_addr()?,
             None => tls_addr.unwrap_or(config.bind),
         };
+        let fcnp_listener = config.fcnp_bind.map(bind).transpose()?;
+        let fcnp_addr = fcnp_listener
+            .as_ref()
+            .map(std::net::TcpListener::local_addr)
+            .transpose()?;
+        // Direct shard ports: shard `s` on base + s, its connections for the worker that owns
+        // it (`s % threads`). An ephemeral `bind` (port 0) gives ephemeral direct ports too.
+        let mut direct = Vec::new();
+        if let Some(base) = config.direct_shard_ports {
+            let base = match base {
+                Some(base) => u32::from(base),
+                None if config.bind.port() == 0 => 0,
+                None => u32::from(addr.port()) + 1,
+            };
+            for shard in 0..config.shards {
+                let port = if base == 0 { 0 } else { base + shard as u32 };
+                let port = u16::try_from(port).map_err(|_| {
+                    anyhow::anyhow!("direct shard port {port} (shard {shard}) is above 65535")
+                })?;
+                let listener = bind(SocketAddr::new(config.bind.ip(), port))?;
+                direct.push((listener, shard % threads));
+            }
+        }
+        let direct_addrs = direct
+            .iter()
+            .map(|(l, _)| l.local_addr())
+            .collect::<std::io::Result<Vec<_>>>()?;
         let (senders, receivers): (Vec<_>, Vec<_>) =
             (0..threads).map(|_| mpsc::unbounded_channel()).unzip();
         let (shutdown_request, _) = watch::channel(false);
@@ -325,6 +356,31 @@ impl Server {
                             l.and_then(|l| tokio::net::TcpListener::from_std(l).ok())
                         };
                         let (listener, tls_listener) = (open(listener), open(tls_listener));
+                        // The FCNP port and the direct shard ports: a task each.
+                        let extra = fcnp_listener
+                            .map(|l| (l, None, true))
+                            .into_iter()
+                            .chain(direct.into_iter().map(|(l, w)| (l, Some(w), false)));
+                        for (listener, pinned, fcnp) in extra {
+                            let Some(listener) = open(Some(listener)) else {
+                                continue;
+                            };
+                            let (shared, mut stopped) =
+                                (Arc::clone(&accept_shared), stopped.clone());
+                            tokio::spawn(async move {
+                                let mut next = 0;
+                                loop {
+                                    tokio::select! {
+                                        accepted = listener.accept() => {
+                                            let Ok((stream, _)) = accepted else { continue };
+                                            let how = Accepted { tls: false, fcnp, pinned };
+                                            accept(&shared, stream, &mut next, how).await;
+                                        }
+                                        _ = stopped.changed() => break,
+                                    }
+                                }
+                            });
+                        }
                         let mut next = 0;
                         let mut tick = tokio::time::interval(Duration::from_millis(100));
                         let mut ticks = 0u64;
@@ -332,11 +388,12 @@ impl Server {
                             tokio::select! {
                                 accepted = accept_on(listener.as_ref()) => {
                                     let Ok((stream, _)) = accepted else { continue };
-                                    accept(&accept_shared, stream, &mut next, false).await;
+                                    accept(&accept_shared, stream, &mut next, Accepted::PLAIN).await;
                                 }
                                 accepted = accept_on(tls_listener.as_ref()) => {
                                     let Ok((stream, _)) = accepted else { continue };
-                                    accept(&accept_shared, stream, &mut next, true).await;
+                                    let how = Accepted { tls: true, ..Accepted::PLAIN };
+                                    accept(&accept_shared, stream, &mut next, how).await;
                                 }
                                 _ = tick.tick() => {
                                     let shared = &accept_shared;
@@ -383,6 +440,8 @@ impl Server {
             addr,
             tls_addr,
             admin_addr,
+            fcnp_addr,
+            direct_addrs,
             stop,
             threads: handles,
             inboxes: senders,
@@ -490,9 +549,36 @@ async fn accept_on(
     }
 }
 
-/// Hands a new connection to the next worker, or refuses it past `maxclients`. A TLS one
-/// (`tls`) is refused in plaintext past `maxclients`, as Redis does before its handshake.
-async fn accept(shared: &Arc<Shared>, stream: tokio::net::TcpStream, next: &mut usize, tls: bool) {
+/// Which port a connection came to.
+#[derive(Debug, Clone, Copy)]
+struct Accepted {
+    /// The TLS port.
+    tls: bool,
+    /// The FCNP port.
+    fcnp: bool,
+    /// A direct shard port: the worker that owns the shard.
+    pinned: Option<usize>,
+}
+
+impl Accepted {
+    /// The plaintext port.
+    const PLAIN: Self = Self {
+        tls: false,
+        fcnp: false,
+        pinned: None,
+    };
+}
+
+/// Hands a new connection to the next worker (a direct shard port's to the shard's owner), or
+/// refuses it past `maxclients`. A TLS one is refused in plaintext past `maxclients`, as Redis
+/// does before its handshake.
+async fn accept(
+    shared: &Arc<Shared>,
+    stream: tokio::net::TcpStream,
+    next: &mut usize,
+    how: Accepted,
+) {
+    let Accepted { tls, fcnp, pinned } = how;
     use tokio::io::AsyncWriteExt;
     shared.connections.fetch_add(1, Ordering::Relaxed);
     if shared.clients.load(Ordering::Relaxed) >= shared.live.maxclients.load(Ordering::Relaxed) {
@@ -508,14 +594,14 @@ async fn accept(shared: &Arc<Shared>, stream: tokio::net::TcpStream, next: &mut 
         shared.clients.fetch_sub(1, Ordering::Relaxed);
         return;
     };
-    let mut worker = *next % shared.workers;
+    let mut worker = pinned.unwrap_or(*next % shared.workers);
     *next = next.wrapping_add(1);
     // A script past `busy-reply-threshold` holds its worker: a new client goes to another
     // worker (which answers `BUSY` and takes `SCRIPT KILL`), or, with one worker, is answered
     // here until the script ends (`busy`).
     if shared.scripts.busy_worker() == Some(worker) {
         // A TLS client waits for the script's end instead: its handshake runs on a worker.
-        if shared.workers == 1 && !tls {
+        if shared.workers == 1 && !tls && !fcnp {
             tokio::spawn(busy::serve(Arc::clone(shared), std_stream, worker));
             return;
         }
@@ -526,6 +612,7 @@ async fn accept(shared: &Arc<Shared>, stream: tokio::net::TcpStream, next: &mut 
             std_stream,
             shared::Handover {
                 tls,
+                fcnp,
                 ..shared::Handover::default()
             },
         ))
@@ -546,6 +633,20 @@ impl ServerHandle {
     #[must_use]
     pub fn tls_addr(&self) -> Option<SocketAddr> {
         self.tls_addr
+    }
+
+    /// The FCNP port's address, when [`ServerConfig::fcnp_bind`] asked for one (FCNP is
+    /// served on [`ServerHandle::addr`] too).
+    #[must_use]
+    pub fn fcnp_addr(&self) -> Option<SocketAddr> {
+        self.fcnp_addr
+    }
+
+    /// The direct shard ports' addresses, shard by shard (empty unless
+    /// [`ServerConfig::direct_shard_ports`] asked for them).
+    #[must_use]
+    pub fn direct_addrs(&self) -> &[SocketAddr] {
+        &self.direct_addrs
     }
 
     /// The admin HTTP port's address (`/metrics`, `/health`, `/ready`), when

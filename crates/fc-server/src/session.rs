@@ -153,7 +153,7 @@ impl ClientState {
         self.multi.is_some()
     }
 
-    fn set_version(&mut self, out: &mut Resp, version: RespVersion) {
+    pub(crate) fn set_version(&mut self, out: &mut Resp, version: RespVersion) {
         out.set_version(version);
         let number = if version == RespVersion::Resp3 { 3 } else { 2 };
         self.client.resp.store(number, Ordering::Relaxed);
@@ -610,7 +610,8 @@ async fn run_command(
         Session::Client => client(worker, state, &args, out),
         Session::Command => command::introspect::command(&args, out),
         Session::Time => command::time(out),
-        Session::Info => crate::info::info(worker, &args, out, txn).await,
+        // INFO's own messages to the other workers are not counted as the clients' hops.
+        Session::Info => crate::stats::uncounted(crate::info::info(worker, &args, out, txn)).await,
         Session::Config => crate::info::config(worker, &args, out, txn).await,
         Session::Multi => {
             if state.multi.is_some() {

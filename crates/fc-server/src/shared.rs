@@ -69,6 +69,9 @@ pub(crate) struct Handover {
     pub(crate) authed: bool,
     /// It came to the TLS port: the worker runs the handshake first.
     pub(crate) tls: bool,
+    /// It came to the FCNP port: FCNP whatever its first byte (elsewhere the first byte
+    /// says which protocol).
+    pub(crate) fcnp: bool,
     /// The user it authenticated as (`None`: `default`).
     pub(crate) user: Option<std::sync::Arc<crate::acl::User>>,
 }

@@ -413,13 +413,12 @@ pub(crate) fn set_current(stats: Rc<WorkerStats>) {
 }
 
 tokio::task_local! {
-    /// Set while the server observes itself (an admin port scrape): its own messages to
+    /// Set while the server observes itself (an admin port scrape, `INFO`): its own messages to
     /// other workers are not the clients' hops.
     static UNCOUNTED: ();
 }
 
 /// Runs `work` without counting its cross-worker hops.
-#[cfg(feature = "telemetry")]
 pub(crate) async fn uncounted<F: std::future::Future>(work: F) -> F::Output {
     UNCOUNTED.scope((), work).await
 }

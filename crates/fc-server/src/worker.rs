@@ -27,6 +27,8 @@ pub(crate) struct Parsed {
     pub(crate) spec: Option<&'static Spec>,
     pub(crate) args: Vec<Bytes>,
     pub(crate) route: Option<EmbeddedKeyRoute>,
+    /// The protocol edge's data for the reply (see `edge::Tag`).
+    pub(crate) tag: crate::edge::Tag,
 }
 
 /// One worker's state, shared by its connection tasks (all on its thread).
