@@ -89,7 +89,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "fc-server",
         &["fc-config", "fc-resp", "fc-fcnp", "fc-repl", "fc-gpu"],
     ),
-    ("fast-cache", &["fc-server"]),
+    ("fc-client", &["fc-fcnp", "fc-route"]),
+    ("fast-cache", &["fc-server", "fc-client"]),
 ];
 
 /// `name`'s allowed workspace dependencies, closed over the table.

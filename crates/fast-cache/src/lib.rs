@@ -5,8 +5,8 @@
 //! [`storage::LocalEmbeddedStore`] (one per pinned worker, `&mut`, no locks).
 //!
 //! **Owns:** nothing of its own: it is the facade that re-exports the workspace crates by feature
-//! (`storage` and `persistence` by default; `config` and `server` with the `server` feature;
-//! `protocol` and `cuda` as those crates land).
+//! (`storage`, `persistence`, `config` and `protocol`'s codecs by default; `server` with the
+//! `server` feature, `protocol::client` with `client`; `cuda` as its crate lands).
 //! **Must not depend on:** anything a feature did not ask for.
 //!
 //! Keys and values are bytes. TTL arguments are milliseconds relative to now; `None` means the
@@ -120,6 +120,8 @@
 //! - `persistence` (default): [`persistence::PersistentStore`], an embedded store that logs
 //!   every change (FCW2 write-ahead log, fsync `always` / `everysec` / `no`), writes snapshot
 //!   images, and recovers on open — in-process, with no async runtime.
+//! - `server`: the Redis-compatible server ([`server`], the `fast-cache-server` binary).
+//! - `client`: FCNP's Rust client (`protocol::client`).
 //! - `unsafe`: reviewed `unsafe` fast paths (`SAFETY.md`), off by default.
 
 /// The embedded storage API: stores, routing, sessions, statistics, mutation events.
@@ -238,6 +240,37 @@ pub mod config {
     };
 }
 
+/// The wire protocols, as sans-IO codecs (bytes in, values out; no runtime): RESP2/RESP3
+/// ([`protocol::resp`], fc-resp) and FCNP, fast-cache's native binary protocol
+/// ([`protocol::fcnp`], fc-fcnp; `docs/FCNP.md`); with the `client` feature, FCNP's Rust
+/// client (`protocol::client`, fc-client).
+///
+/// ```
+/// use fast_cache::protocol::fcnp::{Opcode, RequestDecoder, RequestHeader, encode_request};
+///
+/// let mut wire = bytes::BytesMut::new();
+/// encode_request(&mut wire, &RequestHeader::new(Opcode::Get, 1), &[b"user:42"]);
+/// let request = RequestDecoder::default().decode(&mut wire).unwrap().unwrap();
+/// assert_eq!(request.into_command().unwrap().0, ["GET", "user:42"]);
+/// ```
+pub mod protocol {
+    /// RESP2/RESP3 (fc-resp): request parsing with Redis's limits and errors, reply encoding
+    /// and decoding.
+    pub mod resp {
+        pub use fc_resp::*;
+    }
+    /// FCNP (fc-fcnp): fixed little-endian frames, request ids, packed batches, typed values.
+    pub mod fcnp {
+        pub use fc_fcnp::*;
+    }
+    /// FCNP's Rust client (fc-client): async and [`client::blocking`], pooled, pipelined,
+    /// routing keys to direct shard ports.
+    #[cfg(feature = "client")]
+    pub mod client {
+        pub use fc_client::*;
+    }
+}
+
 /// The Redis-compatible server, to embed in a binary of your own (the `fc-server` binary is
 /// the same thing with a command line).
 #[cfg(feature = "server")]
@@ -263,6 +296,10 @@ pub enum Error {
     /// The write-ahead log or a snapshot failed (`persistence::WalError`).
     #[error(transparent)]
     Wal(#[from] fc_wal::WalError),
+    /// An FCNP client call failed (`protocol::client::Error`).
+    #[cfg(feature = "client")]
+    #[error(transparent)]
+    Client(#[from] fc_client::Error),
     /// A server could not start (`server::Server::start`).
     #[cfg(feature = "server")]
     #[error(transparent)]
