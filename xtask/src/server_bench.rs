@@ -99,6 +99,11 @@ pub(crate) struct ServerBenchArgs {
     /// keys against `~*`) beside the default user (`load: xtask-acl`).
     #[arg(long)]
     acl: bool,
+    /// Also measure fc-server over FCNP, its native protocol, for get, set and 80-20: the
+    /// xtask load speaking FCNP frames (`load: xtask-fcnp`, the same closed loop as the RESP
+    /// `xtask` rows) and FCNP's Rust client, fc-client, with its pipelines (`load: fc-client`).
+    #[arg(long)]
+    fcnp: bool,
     /// A seconds-long smoke (CI): 64-byte values, pipelines 1 and 16, 10k keys, one 1 s round.
     #[arg(long)]
     quick: bool,
@@ -396,8 +401,9 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
                             round + 1
                         );
                         if args.acl {
-                            let sample = run_load(process, &args, mix, value, pipeline, true)
-                                .with_context(|| format!("bench-server: {label} (ACL user)"))?;
+                            let sample =
+                                run_load(process, &args, mix, value, pipeline, Load::RespAcl)
+                                    .with_context(|| format!("bench-server: {label} (ACL user)"))?;
                             progress.suspend(|| eprintln!(
                                 "bench-server: {label} as an ACL user: {:.0} ops/s, server CPU {:.2}",
                                 sample.ops, sample.cpu
@@ -407,7 +413,26 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
                                 .or_default()
                                 .push(sample);
                         }
-                        let sample = run_load(process, &args, mix, value, pipeline, false)
+                        if args.fcnp
+                            && *server == "fc-server"
+                            && matches!(mix, Mix::Get | Mix::Set | Mix::Mixed)
+                        {
+                            for load in [Load::Fcnp, Load::Client] {
+                                let sample = run_load(process, &args, mix, value, pipeline, load)
+                                    .with_context(|| {
+                                    format!("bench-server: {label} ({})", load.name())
+                                })?;
+                                progress.suspend(|| eprintln!(
+                                    "bench-server: {} {label}: {:.0} ops/s, p50 {:.0} us, p99 {:.0} us, server CPU {:.2}",
+                                    load.name(), sample.ops, sample.p50, sample.p99, sample.cpu
+                                ));
+                                samples
+                                    .entry((server, fsync, load.name()))
+                                    .or_default()
+                                    .push(sample);
+                            }
+                        }
+                        let sample = run_load(process, &args, mix, value, pipeline, Load::Resp)
                             .with_context(|| format!("bench-server: {label}"))?;
                         progress.suspend(|| eprintln!(
                             "bench-server: {label}: {:.0} ops/s, p50 {:.0} us, p99 {:.0} us, server CPU {:.2}",
@@ -882,6 +907,95 @@ fn count_replies_of(buf: &[u8], kinds: &[u8]) -> anyhow::Result<(usize, usize)> 
     })
 }
 
+/// The complete FCNP responses at the start of `buf` (a GET's bulk or nil, a SET's status):
+/// their count and the bytes they take; an error value fails with its text.
+fn count_fcnp_replies(buf: &[u8]) -> anyhow::Result<(usize, usize)> {
+    let (mut at, mut count) = (0, 0);
+    while let Some(head) = buf.get(at..at + fc_fcnp::RESPONSE_HEADER_LEN) {
+        let len = u32::from_le_bytes([head[8], head[9], head[10], head[11]]) as usize;
+        let end = at + fc_fcnp::RESPONSE_HEADER_LEN + len;
+        if end > buf.len() {
+            break;
+        }
+        let body = &buf[at + fc_fcnp::RESPONSE_HEADER_LEN..end];
+        match body.first() {
+            Some(&(fc_fcnp::tag::BULK | fc_fcnp::tag::NIL | fc_fcnp::tag::STATUS)) => {}
+            _ => bail!(
+                "unexpected FCNP reply {:?}",
+                String::from_utf8_lossy(body.get(5..).unwrap_or(body))
+            ),
+        }
+        at = end;
+        count += 1;
+    }
+    Ok((count, at))
+}
+
+/// One fc-client connection's closed loop: a `GET`/`SET` at pipeline 1, a [`Pipeline`] of
+/// `pipeline` requests above (what a user of the client writes), until `end`.
+///
+/// [`Pipeline`]: fc_client::Pipeline
+#[expect(clippy::too_many_arguments, reason = "one load shape, spelled out")]
+async fn client_load(
+    addr: &str,
+    mix: Mix,
+    value: &[u8],
+    pipeline: usize,
+    keys: u64,
+    seed: u64,
+    measure_from: Instant,
+    end: Instant,
+) -> anyhow::Result<(u64, Vec<u32>)> {
+    let addr = addr.parse().context("the server's address")?;
+    let client = fc_client::Client::connect(fc_client::ClientConfig::new(addr)).await?;
+    let mut state = seed | 1;
+    let (mut ops, mut latencies) = (0u64, Vec::new());
+    let mut key = || {
+        let r = xorshift(&mut state);
+        let n = ((u128::from(r >> 11) * u128::from(keys)) >> 53) as u64;
+        (crate::server_bench::key(n), mix.is_set(r))
+    };
+    loop {
+        let now = Instant::now();
+        if now >= end {
+            break;
+        }
+        if pipeline == 1 {
+            let (k, set) = key();
+            if set {
+                client.set(&k, value).await?;
+            } else {
+                client.get(&k).await?;
+            }
+        } else {
+            let mut pipe = client.pipeline();
+            for _ in 0..pipeline {
+                let (k, set) = key();
+                if set {
+                    pipe.set(&k, value);
+                } else {
+                    pipe.get(&k);
+                }
+            }
+            for reply in pipe.run(&client).await? {
+                if let Some(text) = reply.as_error() {
+                    bail!("error reply {}", String::from_utf8_lossy(text));
+                }
+            }
+        }
+        let done = Instant::now();
+        if now >= measure_from && done <= end {
+            ops += pipeline as u64;
+            latencies.push(
+                done.duration_since(now)
+                    .as_micros()
+                    .min(u128::from(u32::MAX)) as u32,
+            );
+        }
+    }
+    Ok((ops, latencies))
+}
+
 /// Walks the complete RESP elements at the start of `buf`, calling `check` with each one's
 /// first line; returns their count and the bytes they take, or `check`'s first error.
 fn scan_replies<E>(
@@ -976,13 +1090,37 @@ fn xorshift(state: &mut u64) -> u64 {
 }
 
 /// The xtask load: `connections` tasks on a runtime pinned to the load cores.
+/// What the xtask load speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Load {
+    /// RESP, as the default user.
+    Resp,
+    /// RESP, as the ACL user `bench` (`--acl`).
+    RespAcl,
+    /// FCNP frames, the same closed loop (`--fcnp`).
+    Fcnp,
+    /// FCNP through fc-client (`--fcnp`).
+    Client,
+}
+
+impl Load {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Resp => "xtask",
+            Self::RespAcl => "xtask-acl",
+            Self::Fcnp => "xtask-fcnp",
+            Self::Client => "fc-client",
+        }
+    }
+}
+
 fn run_load(
     server: &ServerProcess,
     args: &ServerBenchArgs,
     mix: Mix,
     value: usize,
     pipeline: usize,
-    as_acl_user: bool,
+    load: Load,
 ) -> anyhow::Result<Sample> {
     let addr = server.addr.clone();
     let start = Instant::now();
@@ -1005,15 +1143,29 @@ fn run_load(
                 let addr = addr.clone();
                 let value = value.clone();
                 tasks.push(tokio::task::spawn(async move {
+                    let seed = seed ^ (c as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                    if load == Load::Client {
+                        return client_load(
+                            &addr,
+                            mix,
+                            &value,
+                            pipeline,
+                            keys,
+                            seed,
+                            measure_from,
+                            end,
+                        )
+                        .await;
+                    }
                     connection_load(
                         &addr,
-                        as_acl_user,
+                        load,
                         mix,
                         &value,
                         pipeline,
                         keys,
                         ttl,
-                        seed ^ (c as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                        seed,
                         measure_from,
                         end,
                     )
@@ -1131,6 +1283,39 @@ impl Template {
         }
     }
 
+    /// The same batch as FCNP frames (GET and SET opcodes, the TTL as its extension).
+    fn fcnp(mix: Mix, value: &[u8], pipeline: usize, ttl: Option<u64>, state: &mut u64) -> Self {
+        use fc_fcnp::{Opcode, RequestHeader, encode_request};
+        let mut frames = bytes::BytesMut::with_capacity(pipeline * (value.len() + 64));
+        let mut key_digits = Vec::with_capacity(pipeline);
+        let key = b"key:000000000000";
+        for i in 0..pipeline {
+            let set = mix.is_set(xorshift(state));
+            let start = frames.len();
+            if set {
+                let mut header = RequestHeader::new(Opcode::Set, i as u32);
+                if let Some(ttl) = ttl {
+                    header = header.with_ttl_ms(ttl * 1000);
+                }
+                encode_request(&mut frames, &header, &[&key[..], value]);
+            } else {
+                encode_request(
+                    &mut frames,
+                    &RequestHeader::new(Opcode::Get, i as u32),
+                    &[key],
+                );
+            }
+            // The key's digits: after the header, the TTL, the key's length and `key:`.
+            let ext = if set && ttl.is_some() { 8 } else { 0 };
+            key_digits.push(start + fc_fcnp::REQUEST_HEADER_LEN + ext + 4 + 4);
+        }
+        Self {
+            bytes: frames.to_vec(),
+            key_digits,
+            keys_per_command: 1,
+        }
+    }
+
     fn randomize(&mut self, keys: u64, state: &mut u64) {
         for command in self.key_digits.chunks(self.keys_per_command) {
             let r = xorshift(state);
@@ -1157,7 +1342,7 @@ fn push_bulk(buf: &mut Vec<u8>, bytes: &[u8]) {
 #[expect(clippy::too_many_arguments, reason = "one load shape, spelled out")]
 async fn connection_load(
     addr: &str,
-    as_acl_user: bool,
+    load: Load,
     mix: Mix,
     value: &[u8],
     pipeline: usize,
@@ -1169,7 +1354,7 @@ async fn connection_load(
 ) -> anyhow::Result<(u64, Vec<u32>)> {
     let mut stream = tokio::net::TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
-    if as_acl_user {
+    if load == Load::RespAcl {
         let mut auth = Vec::new();
         push_command(&mut auth, &[b"AUTH", b"bench", b"bench"]);
         stream.write_all(&auth).await?;
@@ -1181,7 +1366,13 @@ async fn connection_load(
     }
     let mut state = seed | 1;
     let mut templates: Vec<Template> = (0..8)
-        .map(|_| Template::new(mix, value, pipeline, ttl, &mut state))
+        .map(|_| {
+            if load == Load::Fcnp {
+                Template::fcnp(mix, value, pipeline, ttl, &mut state)
+            } else {
+                Template::new(mix, value, pipeline, ttl, &mut state)
+            }
+        })
         .collect();
     let kinds = mix.reply_kinds();
     let mut rbuf = Vec::with_capacity(64 << 10);
@@ -1204,13 +1395,20 @@ async fn connection_load(
             if n == 0 {
                 bail!("the server closed the connection");
             }
+            let count_of = |buf: &[u8]| {
+                if load == Load::Fcnp {
+                    count_fcnp_replies(buf)
+                } else {
+                    count_replies_of(buf, kinds)
+                }
+            };
             let (count, used) = if rbuf.is_empty() {
-                let (count, used) = count_replies_of(&chunk[..n], kinds)?;
+                let (count, used) = count_of(&chunk[..n])?;
                 rbuf.extend_from_slice(&chunk[used..n]);
                 (count, 0)
             } else {
                 rbuf.extend_from_slice(&chunk[..n]);
-                count_replies_of(&rbuf, kinds)?
+                count_of(&rbuf)?
             };
             replies += count;
             rbuf.drain(..used);
@@ -1382,12 +1580,96 @@ fn write_summary(
             lat(redis)
         );
     }
+    fcnp_table(&mut text, &table);
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+type SummaryTable<'a> =
+    BTreeMap<(&'static str, String, usize, &'static str, usize), BTreeMap<String, &'a Row>>;
+
+/// FCNP against RESP through fc-server, shape by shape (`--fcnp`): the same closed-loop load
+/// speaking each protocol, and fc-client.
+fn fcnp_table(text: &mut String, table: &SummaryTable<'_>) {
+    let fc = |load: &'static str, fsync: &str, value: usize, mix: &'static str, p: usize| {
+        table
+            .get(&(load, fsync.to_string(), value, mix, p))
+            .and_then(|servers| servers.get("fc-server"))
+            .copied()
+    };
+    let mut lines = Vec::new();
+    for (_, fsync, value, mix, pipeline) in table.keys().filter(|k| k.0 == "xtask-fcnp") {
+        let (Some(fcnp), Some(resp)) = (
+            fc("xtask-fcnp", fsync, *value, mix, *pipeline),
+            fc("xtask", fsync, *value, mix, *pipeline),
+        ) else {
+            continue;
+        };
+        let client = fc("fc-client", fsync, *value, mix, *pipeline);
+        let per_cpu = |r: &Row| r.ops / r.cpu.max(0.01);
+        lines.push(format!(
+            "| {fsync} | {value} | {mix} | {pipeline} | {:.0} | {:.0} | {:.2}x | {:.2}x | {} | {} |",
+            resp.ops,
+            fcnp.ops,
+            fcnp.ops / resp.ops.max(1.0),
+            per_cpu(fcnp) / per_cpu(resp).max(1.0),
+            client.map_or("-".into(), |c| format!("{:.0}", c.ops)),
+            client.map_or("-".into(), |c| format!("{:.2}x", c.ops / resp.ops.max(1.0))),
+        ));
+    }
+    if lines.is_empty() {
+        return;
+    }
+    text.push_str("\n## FCNP against RESP, both through fc-server\n\nThe same closed-loop load (connections, pipeline, keys) speaking RESP (`xtask`) and FCNP (`xtask-fcnp`), and FCNP's Rust client with its pipelines (`fc-client`). **per-CPU** = FCNP ÷ RESP in operations per server CPU-second.\n\n| persistence | value | mix | pipeline | RESP ops/s | FCNP ops/s | FCNP ÷ RESP | per-CPU | fc-client ops/s | fc-client ÷ RESP |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for line in lines {
+        text.push_str(&line);
+        text.push('\n');
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fcnp_templates_are_whole_frames_over_the_keyspace() {
+        let mut state = 7u64;
+        for ttl in [None, Some(30)] {
+            let mut t = Template::fcnp(Mix::Mixed, b"value", 40, ttl, &mut state);
+            t.randomize(1000, &mut state);
+            let mut wire = bytes::BytesMut::from(&t.bytes[..]);
+            let decoder = fc_fcnp::RequestDecoder::default();
+            let mut n = 0;
+            while let Some(request) = decoder.decode(&mut wire).unwrap() {
+                let (command, _) = request.into_command().unwrap();
+                let key = std::str::from_utf8(&command[1]).unwrap();
+                let number: u64 = key.strip_prefix("key:").unwrap().parse().unwrap();
+                assert!(number < 1000, "{key}");
+                if &command[0][..] == b"SET" {
+                    assert_eq!(&command[2][..], b"value");
+                    assert_eq!(command.len(), if ttl.is_some() { 5 } else { 3 });
+                }
+                n += 1;
+            }
+            assert_eq!(n, 40);
+        }
+    }
+
+    #[test]
+    fn fcnp_replies_are_counted_only_when_complete_and_errors_fail() {
+        use fc_fcnp::{Value, encode_value_response};
+        let mut buf = bytes::BytesMut::new();
+        encode_value_response(&mut buf, 1, &Value::Status("OK".into()));
+        encode_value_response(&mut buf, 2, &Value::Bulk("abc".into()));
+        encode_value_response(&mut buf, 3, &Value::Nil);
+        let whole = buf.len();
+        encode_value_response(&mut buf, 4, &Value::Bulk("partial".into()));
+        let cut = &buf[..buf.len() - 2];
+        assert_eq!(count_fcnp_replies(cut).unwrap(), (3, whole));
+        let mut err = bytes::BytesMut::new();
+        encode_value_response(&mut err, 1, &Value::Error("OOM command not allowed".into()));
+        let text = count_fcnp_replies(&err).unwrap_err().to_string();
+        assert!(text.contains("OOM"), "{text}");
+    }
 
     #[test]
     fn replies_are_counted_only_when_complete() {
