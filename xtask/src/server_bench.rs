@@ -417,7 +417,7 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
                             && *server == "fc-server"
                             && matches!(mix, Mix::Get | Mix::Set | Mix::Mixed)
                         {
-                            for load in [Load::Fcnp, Load::Client] {
+                            for load in [Load::Fcnp, Load::Client, Load::ClientShared] {
                                 let sample = run_load(process, &args, mix, value, pipeline, load)
                                     .with_context(|| {
                                     format!("bench-server: {label} ({})", load.name())
@@ -931,13 +931,15 @@ fn count_fcnp_replies(buf: &[u8]) -> anyhow::Result<(usize, usize)> {
     Ok((count, at))
 }
 
-/// One fc-client connection's closed loop: a `GET`/`SET` at pipeline 1, a [`Pipeline`] of
-/// `pipeline` requests above (what a user of the client writes), until `end`.
+/// One fc-client task's closed loop: a `GET`/`SET` at pipeline 1, a [`Pipeline`] of
+/// `pipeline` requests above (what a user of the client writes), until `end`; on a client of
+/// its own, or on `shared` (every task's requests multiplexed on one connection).
 ///
 /// [`Pipeline`]: fc_client::Pipeline
 #[expect(clippy::too_many_arguments, reason = "one load shape, spelled out")]
 async fn client_load(
     addr: &str,
+    shared: Option<fc_client::Client>,
     mix: Mix,
     value: &[u8],
     pipeline: usize,
@@ -946,8 +948,13 @@ async fn client_load(
     measure_from: Instant,
     end: Instant,
 ) -> anyhow::Result<(u64, Vec<u32>)> {
-    let addr = addr.parse().context("the server's address")?;
-    let client = fc_client::Client::connect(fc_client::ClientConfig::new(addr)).await?;
+    let client = match shared {
+        Some(client) => client,
+        None => {
+            let addr = addr.parse().context("the server's address")?;
+            fc_client::Client::connect(fc_client::ClientConfig::new(addr)).await?
+        }
+    };
     let mut state = seed | 1;
     let (mut ops, mut latencies) = (0u64, Vec::new());
     let mut key = || {
@@ -1099,8 +1106,11 @@ enum Load {
     RespAcl,
     /// FCNP frames, the same closed loop (`--fcnp`).
     Fcnp,
-    /// FCNP through fc-client (`--fcnp`).
+    /// FCNP through fc-client, a client per connection (`--fcnp`).
     Client,
+    /// FCNP through one fc-client shared by every load task, on one multiplexed connection:
+    /// the tasks' requests in flight together leave in one write (`--fcnp`).
+    ClientShared,
 }
 
 impl Load {
@@ -1110,6 +1120,7 @@ impl Load {
             Self::RespAcl => "xtask-acl",
             Self::Fcnp => "xtask-fcnp",
             Self::Client => "fc-client",
+            Self::ClientShared => "fc-client-shared",
         }
     }
 }
@@ -1139,14 +1150,22 @@ fn run_load(
             let end = measure_from + duration;
             let value = vec![b'v'; value];
             let mut tasks = Vec::new();
+            let shared = if load == Load::ClientShared {
+                let addr = addr.parse().context("the server's address")?;
+                Some(fc_client::Client::connect(fc_client::ClientConfig::new(addr)).await?)
+            } else {
+                None
+            };
             for c in 0..connections {
                 let addr = addr.clone();
                 let value = value.clone();
+                let shared = shared.clone();
                 tasks.push(tokio::task::spawn(async move {
                     let seed = seed ^ (c as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-                    if load == Load::Client {
+                    if matches!(load, Load::Client | Load::ClientShared) {
                         return client_load(
                             &addr,
+                            shared,
                             mix,
                             &value,
                             pipeline,
@@ -1605,21 +1624,23 @@ fn fcnp_table(text: &mut String, table: &SummaryTable<'_>) {
             continue;
         };
         let client = fc("fc-client", fsync, *value, mix, *pipeline);
+        let shared = fc("fc-client-shared", fsync, *value, mix, *pipeline);
         let per_cpu = |r: &Row| r.ops / r.cpu.max(0.01);
         lines.push(format!(
-            "| {fsync} | {value} | {mix} | {pipeline} | {:.0} | {:.0} | {:.2}x | {:.2}x | {} | {} |",
+            "| {fsync} | {value} | {mix} | {pipeline} | {:.0} | {:.0} | {:.2}x | {:.2}x | {} | {} | {} |",
             resp.ops,
             fcnp.ops,
             fcnp.ops / resp.ops.max(1.0),
             per_cpu(fcnp) / per_cpu(resp).max(1.0),
             client.map_or("-".into(), |c| format!("{:.0}", c.ops)),
             client.map_or("-".into(), |c| format!("{:.2}x", c.ops / resp.ops.max(1.0))),
+            shared.map_or("-".into(), |c| format!("{:.0} ({:.2}x)", c.ops, c.ops / resp.ops.max(1.0))),
         ));
     }
     if lines.is_empty() {
         return;
     }
-    text.push_str("\n## FCNP against RESP, both through fc-server\n\nThe same closed-loop load (connections, pipeline, keys) speaking RESP (`xtask`) and FCNP (`xtask-fcnp`), and FCNP's Rust client with its pipelines (`fc-client`). **per-CPU** = FCNP ÷ RESP in operations per server CPU-second.\n\n| persistence | value | mix | pipeline | RESP ops/s | FCNP ops/s | FCNP ÷ RESP | per-CPU | fc-client ops/s | fc-client ÷ RESP |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    text.push_str("\n## FCNP against RESP, both through fc-server\n\nThe same closed-loop load (connections, pipeline, keys) speaking RESP (`xtask`) and FCNP (`xtask-fcnp`), and FCNP's Rust client with its pipelines, a client per connection (`fc-client`) or one client shared by all the load's tasks, multiplexing their requests on one connection (`fc-client-shared`: the same number of callers, each with `pipeline` requests in flight, but their requests leave together). **per-CPU** = FCNP ÷ RESP in operations per server CPU-second.\n\n| persistence | value | mix | pipeline | RESP ops/s | FCNP ops/s | FCNP ÷ RESP | per-CPU | fc-client ops/s | fc-client ÷ RESP | fc-client-shared ops/s (÷ RESP) |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for line in lines {
         text.push_str(&line);
         text.push('\n');

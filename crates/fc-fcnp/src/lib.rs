@@ -73,8 +73,8 @@ mod value;
 
 pub use error::{FrameError, RequestError};
 pub use request::{
-    Flags, Limits, Opcode, REQUEST_HEADER_LEN, ReplyShape, Request, RequestDecoder, RequestHeader,
-    encode_request,
+    Decoded, Flags, Limits, Opcode, REQUEST_HEADER_LEN, ReplyShape, Request, RequestDecoder,
+    RequestHeader, encode_request,
 };
 pub use response::{
     Body, PACKED_MISSING, Packed, PackedWriter, RESPONSE_HEADER_LEN, Response, ResponseDecoder,

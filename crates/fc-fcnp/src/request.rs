@@ -248,126 +248,136 @@ impl Request {
     /// [`RequestError`] for an unknown opcode, a wrong item count, flags the opcode does not
     /// take, a missing TTL or a malformed integer; the server answers it and goes on.
     pub fn into_command(self) -> Result<(Vec<Bytes>, ReplyShape), RequestError> {
-        let Self { header, mut items } = self;
-        let opcode =
-            Opcode::from_u8(header.opcode).ok_or(RequestError::UnknownOpcode(header.opcode))?;
-        let flags = header.flags.0 & !(Flags::ROUTE | Flags::TTL);
-        let n = items.len();
-        let count = |ok: bool| {
-            if ok {
-                Ok(())
-            } else {
-                Err(RequestError::ItemCount {
-                    opcode: opcode.name(),
-                    got: n,
-                })
+        let Self { header, items } = self;
+        let mut args = Vec::with_capacity(items.len() + 4);
+        let start = match Opcode::from_u8(header.opcode) {
+            Some(Opcode::Command) | None => 0,
+            Some(opcode) => {
+                args.push(name(opcode));
+                1
             }
         };
-        let allowed = |mask: u8| {
-            if flags & !mask == 0 && !(flags & Flags::NX != 0 && flags & Flags::XX != 0) {
-                Ok(())
-            } else {
-                Err(RequestError::Flags {
-                    opcode: opcode.name(),
-                    flags: header.flags.0,
-                })
+        args.extend(items);
+        let shape = shape_command(&header, &mut args, start)?;
+        Ok((args, shape))
+    }
+}
+
+/// Checks a request's items (`args[start..]`; the command's name already at `args[0]` when
+/// `start` is 1) against its opcode, and appends the words its flags and extensions stand for.
+fn shape_command(
+    header: &RequestHeader,
+    args: &mut Vec<Bytes>,
+    start: usize,
+) -> Result<ReplyShape, RequestError> {
+    let opcode =
+        Opcode::from_u8(header.opcode).ok_or(RequestError::UnknownOpcode(header.opcode))?;
+    let flags = header.flags.0 & !(Flags::ROUTE | Flags::TTL);
+    let n = args.len() - start;
+    let count = |ok: bool| {
+        if ok {
+            Ok(())
+        } else {
+            Err(RequestError::ItemCount {
+                opcode: opcode.name(),
+                got: n,
+            })
+        }
+    };
+    let bad_flags = || RequestError::Flags {
+        opcode: opcode.name(),
+        flags: header.flags.0,
+    };
+    // Flags outside `mask` (or NX with XX), or a TTL where none is taken, are refused.
+    let allowed = |mask: u8, ttl: bool| {
+        let both = flags & Flags::NX != 0 && flags & Flags::XX != 0;
+        if flags & !mask != 0 || both || (!ttl && header.ttl_ms.is_some()) {
+            Err(bad_flags())
+        } else {
+            Ok(())
+        }
+    };
+    let mut shape = ReplyShape::Value;
+    match opcode {
+        Opcode::Get | Opcode::Ttl | Opcode::Persist | Opcode::GetDel => {
+            count(n == 1)?;
+            allowed(0, false)?;
+        }
+        Opcode::Del | Opcode::Exists | Opcode::Command => {
+            count(n >= 1)?;
+            allowed(0, false)?;
+        }
+        Opcode::MGet => {
+            count(n >= 1)?;
+            allowed(0, false)?;
+            shape = ReplyShape::Packed;
+        }
+        Opcode::Append => {
+            count(n == 2)?;
+            allowed(0, false)?;
+        }
+        Opcode::MSet => {
+            count(n >= 2 && n % 2 == 0)?;
+            allowed(0, false)?;
+        }
+        Opcode::IncrBy => {
+            count(n == 2)?;
+            allowed(0, false)?;
+            let raw: [u8; 8] = args[start + 1][..]
+                .try_into()
+                .map_err(|_| RequestError::BadInteger(opcode.name()))?;
+            let mut text = itoa::Buffer::new();
+            args[start + 1] =
+                Bytes::copy_from_slice(text.format(i64::from_le_bytes(raw)).as_bytes());
+        }
+        Opcode::Set => {
+            count(n == 2)?;
+            allowed(Flags::NX | Flags::XX | Flags::GET | Flags::KEEPTTL, true)?;
+            if header.flags.has(Flags::KEEPTTL) && header.ttl_ms.is_some() {
+                return Err(bad_flags());
             }
-        };
-        let ttl_allowed = |ok: bool| {
-            if ok || header.ttl_ms.is_none() {
-                Ok(())
-            } else {
-                Err(RequestError::Flags {
-                    opcode: opcode.name(),
-                    flags: header.flags.0,
-                })
-            }
-        };
-        let mut shape = ReplyShape::Value;
-        match opcode {
-            Opcode::Get | Opcode::Ttl | Opcode::Persist | Opcode::GetDel => {
-                count(n == 1)?;
-                allowed(0)?;
-                ttl_allowed(false)?;
-            }
-            Opcode::Del | Opcode::Exists | Opcode::MGet => {
-                count(n >= 1)?;
-                allowed(0)?;
-                ttl_allowed(false)?;
-                if opcode == Opcode::MGet {
-                    shape = ReplyShape::Packed;
-                }
-            }
-            Opcode::Append => {
-                count(n == 2)?;
-                allowed(0)?;
-                ttl_allowed(false)?;
-            }
-            Opcode::MSet => {
-                count(n >= 2 && n % 2 == 0)?;
-                allowed(0)?;
-                ttl_allowed(false)?;
-            }
-            Opcode::IncrBy => {
-                count(n == 2)?;
-                allowed(0)?;
-                ttl_allowed(false)?;
-                let raw: [u8; 8] = items[1][..]
-                    .try_into()
-                    .map_err(|_| RequestError::BadInteger(opcode.name()))?;
+            if let Some(ttl) = header.ttl_ms {
                 let mut text = itoa::Buffer::new();
-                items[1] = Bytes::copy_from_slice(text.format(i64::from_le_bytes(raw)).as_bytes());
+                args.push(Bytes::from_static(b"PX"));
+                args.push(Bytes::copy_from_slice(text.format(ttl).as_bytes()));
             }
-            Opcode::Set => {
-                count(n == 2)?;
-                allowed(Flags::NX | Flags::XX | Flags::GET | Flags::KEEPTTL)?;
-                if header.flags.has(Flags::KEEPTTL) && header.ttl_ms.is_some() {
-                    return Err(RequestError::Flags {
-                        opcode: opcode.name(),
-                        flags: header.flags.0,
-                    });
+            for (bit, word) in [
+                (Flags::NX, &b"NX"[..]),
+                (Flags::XX, b"XX"),
+                (Flags::GET, b"GET"),
+                (Flags::KEEPTTL, b"KEEPTTL"),
+            ] {
+                if flags & bit != 0 {
+                    args.push(Bytes::from_static(word));
                 }
-                let mut text = itoa::Buffer::new();
-                if let Some(ttl) = header.ttl_ms {
-                    items.push(Bytes::from_static(b"PX"));
-                    items.push(Bytes::copy_from_slice(text.format(ttl).as_bytes()));
-                }
-                for (bit, word) in [
-                    (Flags::NX, &b"NX"[..]),
-                    (Flags::XX, b"XX"),
-                    (Flags::GET, b"GET"),
-                    (Flags::KEEPTTL, b"KEEPTTL"),
-                ] {
-                    if flags & bit != 0 {
-                        items.push(Bytes::from_static(word));
-                    }
-                }
-            }
-            Opcode::Expire => {
-                count(n == 1)?;
-                allowed(Flags::NX | Flags::XX)?;
-                let ttl = header
-                    .ttl_ms
-                    .ok_or(RequestError::MissingTtl(opcode.name()))?;
-                let mut text = itoa::Buffer::new();
-                items.push(Bytes::copy_from_slice(text.format(ttl).as_bytes()));
-                if flags & Flags::NX != 0 {
-                    items.push(Bytes::from_static(b"NX"));
-                }
-                if flags & Flags::XX != 0 {
-                    items.push(Bytes::from_static(b"XX"));
-                }
-            }
-            Opcode::Command => {
-                count(n >= 1)?;
-                allowed(0)?;
-                ttl_allowed(false)?;
-                return Ok((items, shape));
             }
         }
-        items.insert(0, name(opcode));
-        Ok((items, shape))
+        Opcode::Expire => {
+            count(n == 1)?;
+            allowed(Flags::NX | Flags::XX, true)?;
+            let ttl = header
+                .ttl_ms
+                .ok_or(RequestError::MissingTtl(opcode.name()))?;
+            let mut text = itoa::Buffer::new();
+            args.push(Bytes::copy_from_slice(text.format(ttl).as_bytes()));
+            if flags & Flags::NX != 0 {
+                args.push(Bytes::from_static(b"NX"));
+            }
+            if flags & Flags::XX != 0 {
+                args.push(Bytes::from_static(b"XX"));
+            }
+        }
     }
+    Ok(shape)
+}
+
+/// A request decoded straight into a command's arguments ([`RequestDecoder::decode_command`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decoded {
+    /// The request's header.
+    pub header: RequestHeader,
+    /// The reply's shape, or why the request is refused (then the arguments are cleared).
+    pub outcome: Result<ReplyShape, RequestError>,
 }
 
 /// Writes one request frame: the header, its extensions, and `items`.
@@ -438,6 +448,53 @@ impl RequestDecoder {
     /// # Errors
     /// [`FrameError`] when the bytes cannot be a valid frame; the connection should end.
     pub fn decode(&self, buf: &mut BytesMut) -> Result<Option<Request>, FrameError> {
+        let mut items = Vec::new();
+        let Some(header) = self.decode_items(buf, &mut items, |_, _| {})? else {
+            return Ok(None);
+        };
+        Ok(Some(Request { header, items }))
+    }
+
+    /// [`RequestDecoder::decode`] straight into a command's arguments (the server's path):
+    /// `args` (emptied first) gets the command's name, the items and the words of the flags,
+    /// with no allocation beyond `args`'s own growth and the TTL's digits; the items are
+    /// slices of `buf`.
+    ///
+    /// # Errors
+    /// As [`RequestDecoder::decode`]; a request error is in [`Decoded::outcome`].
+    pub fn decode_command(
+        &self,
+        buf: &mut BytesMut,
+        args: &mut Vec<Bytes>,
+    ) -> Result<Option<Decoded>, FrameError> {
+        args.clear();
+        let mut start = 0;
+        let decoded = self.decode_items(buf, args, |opcode, args| {
+            if let Some(opcode) = Opcode::from_u8(opcode)
+                && opcode != Opcode::Command
+            {
+                args.push(name(opcode));
+                start = 1;
+            }
+        })?;
+        let Some(header) = decoded else {
+            return Ok(None);
+        };
+        let outcome = shape_command(&header, args, start);
+        if outcome.is_err() {
+            args.clear();
+        }
+        Ok(Some(Decoded { header, outcome }))
+    }
+
+    /// Checks the header, waits for the whole frame, then calls `before` with the opcode and
+    /// pushes the items onto `items`.
+    fn decode_items(
+        &self,
+        buf: &mut BytesMut,
+        items: &mut Vec<Bytes>,
+        before: impl FnOnce(u8, &mut Vec<Bytes>),
+    ) -> Result<Option<RequestHeader>, FrameError> {
         let Some(&head) = buf.first_chunk::<REQUEST_HEADER_LEN>() else {
             // A wrong first byte is refused at once, not after 16 bytes arrive.
             if let Some(&first) = buf.first()
@@ -491,7 +548,8 @@ impl RequestDecoder {
         frame.advance(REQUEST_HEADER_LEN);
         let route = (flags & Flags::ROUTE != 0).then(|| frame.get_u64_le());
         let ttl_ms = (flags & Flags::TTL != 0).then(|| frame.get_u64_le());
-        let mut items = Vec::with_capacity(count as usize);
+        items.reserve(count as usize + 4);
+        before(head[2], items);
         for _ in 0..count {
             if frame.remaining() < 4 {
                 return Err(FrameError::BodyMismatch { body });
@@ -511,15 +569,12 @@ impl RequestDecoder {
         if frame.has_remaining() {
             return Err(FrameError::BodyMismatch { body });
         }
-        Ok(Some(Request {
-            header: RequestHeader {
-                opcode: head[2],
-                flags: Flags(flags),
-                id,
-                route,
-                ttl_ms,
-            },
-            items,
+        Ok(Some(RequestHeader {
+            opcode: head[2],
+            flags: Flags(flags),
+            id,
+            route,
+            ttl_ms,
         }))
     }
 }

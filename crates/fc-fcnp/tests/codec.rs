@@ -445,3 +445,70 @@ fn responses_refuse_what_they_cannot_be() {
         Err(FrameError::BadValue { .. })
     ));
 }
+
+/// The example bytes of `docs/FCNP.md`, exactly.
+#[test]
+fn the_documented_example_bytes() {
+    let mut wire = BytesMut::new();
+    encode_request(
+        &mut wire,
+        &RequestHeader::new(Opcode::Get, 7),
+        &[b"user:42"],
+    );
+    assert_eq!(
+        &wire[..],
+        [
+            0xfc, 0x01, 0x01, 0x00, 0x07, 0, 0, 0, 0x01, 0, 0, 0, 0x0b, 0, 0, 0, 0x07, 0, 0, 0,
+            b'u', b's', b'e', b'r', b':', b'4', b'2'
+        ]
+    );
+    let mut reply = BytesMut::new();
+    encode_value_response(&mut reply, 7, &Value::Bulk("ready".into()));
+    assert_eq!(
+        &reply[..],
+        [
+            0xfc, 0x01, 0x00, 0x00, 0x07, 0, 0, 0, 0x0a, 0, 0, 0, 0x04, 0x05, 0, 0, 0, b'r', b'e',
+            b'a', b'd', b'y'
+        ]
+    );
+}
+
+#[test]
+fn decode_command_fills_the_callers_vector() {
+    let decoder = RequestDecoder::default();
+    let mut wire = BytesMut::new();
+    let set = RequestHeader::new(Opcode::Set, 3)
+        .with_ttl_ms(250)
+        .with_flags(Flags::XX);
+    encode_request(&mut wire, &set, &[&b"k"[..], b"v"]);
+    encode_request(
+        &mut wire,
+        &RequestHeader::new(Opcode::Command, 4),
+        &[&b"PING"[..]],
+    );
+    encode_request(
+        &mut wire,
+        &RequestHeader::new(Opcode::Get, 5),
+        &[&b"a"[..], b"b"],
+    );
+    let mut args = vec![Bytes::from_static(b"left over")];
+    let first = decoder
+        .decode_command(&mut wire, &mut args)
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.outcome, Ok(ReplyShape::Value));
+    assert_eq!(words(&args).join(" "), "SET k v PX 250 XX");
+    let second = decoder
+        .decode_command(&mut wire, &mut args)
+        .unwrap()
+        .unwrap();
+    assert_eq!(second.header.id, 4);
+    assert_eq!(words(&args), ["PING"]);
+    let third = decoder
+        .decode_command(&mut wire, &mut args)
+        .unwrap()
+        .unwrap();
+    assert!(matches!(third.outcome, Err(RequestError::ItemCount { .. })));
+    assert!(args.is_empty(), "a refused request leaves no arguments");
+    assert_eq!(decoder.decode_command(&mut wire, &mut args).unwrap(), None);
+}

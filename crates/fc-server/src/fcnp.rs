@@ -80,27 +80,26 @@ impl Edge for FcnpEdge {
         authed: bool,
     ) -> Result<Option<(Tag, Option<u64>)>, FrameError> {
         self.decoder.set_limits(limits(parser, authed));
-        let Some(request) = self.decoder.decode(rbuf)? else {
+        let Some(decoded) = self.decoder.decode_command(rbuf, args)? else {
             return Ok(None);
         };
-        let id = Tag::from(request.header.id);
-        let route = request.header.route;
-        match request.into_command() {
-            Ok((items, shape)) => {
-                if pushes(&items) {
+        let id = Tag::from(decoded.header.id);
+        match decoded.outcome {
+            Ok(shape) => {
+                if pushes(args) {
                     let text = format!(
                         "ERR {} is not available over FCNP (it replies out of band): use RESP",
-                        String::from_utf8_lossy(&items[0]).to_ascii_uppercase()
+                        String::from_utf8_lossy(&args[0]).to_ascii_uppercase()
                     );
+                    args.clear();
                     return Ok(Some((self.refuse(id, text.into()), None)));
                 }
-                *args = items;
                 let tag = if shape == ReplyShape::Packed {
                     id | PACKED
                 } else {
                     id
                 };
-                Ok(Some((tag, route)))
+                Ok(Some((tag, decoded.header.route)))
             }
             Err(err) => Ok(Some((self.refuse(id, err.to_string().into()), None))),
         }

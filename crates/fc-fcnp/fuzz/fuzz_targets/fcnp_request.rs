@@ -4,7 +4,8 @@
 //! - the same requests and the same error come out whole and one byte at a time;
 //! - no request passes the limits (items, item length);
 //! - a decoded request re-encoded decodes to itself, and its command (when valid) starts with
-//!   a non-empty name.
+//!   a non-empty name;
+//! - `decode_command` (the server's path) gives the same command or the same refusal.
 #![no_main]
 
 use bytes::BytesMut;
@@ -49,8 +50,24 @@ fuzz_target!(|input: &[u8]| {
             .expect("a re-encoded request decodes")
             .expect("whole");
         assert_eq!(back, request);
-        if let Ok((command, _)) = request.into_command() {
-            assert!(!command.is_empty());
+        // The server's path (straight into an argument vector) means the same command.
+        let mut again = BytesMut::new();
+        encode_request(&mut again, &request.header, &request.items);
+        let mut args = Vec::new();
+        let decoded = RequestDecoder::new(LIMITS)
+            .decode_command(&mut again, &mut args)
+            .expect("a re-encoded request decodes")
+            .expect("whole");
+        match request.into_command() {
+            Ok((command, shape)) => {
+                assert!(!command.is_empty());
+                assert_eq!(decoded.outcome, Ok(shape));
+                assert_eq!(args, command);
+            }
+            Err(err) => {
+                assert_eq!(decoded.outcome, Err(err));
+                assert!(args.is_empty());
+            }
         }
     }
 });
