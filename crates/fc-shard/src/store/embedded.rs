@@ -703,12 +703,24 @@ impl EmbeddedStore {
     /// # Panics
     /// As [`EmbeddedStore::set`].
     pub fn batch_set_session_packed_no_ttl(&self, write: PackedSessionWrite) {
+        if let Err(err) = self.try_batch_set_session_packed_no_ttl(write) {
+            panic!("fast-cache session write failed: {err}");
+        }
+    }
+
+    /// [`EmbeddedStore::batch_set_session_packed_no_ttl`], returning the store's refusal
+    /// (out of memory under `NoEviction`) instead of panicking.
+    ///
+    /// # Errors
+    /// [`StoreError::OutOfMemory`].
+    pub fn try_batch_set_session_packed_no_ttl(
+        &self,
+        write: PackedSessionWrite,
+    ) -> Result<(), StoreError> {
         let records: Vec<(&[u8], &[u8])> = write.records().collect();
         let keys: Vec<&[u8]> = records.iter().map(|r| r.0).collect();
         let routes = self.session_routes(write.prefix(), &keys);
-        if let Err(err) = self.write_routed(&routes, |i| records[i], None) {
-            panic!("fast-cache session write failed: {err}");
-        }
+        self.write_routed(&routes, |i| records[i], None)
     }
 
     /// Copies of the values of a session's `keys`, in key order.

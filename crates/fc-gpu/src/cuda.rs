@@ -1,0 +1,419 @@
+//! CUDA copies (the `cuda` feature): a device and its streams, device buffers, and loading a
+//! session's chunks from the store to device memory (and storing GPU-produced chunks back),
+//! double-buffered so gathering the next batch overlaps the current copy.
+//!
+//! cudarc loads libcuda at run time: a machine without a driver gets [`GpuError::NoDriver`]
+//! from [`Gpu::open`], never a panic. Staging memory is page-locked ([`Pinned`]) with the
+//! `unsafe` feature (cudarc's pinned allocation is an `unsafe` call: the memory starts
+//! uninitialised; see `SAFETY.md`), else pageable ([`crate::Pageable`]), which the driver
+//! copies through a bounce buffer of its own.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DriverError};
+use fc_shard::{EmbeddedStore, StoreError};
+
+use crate::plan::{PlanError, TransferPlan};
+use crate::staging::{HostMemory, StagingError, StagingPool, gather_session, scatter_session};
+
+/// What can go wrong on the GPU path.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GpuError {
+    /// No CUDA driver library (libcuda) could be loaded.
+    #[error("no CUDA driver (libcuda) on this machine")]
+    NoDriver,
+    /// The driver refused something.
+    #[error("CUDA: {0}")]
+    Driver(#[from] DriverError),
+    /// The chunks cannot be planned.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// No staging buffer.
+    #[error(transparent)]
+    Staging(#[from] StagingError),
+    /// The store refused the write-back.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A chunk's key is missing from the store (nothing was copied).
+    #[error("{missing} of {chunks} chunks are missing from the store")]
+    Missing {
+        /// Chunks not found.
+        missing: usize,
+        /// Chunks asked for.
+        chunks: usize,
+    },
+    /// A stream index past the device's streams.
+    #[error("stream {0} does not exist")]
+    NoStream(usize),
+}
+
+/// A GPU and its streams.
+#[derive(Debug)]
+pub struct Gpu {
+    ctx: Arc<CudaContext>,
+    streams: Vec<Arc<CudaStream>>,
+}
+
+/// Device memory.
+#[derive(Debug)]
+pub struct DeviceBuffer {
+    slice: CudaSlice<u8>,
+}
+
+impl DeviceBuffer {
+    /// Its size in bytes.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.slice.len()
+    }
+
+    /// Whether it has no bytes.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.slice.len() == 0
+    }
+
+    /// The cudarc slice (for kernels of your own).
+    #[must_use]
+    pub fn as_cuda(&self) -> &CudaSlice<u8> {
+        &self.slice
+    }
+}
+
+/// What one load or store moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TransferReport {
+    /// Chunks moved.
+    pub chunks: usize,
+    /// Copies issued (after coalescing).
+    pub copies: usize,
+    /// Bytes moved.
+    pub bytes: usize,
+}
+
+/// One session's load in a [`Gpu::load_sessions`] run.
+#[derive(Debug, Clone)]
+pub struct SessionLoad<'a, K> {
+    /// The session's route prefix.
+    pub prefix: &'a [u8],
+    /// Its chunks' keys.
+    pub keys: &'a [K],
+    /// Where each chunk goes in the device buffer.
+    pub device_offsets: &'a [u64],
+}
+
+/// Loads libcuda and initialises it, turning a missing library into `NoDriver` (cudarc
+/// panics when it cannot load the library; nothing else can be caught that way here).
+fn context(ordinal: usize) -> Result<Arc<CudaContext>, GpuError> {
+    std::panic::catch_unwind(|| CudaContext::new(ordinal))
+        .map_err(|_| GpuError::NoDriver)?
+        .map_err(GpuError::from)
+}
+
+impl Gpu {
+    /// GPUs the driver sees.
+    ///
+    /// # Errors
+    /// [`GpuError::NoDriver`], or the driver's error.
+    pub fn device_count() -> Result<usize, GpuError> {
+        let count = std::panic::catch_unwind(CudaContext::device_count)
+            .map_err(|_| GpuError::NoDriver)??;
+        Ok(usize::try_from(count).unwrap_or(0))
+    }
+
+    /// Opens GPU `ordinal` with `streams` streams (at least one; two let loads overlap).
+    ///
+    /// # Errors
+    /// [`GpuError::NoDriver`] without libcuda; the driver's error without that GPU.
+    pub fn open(ordinal: usize, streams: usize) -> Result<Self, GpuError> {
+        let ctx = context(ordinal)?;
+        let streams = (0..streams.max(1))
+            .map(|_| ctx.new_stream())
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self { ctx, streams })
+    }
+
+    /// The cudarc context (for kernels of your own).
+    #[must_use]
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    fn stream(&self, i: usize) -> Result<&Arc<CudaStream>, GpuError> {
+        self.streams.get(i).ok_or(GpuError::NoStream(i))
+    }
+
+    /// `bytes` of device memory, zeroed.
+    ///
+    /// # Errors
+    /// The driver's error (out of device memory).
+    pub fn alloc(&self, bytes: usize) -> Result<DeviceBuffer, GpuError> {
+        let slice = self.streams[0].alloc_zeros::<u8>(bytes)?;
+        self.streams[0].synchronize()?;
+        Ok(DeviceBuffer { slice })
+    }
+
+    /// Issues `plan`'s copies from `host` to `device` on stream `stream` (asynchronous:
+    /// `host` must stay untouched until the stream is synchronized).
+    ///
+    /// # Errors
+    /// The driver's error; [`GpuError::Plan`] when the plan does not fit these buffers.
+    pub fn upload(
+        &self,
+        plan: &TransferPlan,
+        host: &[u8],
+        device: &mut DeviceBuffer,
+        stream: usize,
+    ) -> Result<(), GpuError> {
+        let s = self.stream(stream)?;
+        fits(plan, host.len(), device.len())?;
+        for copy in plan.copies() {
+            let at = copy.device as usize;
+            let mut dst = device.slice.slice_mut(at..at + copy.len());
+            s.memcpy_htod(&host[copy.host.clone()], &mut dst)?;
+        }
+        Ok(())
+    }
+
+    /// Issues `plan`'s copies from `device` to `host` on stream `stream` (asynchronous).
+    ///
+    /// # Errors
+    /// As [`Gpu::upload`].
+    pub fn download(
+        &self,
+        plan: &TransferPlan,
+        device: &DeviceBuffer,
+        host: &mut [u8],
+        stream: usize,
+    ) -> Result<(), GpuError> {
+        let s = self.stream(stream)?;
+        fits(plan, host.len(), device.len())?;
+        for copy in plan.copies() {
+            let at = copy.device as usize;
+            let src = device.slice.slice(at..at + copy.len());
+            s.memcpy_dtoh(&src, &mut host[copy.host.clone()])?;
+        }
+        Ok(())
+    }
+
+    /// Waits for stream `stream`'s work.
+    ///
+    /// # Errors
+    /// The driver's error.
+    pub fn synchronize(&self, stream: usize) -> Result<(), GpuError> {
+        Ok(self.stream(stream)?.synchronize()?)
+    }
+
+    /// Loads a session's chunks: gathers them from the store into one staging buffer (one
+    /// copy), then copies them to `device_offsets` (aligned to `align`) in as few copies as
+    /// adjacent spans allow, and waits for the copies.
+    ///
+    /// # Errors
+    /// [`GpuError::Missing`] when a key is missing (nothing is copied), planning, staging and
+    /// driver errors.
+    #[expect(clippy::too_many_arguments, reason = "one load, spelled out")]
+    pub fn load_session<M: HostMemory, K: AsRef<[u8]>>(
+        &self,
+        pool: &StagingPool<M>,
+        store: &EmbeddedStore,
+        prefix: &[u8],
+        keys: &[K],
+        device_offsets: &[u64],
+        device: &mut DeviceBuffer,
+        align: u64,
+    ) -> Result<TransferReport, GpuError> {
+        let loads = [SessionLoad {
+            prefix,
+            keys,
+            device_offsets,
+        }];
+        let mut reports = self.load_sessions(pool, store, &loads, device, align)?;
+        Ok(reports.pop().unwrap_or_default())
+    }
+
+    /// Loads several sessions, double-buffered: while one batch's copies run on one stream,
+    /// the next batch is gathered into the other staging buffer (and copied on the other
+    /// stream); a staging buffer is reused only after its stream finished. Staging buffers are
+    /// sized by the largest batch, gathered again when a value grew.
+    ///
+    /// # Errors
+    /// As [`Gpu::load_session`]; batches before the failing one were loaded.
+    pub fn load_sessions<M: HostMemory, K: AsRef<[u8]>>(
+        &self,
+        pool: &StagingPool<M>,
+        store: &EmbeddedStore,
+        loads: &[SessionLoad<'_, K>],
+        device: &mut DeviceBuffer,
+        align: u64,
+    ) -> Result<Vec<TransferReport>, GpuError> {
+        let lanes = self.streams.len().min(2);
+        let mut staged: Vec<Option<crate::staging::Staged<'_, M>>> =
+            (0..lanes).map(|_| None).collect();
+        let mut reports = Vec::with_capacity(loads.len());
+        for (i, load) in loads.iter().enumerate() {
+            let lane = i % lanes;
+            // The lane's staging buffer is free once its previous copies finished.
+            self.synchronize(lane)?;
+            let mut buffer = match staged[lane].take() {
+                Some(buffer) => buffer,
+                None => pool.acquire(1)?,
+            };
+            let mut gathered = gather_session(store, load.prefix, load.keys, &mut buffer[..]);
+            if !gathered.fits() {
+                // Too small: the old buffer goes back, one of the size needed comes.
+                drop(buffer);
+                buffer = pool.acquire(gathered.needed)?;
+                gathered = gather_session(store, load.prefix, load.keys, &mut buffer[..]);
+            }
+            let buffer = staged[lane].insert(buffer);
+            if !gathered.complete() {
+                return Err(GpuError::Missing {
+                    missing: load.keys.len() - gathered.hits,
+                    chunks: load.keys.len(),
+                });
+            }
+            let plan = TransferPlan::new(
+                &gathered.spans,
+                gathered.bytes,
+                load.device_offsets,
+                device.len() as u64,
+                align,
+            )?;
+            self.upload(&plan, &buffer[..gathered.bytes], device, lane)?;
+            reports.push(TransferReport {
+                chunks: plan.chunks().len(),
+                copies: plan.copies().len(),
+                bytes: plan.bytes(),
+            });
+        }
+        for lane in 0..lanes {
+            self.synchronize(lane)?;
+        }
+        Ok(reports)
+    }
+
+    /// Stores GPU-produced chunks: chunk `i` (`lens[i]` bytes at `device_offsets[i]`) is
+    /// copied to a staging buffer, then written to the store under `keys[i]` as one packed
+    /// session write.
+    ///
+    /// # Errors
+    /// Planning, staging, driver and store errors.
+    #[expect(clippy::too_many_arguments, reason = "one store, spelled out")]
+    pub fn store_session<M: HostMemory, K: AsRef<[u8]>>(
+        &self,
+        pool: &StagingPool<M>,
+        device: &DeviceBuffer,
+        device_offsets: &[u64],
+        lens: &[usize],
+        store: &EmbeddedStore,
+        prefix: &[u8],
+        keys: &[K],
+    ) -> Result<TransferReport, GpuError> {
+        let mut spans = Vec::with_capacity(lens.len());
+        let mut at = 0;
+        for &len in lens {
+            spans.push(Some(at..at + len));
+            at += len;
+        }
+        let plan = TransferPlan::new(&spans, at, device_offsets, device.len() as u64, 1)?;
+        let mut staged = pool.acquire(at)?;
+        self.download(&plan, device, &mut staged[..], 0)?;
+        self.synchronize(0)?;
+        let spans: Vec<_> = spans.into_iter().flatten().collect();
+        scatter_session(store, prefix, keys, &staged[..], &spans)?;
+        Ok(TransferReport {
+            chunks: plan.chunks().len(),
+            copies: plan.copies().len(),
+            bytes: plan.bytes(),
+        })
+    }
+}
+
+fn fits(plan: &TransferPlan, host: usize, device: usize) -> Result<(), PlanError> {
+    for chunk in plan.chunks() {
+        if chunk.host.end > host {
+            return Err(PlanError::HostBounds {
+                index: chunk.index,
+                end: chunk.host.end,
+                len: host,
+            });
+        }
+        let end = chunk.device + chunk.len() as u64;
+        if end > device as u64 {
+            return Err(PlanError::DeviceBounds {
+                index: chunk.index,
+                end,
+                len: device as u64,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Page-locked host memory from the CUDA driver (`cuMemHostAlloc`): copies from it run at the
+/// bus's speed and asynchronously. With the `unsafe` feature.
+#[cfg(feature = "unsafe")]
+#[derive(Debug, Clone)]
+pub struct Pinned {
+    ctx: Arc<CudaContext>,
+}
+
+#[cfg(feature = "unsafe")]
+impl Pinned {
+    /// Pinned memory of `gpu`'s context.
+    #[must_use]
+    pub fn new(gpu: &Gpu) -> Self {
+        Self {
+            ctx: Arc::clone(&gpu.ctx),
+        }
+    }
+}
+
+/// A page-locked buffer.
+#[cfg(feature = "unsafe")]
+#[derive(Debug)]
+pub struct PinnedBuffer(cudarc::driver::PinnedHostSlice<u8>);
+
+#[cfg(feature = "unsafe")]
+impl AsRef<[u8]> for PinnedBuffer {
+    fn as_ref(&self) -> &[u8] {
+        // Copies use sub-slices (plain `[u8]`, untracked), so the slice's own event is never
+        // recorded and this does not wait; a driver failure reads as an empty buffer, which
+        // a gather reports as not fitting.
+        self.0.as_slice().unwrap_or(&[])
+    }
+}
+
+#[cfg(feature = "unsafe")]
+impl AsMut<[u8]> for PinnedBuffer {
+    fn as_mut(&mut self) -> &mut [u8] {
+        self.0.as_mut_slice().unwrap_or(&mut [])
+    }
+}
+
+#[cfg(feature = "unsafe")]
+impl HostMemory for Pinned {
+    type Buffer = PinnedBuffer;
+
+    fn allocate(&self, bytes: usize) -> Result<PinnedBuffer, StagingError> {
+        #[expect(unsafe_code, reason = "cudarc's pinned allocation (SAFETY.md: fc-gpu)")]
+        // SAFETY: `alloc_pinned_with_flags` is unsafe only because the memory starts
+        // uninitialised; it is zeroed below before anything reads it, and `u8` has no invalid
+        // bit patterns. Flags 0: cacheable (not write-combined), so the CPU can read back
+        // what a device-to-host copy wrote at full speed.
+        let slice = unsafe { self.ctx.alloc_pinned_with_flags::<u8>(bytes, 0) };
+        let mut slice = slice.map_err(|e| StagingError::Allocation {
+            bytes,
+            reason: e.to_string(),
+        })?;
+        if let Ok(bytes) = slice.as_mut_slice() {
+            bytes.fill(0);
+        }
+        Ok(PinnedBuffer(slice))
+    }
+
+    fn kind(&self) -> &'static str {
+        "pinned"
+    }
+}
