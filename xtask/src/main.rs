@@ -21,6 +21,7 @@ mod bench;
 mod charts;
 mod diff_redis;
 mod fuzz;
+mod gpu_bench;
 mod hitratio;
 mod module_cycles;
 mod persist_bench;
@@ -53,6 +54,10 @@ enum Task {
     /// Restart time with 1M keys on disk: fc-server (snapshot + WAL tail) against Redis
     /// loading an RDB of the same keys (writes `bench-matrix/<run-id>/restart.csv`).
     BenchRestart(persist_bench::RestartArgs),
+    /// Host↔device throughput of session batches of KV-cache chunks through fc-gpu against one
+    /// contiguous pinned copy and the naive path (needs an NVIDIA GPU; writes
+    /// `bench-matrix/<run-id>/gpu.csv`); `--build-only` builds the binary to carry.
+    BenchGpu(gpu_bench::GpuBenchArgs),
     /// Run the cargo-fuzz targets (fc-resp's request parser and reply decoder) for a bounded time.
     Fuzz(fuzz::FuzzArgs),
     /// Kill -9 durability soak: the fc-server binary with a data directory, writers, SIGKILL at
@@ -90,7 +95,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &["fc-config", "fc-resp", "fc-fcnp", "fc-repl", "fc-gpu"],
     ),
     ("fc-client", &["fc-fcnp", "fc-route"]),
-    ("fast-cache", &["fc-server", "fc-client"]),
+    ("fast-cache", &["fc-server", "fc-client", "fc-gpu"]),
 ];
 
 /// `name`'s allowed workspace dependencies, closed over the table.
@@ -139,6 +144,7 @@ fn main() -> anyhow::Result<()> {
         Task::BenchServer(args) => server_bench::bench_server(*args),
         Task::BenchWal(args) => persist_bench::bench_wal(args),
         Task::BenchRestart(args) => persist_bench::bench_restart(args),
+        Task::BenchGpu(args) => gpu_bench::bench_gpu(&args),
     }
 }
 

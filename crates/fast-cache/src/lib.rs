@@ -6,7 +6,7 @@
 //!
 //! **Owns:** nothing of its own: it is the facade that re-exports the workspace crates by feature
 //! (`storage`, `persistence`, `config` and `protocol`'s codecs by default; `server` with the
-//! `server` feature, `protocol::client` with `client`; `cuda` as its crate lands).
+//! `server` feature, `protocol::client` with `client`, `cuda` with `cuda`).
 //! **Must not depend on:** anything a feature did not ask for.
 //!
 //! Keys and values are bytes. TTL arguments are milliseconds relative to now; `None` means the
@@ -122,6 +122,8 @@
 //!   images, and recovers on open — in-process, with no async runtime.
 //! - `server`: the Redis-compatible server ([`server`], the `fast-cache-server` binary).
 //! - `client`: FCNP's Rust client (`protocol::client`).
+//! - `cuda`: KV-cache chunks between the cache and GPU memory (`cuda`: transfer plans, the
+//!   staging pool, CUDA copies; `docs/GPU.md`).
 //! - `unsafe`: reviewed `unsafe` fast paths (`SAFETY.md`), off by default.
 
 /// The embedded storage API: stores, routing, sessions, statistics, mutation events.
@@ -234,9 +236,9 @@ pub mod persistence {
 /// ```
 pub mod config {
     pub use fc_config::{
-        ConfigError, EvictionPolicy, FastCacheConfig, FsyncPolicy, OutputLimit, PersistenceConfig,
-        PersistenceSection, Problem, RecoveryMode, ServerConfig, ServerSection, Size,
-        StorageSection, parse_size,
+        ConfigError, CudaConfig, CudaSection, EvictionPolicy, FastCacheConfig, FsyncPolicy,
+        OutputLimit, PersistenceConfig, PersistenceSection, Problem, RecoveryMode, ServerConfig,
+        ServerSection, Size, StorageSection, parse_size,
     };
 }
 
@@ -269,6 +271,21 @@ pub mod protocol {
     pub mod client {
         pub use fc_client::*;
     }
+}
+
+/// KV-cache chunks between the cache and GPU memory (fc-gpu; `docs/GPU.md`): transfer plans
+/// (`TransferPlan`: chunks' host spans onto device offsets, checked and coalesced), the
+/// staging pool (`StagingPool`, page-locked buffers with the `unsafe` feature), one-copy
+/// gathers of a session's chunks from the store, and the CUDA copies (`Gpu`: streams,
+/// double-buffered loads, stores back to the cache), with the `[cuda]` settings
+/// (`CudaConfig`).
+#[cfg(feature = "cuda")]
+pub mod cuda {
+    pub use fc_config::{CudaConfig, CudaSection};
+    pub use fc_gpu::cuda::{DeviceBuffer, Gpu, GpuError, SessionLoad, TransferReport};
+    #[cfg(feature = "unsafe")]
+    pub use fc_gpu::cuda::{Pinned, PinnedBuffer};
+    pub use fc_gpu::*;
 }
 
 /// The Redis-compatible server, to embed in a binary of your own (the `fc-server` binary is

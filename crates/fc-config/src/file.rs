@@ -71,6 +71,46 @@ pub struct FastCacheConfig {
     pub tls: TlsSection,
     /// ACL users.
     pub acl: AclSection,
+    /// The GPU path (fc-gpu; the facade's `cuda` feature).
+    pub cuda: CudaSection,
+}
+
+/// `[cuda]`: how KV-cache chunks move between the cache and a GPU (fc-gpu).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CudaSection {
+    /// The GPU's ordinal (0).
+    pub device: usize,
+    /// Most bytes of (page-locked) staging buffers (`256mb`); at least `64kb`.
+    pub staging_bytes: Size,
+    /// CUDA streams (2: one batch gathers while the other copies); 1 to 16.
+    pub streams: usize,
+    /// Device offsets of chunks are multiples of this (256), a power of two.
+    pub alignment: u64,
+}
+
+impl Default for CudaSection {
+    fn default() -> Self {
+        Self {
+            device: 0,
+            staging_bytes: Size::Text("256mb".into()),
+            streams: 2,
+            alignment: 256,
+        }
+    }
+}
+
+/// `[cuda]` resolved ([`FastCacheConfig::cuda_config`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CudaConfig {
+    /// The GPU's ordinal.
+    pub device: usize,
+    /// Most bytes of staging buffers.
+    pub staging_bytes: u64,
+    /// CUDA streams.
+    pub streams: usize,
+    /// Device offset alignment.
+    pub alignment: u64,
 }
 
 /// `[acl]`: where users are kept.
@@ -455,7 +495,63 @@ impl FastCacheConfig {
     /// # Errors
     /// [`ConfigError::Invalid`] with each problem and its field.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.server_config().map(|_| ())
+        let server = self.server_config();
+        let cuda = self.cuda_config();
+        match (server, cuda) {
+            (Ok(_), Ok(_)) => Ok(()),
+            (Err(ConfigError::Invalid(mut a)), Err(ConfigError::Invalid(b))) => {
+                a.extend(b);
+                Err(ConfigError::Invalid(a))
+            }
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        }
+    }
+
+    /// The `[cuda]` section resolved (sizes in bytes), checked.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming each bad field.
+    pub fn cuda_config(&self) -> Result<CudaConfig, ConfigError> {
+        let c = &self.cuda;
+        let mut problems = Vec::new();
+        let staging_bytes = match c.staging_bytes.bytes() {
+            Ok(n) if n >= 64 << 10 => n,
+            Ok(n) => {
+                problems.push(Problem {
+                    field: "cuda.staging_bytes",
+                    message: format!("{n} is below 64kb"),
+                });
+                0
+            }
+            Err(e) => {
+                problems.push(Problem {
+                    field: "cuda.staging_bytes",
+                    message: e,
+                });
+                0
+            }
+        };
+        if !(1..=16).contains(&c.streams) {
+            problems.push(Problem {
+                field: "cuda.streams",
+                message: format!("{} is not between 1 and 16", c.streams),
+            });
+        }
+        if !c.alignment.is_power_of_two() {
+            problems.push(Problem {
+                field: "cuda.alignment",
+                message: format!("{} is not a power of two", c.alignment),
+            });
+        }
+        if !problems.is_empty() {
+            return Err(ConfigError::Invalid(problems));
+        }
+        Ok(CudaConfig {
+            device: c.device,
+            staging_bytes,
+            streams: c.streams,
+            alignment: c.alignment,
+        })
     }
 
     /// The server settings this file describes (defaults where it is silent).
@@ -801,6 +897,45 @@ mod tests {
                 "persistence.save",
                 "persistence.recovery"
             ]
+        );
+    }
+
+    #[test]
+    fn the_cuda_section_resolves_and_names_bad_fields() {
+        let defaults = FastCacheConfig::from_toml_str("")
+            .unwrap()
+            .cuda_config()
+            .unwrap();
+        assert_eq!(
+            defaults,
+            CudaConfig {
+                device: 0,
+                staging_bytes: 256 << 20,
+                streams: 2,
+                alignment: 256
+            }
+        );
+        let set = FastCacheConfig::from_toml_str(
+            "[cuda]\ndevice = 1\nstaging_bytes = \"1gb\"\nstreams = 4\nalignment = 4096\n",
+        )
+        .unwrap()
+        .cuda_config()
+        .unwrap();
+        assert_eq!(
+            (set.device, set.staging_bytes, set.streams),
+            (1, 1 << 30, 4)
+        );
+        let bad = FastCacheConfig::from_toml_str(
+            "[cuda]\nstaging_bytes = \"1kb\"\nstreams = 0\nalignment = 100\n",
+        )
+        .unwrap();
+        let Err(ConfigError::Invalid(problems)) = bad.validate() else {
+            panic!("expected problems");
+        };
+        let fields: Vec<&str> = problems.iter().map(|p| p.field).collect();
+        assert_eq!(
+            fields,
+            ["cuda.staging_bytes", "cuda.streams", "cuda.alignment"]
         );
     }
 

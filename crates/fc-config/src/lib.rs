@@ -44,8 +44,9 @@ mod settings;
 pub use fc_shard::EvictionPolicy;
 pub use fc_wal::{FsyncPolicy, RecoveryMode};
 pub use file::{
-    AclSection, AdminSection, ConfigError, Endpoint, FastCacheConfig, PersistenceSection, Problem,
-    ServerSection, Setting, Size, StorageSection, TlsSection, Value, rewrite,
+    AclSection, AdminSection, ConfigError, CudaConfig, CudaSection, Endpoint, FastCacheConfig,
+    PersistenceSection, Problem, ServerSection, Setting, Size, StorageSection, TlsSection, Value,
+    rewrite,
 };
 pub use settings::{
     DEFAULT_SLOWLOG_MAX_LEN, DEFAULT_SLOWLOG_SLOWER_THAN, MIN_PROTOCOL_LIMIT, OutputLimit,

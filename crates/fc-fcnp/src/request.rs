@@ -317,7 +317,7 @@ fn shape_command(
             allowed(0, false)?;
         }
         Opcode::MSet => {
-            count(n >= 2 && n % 2 == 0)?;
+            count(n >= 2 && n.is_multiple_of(2))?;
             allowed(0, false)?;
         }
         Opcode::IncrBy => {

@@ -79,6 +79,11 @@ impl DeviceBuffer {
     pub fn as_cuda(&self) -> &CudaSlice<u8> {
         &self.slice
     }
+
+    /// The cudarc slice, writable.
+    pub fn as_cuda_mut(&mut self) -> &mut CudaSlice<u8> {
+        &mut self.slice
+    }
 }
 
 /// What one load or store moved.

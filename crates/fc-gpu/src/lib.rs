@@ -48,6 +48,6 @@ mod staging;
 
 pub use plan::{Chunk, Copy, PlanError, TransferPlan, align_up};
 pub use staging::{
-    Gathered, HostMemory, Pageable, PoolStats, STAGING_GRANULE, Staged, StagingError,
-    StagingPool, gather, gather_session, gather_session_local, scatter_session,
+    Gathered, HostMemory, Pageable, PoolStats, STAGING_GRANULE, Staged, StagingError, StagingPool,
+    gather, gather_session, gather_session_local, scatter_session,
 };

@@ -161,7 +161,10 @@ fn the_pool_reuses_best_fit_and_holds_its_limit() {
         let b = pool.acquire(100 << 10).unwrap();
         assert_eq!(b.capacity(), 128 << 10);
         let stats = pool.stats();
-        assert_eq!((stats.allocated_bytes, stats.in_use_bytes), (192 << 10, 192 << 10));
+        assert_eq!(
+            (stats.allocated_bytes, stats.in_use_bytes),
+            (192 << 10, 192 << 10)
+        );
         // Past the limit while both are out.
         assert!(matches!(
             pool.acquire(100 << 10),
@@ -246,5 +249,15 @@ fn chunks_written_back_read_back() {
         .route_mode(EmbeddedRouteMode::session_prefix())
         .build();
     let big = vec![0u8; 4096];
-    assert!(scatter_session(&tiny, b"s:1", &["s:1:x"], &big, &[0..4096]).is_err());
+    let whole = 0..4096;
+    assert!(
+        scatter_session(
+            &tiny,
+            b"s:1",
+            &["s:1:x"],
+            &big,
+            std::slice::from_ref(&whole)
+        )
+        .is_err()
+    );
 }

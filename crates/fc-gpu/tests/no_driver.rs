@@ -11,6 +11,9 @@ fn a_machine_without_a_driver_gets_an_error() {
         eprintln!("an NVIDIA driver is present: this test is for machines without one");
         return;
     }
-    assert!(matches!(Gpu::open(0, 2), Err(GpuError::NoDriver | GpuError::Driver(_))));
+    assert!(matches!(
+        Gpu::open(0, 2),
+        Err(GpuError::NoDriver | GpuError::Driver(_))
+    ));
     assert!(Gpu::device_count().is_err());
 }
