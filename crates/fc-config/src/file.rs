@@ -247,6 +247,10 @@ pub struct ServerSection {
     pub direct_shard_ports: bool,
     /// The first shard's port (absent: `bind`'s port + 1); shard `s` listens on base + s.
     pub direct_shard_base_port: Option<u16>,
+    /// A port for memcached's text and meta protocols (`127.0.0.1:11211`; absent: none).
+    pub memcached_bind: Option<String>,
+    /// The largest value the memcached port stores (`1mb`, memcached's `-I`); 1kb to 1gb.
+    pub memcached_item_size_max: Size,
 }
 
 impl Default for ServerSection {
@@ -272,6 +276,8 @@ impl Default for ServerSection {
             fcnp_bind: None,
             direct_shard_ports: false,
             direct_shard_base_port: None,
+            memcached_bind: None,
+            memcached_item_size_max: Size::Text("1mb".into()),
         }
     }
 }
@@ -730,6 +736,30 @@ impl FastCacheConfig {
                 })
                 .ok()
         });
+        let memcached_bind = s.memcached_bind.as_ref().and_then(|text| {
+            text.parse::<SocketAddr>()
+                .map_err(|_| {
+                    problem(
+                        "server.memcached_bind",
+                        format!("'{text}' is not an address such as 127.0.0.1:11211"),
+                    );
+                })
+                .ok()
+        });
+        let memcached_item_max = match s.memcached_item_size_max.bytes() {
+            Ok(n) if (1024..=1 << 30).contains(&n) => n as usize,
+            Ok(n) => {
+                problem(
+                    "server.memcached_item_size_max",
+                    format!("{n} is not between 1kb and 1gb"),
+                );
+                1 << 20
+            }
+            Err(e) => {
+                problem("server.memcached_item_size_max", e);
+                1 << 20
+            }
+        };
         let tls = self.tls_config(bind, &mut problem);
         if !s.plaintext && tls.is_none() {
             problem(
@@ -767,6 +797,8 @@ impl FastCacheConfig {
             plaintext: s.plaintext,
             fcnp_bind,
             direct_shard_ports: s.direct_shard_ports.then_some(s.direct_shard_base_port),
+            memcached_bind,
+            memcached_item_max,
             persistence: PersistenceConfig {
                 data_dir: p.data_dir.clone(),
                 appendfsync,

@@ -87,6 +87,11 @@ pub struct ServerConfig {
     /// (`Some(None)`: from [`ServerConfig::bind`]'s port + 1), each handing its connections
     /// to the worker that owns the shard; `None` (the default): none.
     pub direct_shard_ports: Option<Option<u16>>,
+    /// A port serving memcached's text and meta protocols on the same keyspace (database 0);
+    /// `None` (the default): none.
+    pub memcached_bind: Option<SocketAddr>,
+    /// The largest value the memcached port stores (memcached's `-I`, 1 MiB).
+    pub memcached_item_max: usize,
 }
 
 /// Whether TLS clients must present a certificate (Redis's `tls-auth-clients`).
@@ -210,6 +215,8 @@ impl Default for ServerConfig {
             plaintext: true,
             fcnp_bind: None,
             direct_shard_ports: None,
+            memcached_bind: None,
+            memcached_item_max: 1 << 20,
         }
     }
 }

@@ -123,6 +123,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, stream: std::net::TcpStream, work
                 authed: authed.is_some(),
                 tls: false,
                 fcnp: false,
+                memcached: false,
                 user: authed,
             };
             if shared.inboxes[worker]

@@ -117,6 +117,14 @@ struct Cli {
     /// The first direct shard port; shard s listens on base + s [default: --bind's port + 1].
     #[arg(long, env = "FAST_CACHE_DIRECT_SHARD_BASE_PORT")]
     direct_shard_base_port: Option<u16>,
+    /// A port for memcached's text and meta protocols on the same keyspace, e.g.
+    /// 127.0.0.1:11211 [default: none]. It has no authentication, as memcached's text
+    /// protocol has none.
+    #[arg(long, env = "FAST_CACHE_MEMCACHED_BIND")]
+    memcached_bind: Option<String>,
+    /// The largest value the memcached port stores, as memcached's -I [default: 1mb].
+    #[arg(long, env = "FAST_CACHE_MEMCACHED_ITEM_SIZE_MAX")]
+    memcached_item_size_max: Option<String>,
     /// ACL file: users as ACL LIST prints them, read at start, written by ACL SAVE.
     #[arg(long, env = "FAST_CACHE_ACLFILE")]
     aclfile: Option<PathBuf>,
@@ -172,6 +180,12 @@ impl Cli {
         }
         if self.fcnp_bind.is_some() {
             server.fcnp_bind = self.fcnp_bind;
+        }
+        if self.memcached_bind.is_some() {
+            server.memcached_bind = self.memcached_bind;
+        }
+        if let Some(v) = self.memcached_item_size_max {
+            server.memcached_item_size_max = crate::config::Size::Text(v);
         }
         if let Some(v) = self.direct_shard_ports {
             server.direct_shard_ports = v;
@@ -293,6 +307,9 @@ pub fn run(name: &'static str) -> anyhow::Result<()> {
     }
     if let Some(fcnp) = server.fcnp_addr() {
         tracing::info!("FCNP port on {fcnp}");
+    }
+    if let Some(memcached) = server.memcached_addr() {
+        tracing::info!("memcached port on {memcached}");
     }
     if let (Some(first), Some(last)) = (server.direct_addrs().first(), server.direct_addrs().last())
     {

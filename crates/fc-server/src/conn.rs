@@ -66,6 +66,9 @@ pub(crate) async fn serve(
     worker: Rc<Worker>,
     handover: crate::shared::Handover,
 ) {
+    if handover.memcached {
+        return crate::memcache::serve(stream, worker).await;
+    }
     let shared = &worker.shared;
     let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed) + 1;
     let client = shared.registry.register(id, &stream);

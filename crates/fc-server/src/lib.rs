@@ -65,6 +65,8 @@ mod edge;
 mod fcnp;
 mod info;
 mod knobs;
+mod mc_meta;
+mod memcache;
 mod multi;
 mod notify;
 mod observe;
@@ -123,6 +125,7 @@ pub struct ServerHandle {
     tls_addr: Option<SocketAddr>,
     admin_addr: Option<SocketAddr>,
     fcnp_addr: Option<SocketAddr>,
+    memcached_addr: Option<SocketAddr>,
     direct_addrs: Vec<SocketAddr>,
     stop: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
@@ -240,6 +243,11 @@ impl Server {
             None => tls_addr.unwrap_or(config.bind),
         };
         let fcnp_listener = config.fcnp_bind.map(bind).transpose()?;
+        let memcached_listener = config.memcached_bind.map(bind).transpose()?;
+        let memcached_addr = memcached_listener
+            .as_ref()
+            .map(std::net::TcpListener::local_addr)
+            .transpose()?;
         let fcnp_addr = fcnp_listener
             .as_ref()
             .map(std::net::TcpListener::local_addr)
@@ -295,6 +303,7 @@ impl Server {
             ),
             run_id: shared::random_hex_id(),
             rejected_connections: AtomicU64::new(0),
+            memcached: mc_meta::McStats::default(),
             replid: shared::random_hex_id(),
             metrics: shared::Metrics::default(),
             tracking,
@@ -358,10 +367,13 @@ impl Server {
                         let (listener, tls_listener) = (open(listener), open(tls_listener));
                         // The FCNP port and the direct shard ports: a task each.
                         let extra = fcnp_listener
-                            .map(|l| (l, None, true))
+                            .map(|l| (l, None, Accepted { fcnp: true, ..Accepted::PLAIN }))
                             .into_iter()
-                            .chain(direct.into_iter().map(|(l, w)| (l, Some(w), false)));
-                        for (listener, pinned, fcnp) in extra {
+                            .chain(memcached_listener.map(|l| {
+                                (l, None, Accepted { memcached: true, ..Accepted::PLAIN })
+                            }))
+                            .chain(direct.into_iter().map(|(l, w)| (l, Some(w), Accepted::PLAIN)));
+                        for (listener, pinned, how) in extra {
                             let Some(listener) = open(Some(listener)) else {
                                 continue;
                             };
@@ -373,7 +385,7 @@ impl Server {
                                     tokio::select! {
                                         accepted = listener.accept() => {
                                             let Ok((stream, _)) = accepted else { continue };
-                                            let how = Accepted { tls: false, fcnp, pinned };
+                                            let how = Accepted { pinned, ..how };
                                             accept(&shared, stream, &mut next, how).await;
                                         }
                                         _ = stopped.changed() => break,
@@ -441,6 +453,7 @@ impl Server {
             tls_addr,
             admin_addr,
             fcnp_addr,
+            memcached_addr,
             direct_addrs,
             stop,
             threads: handles,
@@ -558,6 +571,8 @@ struct Accepted {
     fcnp: bool,
     /// A direct shard port: the worker that owns the shard.
     pinned: Option<usize>,
+    /// The memcached port.
+    memcached: bool,
 }
 
 impl Accepted {
@@ -566,6 +581,7 @@ impl Accepted {
         tls: false,
         fcnp: false,
         pinned: None,
+        memcached: false,
     };
 }
 
@@ -578,7 +594,12 @@ async fn accept(
     next: &mut usize,
     how: Accepted,
 ) {
-    let Accepted { tls, fcnp, pinned } = how;
+    let Accepted {
+        tls,
+        fcnp,
+        pinned,
+        memcached,
+    } = how;
     use tokio::io::AsyncWriteExt;
     shared.connections.fetch_add(1, Ordering::Relaxed);
     if shared.clients.load(Ordering::Relaxed) >= shared.live.maxclients.load(Ordering::Relaxed) {
@@ -601,7 +622,7 @@ async fn accept(
     // here until the script ends (`busy`).
     if shared.scripts.busy_worker() == Some(worker) {
         // A TLS client waits for the script's end instead: its handshake runs on a worker.
-        if shared.workers == 1 && !tls && !fcnp {
+        if shared.workers == 1 && !tls && !fcnp && !memcached {
             tokio::spawn(busy::serve(Arc::clone(shared), std_stream, worker));
             return;
         }
@@ -613,6 +634,7 @@ async fn accept(
             shared::Handover {
                 tls,
                 fcnp,
+                memcached,
                 ..shared::Handover::default()
             },
         ))
@@ -640,6 +662,12 @@ impl ServerHandle {
     #[must_use]
     pub fn fcnp_addr(&self) -> Option<SocketAddr> {
         self.fcnp_addr
+    }
+
+    /// The memcached port's address, when [`ServerConfig::memcached_bind`] asked for one.
+    #[must_use]
+    pub fn memcached_addr(&self) -> Option<SocketAddr> {
+        self.memcached_addr
     }
 
     /// The direct shard ports' addresses, shard by shard (empty unless

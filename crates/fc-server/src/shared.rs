@@ -72,6 +72,8 @@ pub(crate) struct Handover {
     /// It came to the FCNP port: FCNP whatever its first byte (elsewhere the first byte
     /// says which protocol).
     pub(crate) fcnp: bool,
+    /// It came to the memcached port.
+    pub(crate) memcached: bool,
     /// The user it authenticated as (`None`: `default`).
     pub(crate) user: Option<std::sync::Arc<crate::acl::User>>,
 }
@@ -117,6 +119,8 @@ pub(crate) struct Shared {
     pub(crate) run_id: String,
     /// Connections refused past `maxclients` (`rejected_connections`).
     pub(crate) rejected_connections: AtomicU64,
+    /// The memcached port's counters (`stats`).
+    pub(crate) memcached: crate::mc_meta::McStats,
     /// The replication id (`INFO replication` `master_replid`).
     pub(crate) replid: String,
     /// Rates and peaks sampled ten times a second ([`Metrics::sample`]).

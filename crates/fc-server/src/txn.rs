@@ -177,6 +177,7 @@ impl MutationSink for ServerSink {
             self.forward(shard, 0, &Mutation::TxBegin { id });
         }
         self.forward(shard, seq, mutation);
+        crate::mc_meta::forget(shard, mutation);
         self.notifier.mutation(mutation);
         if self.tracking.active() {
             self.tracking.mutation(worker, mutation);
