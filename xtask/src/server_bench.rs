@@ -33,6 +33,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::bench::report;
 
+mod memcached;
 mod patterns;
 
 #[derive(clap::Args, Debug)]
@@ -104,6 +105,12 @@ pub(crate) struct ServerBenchArgs {
     /// `xtask` rows) and FCNP's Rust client, fc-client, with its pipelines (`load: fc-client`).
     #[arg(long)]
     fcnp: bool,
+    /// Also measure the memcached protocol for get and set: fc-server's memcached port against
+    /// Debian's `memcached -t <server cores>` pinned to the same cores, the same closed loop
+    /// speaking memcached's text protocol (`load: xtask-memcached`; get also as one `get` of
+    /// `pipeline` keys, `xtask-memcached-multiget`). Skipped with a note without memcached.
+    #[arg(long)]
+    memcached: bool,
     /// A seconds-long smoke (CI): 64-byte values, pipelines 1 and 16, 10k keys, one 1 s round.
     #[arg(long)]
     quick: bool,
@@ -319,6 +326,11 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
         None
     };
     let have_redis = which("redis-server");
+    let have_memcached = which("memcached") || std::path::Path::new("/usr/bin/memcached").exists();
+    if args.memcached && !have_memcached {
+        eprintln!("bench-server: memcached is not installed; the --memcached rows are skipped");
+    }
+    let none = String::from("none");
     let have_benchmark = which("redis-benchmark") && !args.no_redis_benchmark;
     let servers: Vec<&str> = args
         .servers
@@ -382,6 +394,18 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
                 running.push((server, fsync, process, data));
             }
         }
+        // Debian's memcached beside them (`--memcached`), preloaded with the same keys.
+        let reference = if args.memcached && have_memcached {
+            let process = memcached::start(&args.server_cores)?;
+            memcached::preload(&process.addr, args.keys, value)?;
+            Some(process)
+        } else {
+            None
+        };
+        let fc_memcached = running
+            .iter()
+            .find(|(server, fsync, ..)| *server == "fc-server" && fsync.as_str() == "none")
+            .and_then(|(_, _, p, _)| Some((p.memcached_addr.clone()?, p.child.id())));
         // The read-modify-write script's values are counters, whatever the value size: its
         // rows run at the first value size only.
         let value_mixes = scripts
@@ -401,9 +425,15 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
                             round + 1
                         );
                         if args.acl {
-                            let sample =
-                                run_load(process, &args, mix, value, pipeline, Load::RespAcl)
-                                    .with_context(|| format!("bench-server: {label} (ACL user)"))?;
+                            let sample = run_load(
+                                (&process.addr, process.child.id()),
+                                &args,
+                                mix,
+                                value,
+                                pipeline,
+                                Load::RespAcl,
+                            )
+                            .with_context(|| format!("bench-server: {label} (ACL user)"))?;
                             progress.suspend(|| eprintln!(
                                 "bench-server: {label} as an ACL user: {:.0} ops/s, server CPU {:.2}",
                                 sample.ops, sample.cpu
@@ -418,8 +448,15 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
                             && matches!(mix, Mix::Get | Mix::Set | Mix::Mixed)
                         {
                             for load in [Load::Fcnp, Load::Client, Load::ClientShared] {
-                                let sample = run_load(process, &args, mix, value, pipeline, load)
-                                    .with_context(|| {
+                                let sample = run_load(
+                                    (&process.addr, process.child.id()),
+                                    &args,
+                                    mix,
+                                    value,
+                                    pipeline,
+                                    load,
+                                )
+                                .with_context(|| {
                                     format!("bench-server: {label} ({})", load.name())
                                 })?;
                                 progress.suspend(|| eprintln!(
@@ -432,8 +469,15 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
                                     .push(sample);
                             }
                         }
-                        let sample = run_load(process, &args, mix, value, pipeline, Load::Resp)
-                            .with_context(|| format!("bench-server: {label}"))?;
+                        let sample = run_load(
+                            (&process.addr, process.child.id()),
+                            &args,
+                            mix,
+                            value,
+                            pipeline,
+                            Load::Resp,
+                        )
+                        .with_context(|| format!("bench-server: {label}"))?;
                         progress.suspend(|| eprintln!(
                             "bench-server: {label}: {:.0} ops/s, p50 {:.0} us, p99 {:.0} us, server CPU {:.2}",
                             sample.ops, sample.p50, sample.p99, sample.cpu
@@ -468,6 +512,40 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
                                     Err(e) => progress
                                         .suspend(|| eprintln!("bench-server: {load} {label}: {e}")),
                                 }
+                            }
+                        }
+                    }
+                }
+                // The memcached rows: fc-server's memcached port and memcached, taking turns.
+                if let (Some(reference), Some((fc_addr, fc_pid)), Mix::Get | Mix::Set) =
+                    (&reference, &fc_memcached, mix)
+                {
+                    let loads: &[Load] = if mix == Mix::Get {
+                        &[Load::Memcached, Load::MemcachedMulti]
+                    } else {
+                        &[Load::Memcached]
+                    };
+                    for round in 0..args.rounds {
+                        let targets = [
+                            ("fc-server", fc_addr.as_str(), *fc_pid),
+                            ("memcached", reference.addr.as_str(), reference.child.id()),
+                        ];
+                        for turn in 0..2 {
+                            let (server, addr, pid) = targets[(round + turn) % 2];
+                            for &load in loads {
+                                let sample =
+                                    run_load((addr, pid), &args, mix, value, pipeline, load)
+                                        .with_context(|| {
+                                            format!("bench-server: {} on {server}", load.name())
+                                        })?;
+                                progress.suspend(|| eprintln!(
+                                    "bench-server: {} {server} {value}B {} P{pipeline} round {}: {:.0} ops/s, server CPU {:.2}",
+                                    load.name(), mix.name(), round + 1, sample.ops, sample.cpu
+                                ));
+                                samples
+                                    .entry((server, &none, load.name()))
+                                    .or_default()
+                                    .push(sample);
                             }
                         }
                     }
@@ -607,6 +685,8 @@ struct ServerProcess {
     addr: String,
     /// The TLS port's address (`--tls`).
     tls_addr: Option<String>,
+    /// fc-server's memcached port (`--memcached`).
+    memcached_addr: Option<String>,
 }
 
 /// A run's certificate for the TLS rows: a self-signed one for 127.0.0.1 (its own CA).
@@ -667,6 +747,9 @@ fn start_server(
 ) -> anyhow::Result<ServerProcess> {
     let port = free_port()?;
     let tls_port = certs.map(|_| free_port()).transpose()?;
+    let memcached_port = (args.memcached && server == "fc-server")
+        .then(free_port)
+        .transpose()?;
     let before = crate::bench::driver::allowed_cpus();
     pin_self(&args.server_cores);
     let mut cmd = if server == "fc-server" {
@@ -678,6 +761,9 @@ fn start_server(
             cmd.arg("--data-dir")
                 .arg(data)
                 .args(["--appendfsync", fsync]);
+        }
+        if let Some(mport) = memcached_port {
+            cmd.args(["--memcached-bind", &format!("127.0.0.1:{mport}")]);
         }
         if let (Some(certs), Some(tls_port)) = (certs, tls_port) {
             cmd.args(["--tls-port", &format!("127.0.0.1:{tls_port}")])
@@ -740,6 +826,7 @@ fn start_server(
         child,
         addr,
         tls_addr: tls_port.map(|p| format!("127.0.0.1:{p}")),
+        memcached_addr: memcached_port.map(|p| format!("127.0.0.1:{p}")),
     })
 }
 
@@ -1111,6 +1198,10 @@ enum Load {
     /// FCNP through one fc-client shared by every load task, on one multiplexed connection:
     /// the tasks' requests in flight together leave in one write (`--fcnp`).
     ClientShared,
+    /// memcached's text protocol, `pipeline` commands per batch (`--memcached`).
+    Memcached,
+    /// memcached's text protocol, one `get` of `pipeline` keys per batch (`--memcached`).
+    MemcachedMulti,
 }
 
 impl Load {
@@ -1121,19 +1212,21 @@ impl Load {
             Self::Fcnp => "xtask-fcnp",
             Self::Client => "fc-client",
             Self::ClientShared => "fc-client-shared",
+            Self::Memcached => "xtask-memcached",
+            Self::MemcachedMulti => "xtask-memcached-multiget",
         }
     }
 }
 
 fn run_load(
-    server: &ServerProcess,
+    (addr, pid): (&str, u32),
     args: &ServerBenchArgs,
     mix: Mix,
     value: usize,
     pipeline: usize,
     load: Load,
 ) -> anyhow::Result<Sample> {
-    let addr = server.addr.clone();
+    let addr = addr.to_string();
     let start = Instant::now();
     let (connections, keys, seed) = (args.connections, args.keys, args.seed);
     let ttl = args.ttl_seconds;
@@ -1215,7 +1308,6 @@ fn run_load(
             })
         })
     });
-    let pid = server.child.id();
     std::thread::sleep((start + warmup).saturating_duration_since(Instant::now()));
     let (cpu0, t0) = (cpu_seconds(pid), Instant::now());
     std::thread::sleep((start + warmup + duration).saturating_duration_since(Instant::now()));
@@ -1385,14 +1477,31 @@ async fn connection_load(
     }
     let mut state = seed | 1;
     let mut templates: Vec<Template> = (0..8)
-        .map(|_| {
-            if load == Load::Fcnp {
-                Template::fcnp(mix, value, pipeline, ttl, &mut state)
-            } else {
-                Template::new(mix, value, pipeline, ttl, &mut state)
+        .map(|_| match load {
+            Load::Fcnp => Template::fcnp(mix, value, pipeline, ttl, &mut state),
+            Load::Memcached | Load::MemcachedMulti => {
+                let (bytes, key_digits) = memcached::template(
+                    |r| mix.is_set(r),
+                    value,
+                    pipeline,
+                    load == Load::MemcachedMulti,
+                    &mut state,
+                );
+                Template {
+                    bytes,
+                    key_digits,
+                    keys_per_command: 1,
+                }
             }
+            _ => Template::new(mix, value, pipeline, ttl, &mut state),
         })
         .collect();
+    // Replies per batch: one `END` for a multiget, one reply per command otherwise.
+    let expected = if load == Load::MemcachedMulti {
+        1
+    } else {
+        pipeline
+    };
     let kinds = mix.reply_kinds();
     let mut rbuf = Vec::with_capacity(64 << 10);
     let mut chunk = vec![0u8; 64 << 10];
@@ -1409,17 +1518,15 @@ async fn connection_load(
         template.randomize(keys, &mut state);
         stream.write_all(&template.bytes).await?;
         let mut replies = 0;
-        while replies < pipeline {
+        while replies < expected {
             let n = stream.read(&mut chunk).await?;
             if n == 0 {
                 bail!("the server closed the connection");
             }
-            let count_of = |buf: &[u8]| {
-                if load == Load::Fcnp {
-                    count_fcnp_replies(buf)
-                } else {
-                    count_replies_of(buf, kinds)
-                }
+            let count_of = |buf: &[u8]| match load {
+                Load::Fcnp => count_fcnp_replies(buf),
+                Load::Memcached | Load::MemcachedMulti => memcached::count_replies(buf),
+                _ => count_replies_of(buf, kinds),
             };
             let (count, used) = if rbuf.is_empty() {
                 let (count, used) = count_of(&chunk[..n])?;
@@ -1600,11 +1707,47 @@ fn write_summary(
         );
     }
     fcnp_table(&mut text, &table);
+    memcached_table(&mut text, &table);
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
 type SummaryTable<'a> =
     BTreeMap<(&'static str, String, usize, &'static str, usize), BTreeMap<String, &'a Row>>;
+
+/// fc-server's memcached port against memcached, shape by shape (`--memcached`).
+fn memcached_table(text: &mut String, table: &SummaryTable<'_>) {
+    let mut lines = Vec::new();
+    for ((load, _, value, mix, pipeline), servers) in table {
+        if !load.starts_with("xtask-memcached") {
+            continue;
+        }
+        let (Some(fc), Some(mc)) = (servers.get("fc-server"), servers.get("memcached")) else {
+            continue;
+        };
+        let per_cpu = |r: &Row| r.ops / r.cpu.max(0.01);
+        lines.push(format!(
+            "| {load} | {value} | {mix} | {pipeline} | {:.0} | {:.0} | {:.2}x | {:.2} | {:.2} | {:.2}x | {:.0} / {:.0} | {:.0} / {:.0} |",
+            fc.ops,
+            mc.ops,
+            fc.ops / mc.ops.max(1.0),
+            fc.cpu,
+            mc.cpu,
+            per_cpu(fc) / per_cpu(mc).max(1.0),
+            fc.p50,
+            fc.p99,
+            mc.p50,
+            mc.p99,
+        ));
+    }
+    if lines.is_empty() {
+        return;
+    }
+    text.push_str("\n## The memcached protocol: fc-server against memcached\n\nThe same closed-loop load speaking memcached's text protocol to fc-server's memcached port and to Debian's `memcached -t <server cores>` on the same pinned cores, each preloaded with the same keys: `xtask-memcached` sends `pipeline` `get`/`set` commands per batch, `xtask-memcached-multiget` one `get` of `pipeline` keys. **per-CPU** = fc-server ÷ memcached in operations per server CPU-second.\n\n| load | value | mix | pipeline / keys | fc-server ops/s | memcached ops/s | ratio | fc CPU | memcached CPU | per-CPU | fc p50 / p99 | memcached p50 / p99 |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for line in lines {
+        text.push_str(&line);
+        text.push('\n');
+    }
+}
 
 /// FCNP against RESP through fc-server, shape by shape (`--fcnp`): the same closed-loop load
 /// speaking each protocol, and fc-client.
