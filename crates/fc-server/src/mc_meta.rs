@@ -1,6 +1,7 @@
 //! memcached's per-item metadata (client flags and CAS values) for the keys of this worker's
 //! shards, beside the engine's entries: a key has an entry once a memcached client stored it
-//! or asked for its CAS. Any change to a key's value by any path (a RESP `SET`, expiry,
+//! with flags other than 0 or asked for its CAS (an item without one has flags 0 and draws its
+//! CAS when first asked). Any change to a key's value by any path (a RESP `SET`, expiry,
 //! eviction, `DEL`, a flush) reaches [`forget`] through the store's mutation sink on the owning
 //! worker and drops its entry, so a CAS value names one version of an item exactly: once the
 //! item changes, a new CAS is drawn the next time one is asked for. A new expiry alone (`touch`,
@@ -25,11 +26,12 @@ pub(crate) struct Meta {
 }
 
 /// One shard's entries, by key.
-type ShardMeta = HashMap<Box<[u8]>, Meta>;
+type ShardMeta = HashMap<Box<[u8]>, Meta, foldhash::fast::RandomState>;
 
 thread_local! {
     /// Per shard (the worker's own), per key.
-    static META: RefCell<HashMap<usize, ShardMeta>> = RefCell::new(HashMap::new());
+    static META: RefCell<HashMap<usize, ShardMeta, foldhash::fast::RandomState>> =
+        RefCell::new(HashMap::default());
     /// Whether any entry exists on this thread (the mutation sink's one check when memcached
     /// is not used).
     static USED: Cell<bool> = const { Cell::new(false) };

@@ -22,7 +22,7 @@ use tokio::net::TcpStream;
 
 use crate::command::{Handler, store};
 use crate::mc_meta::McStats;
-use crate::reply::Reply;
+use crate::reply::{Replies, Reply};
 use crate::worker::Worker;
 use ops::{Expiry, Item, MC};
 use proto::{Command, MetaFlag, StoreOp};
@@ -90,6 +90,8 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
     let mut rbuf = BytesMut::with_capacity(16 * 1024);
     let mut out = BytesMut::with_capacity(16 * 1024);
     let mut swallow = 0usize;
+    // Item operations on this worker write their typed reply here (reused).
+    let mut scratch = Replies::new();
     let mut stop = shared.shutdown_request.subscribe();
     loop {
         let read = tokio::select! {
@@ -106,28 +108,32 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
             }
         }
         let mut close = false;
+        // What was read, parsed in place (keys and values are slices of it); an incomplete
+        // command's bytes go back to the read buffer.
+        let chunk = rbuf.split().freeze();
+        let mut pos = 0;
         loop {
             if swallow > 0 {
-                let n = swallow.min(rbuf.len());
-                let _ = rbuf.split_to(n);
+                let n = swallow.min(chunk.len() - pos);
+                pos += n;
                 swallow -= n;
                 if swallow > 0 {
                     break;
                 }
             }
-            let view = rbuf.clone().freeze();
+            let view = chunk.slice(pos..);
             match proto::parse(&view, item_max) {
                 Ok(None) => break,
                 Ok(Some((command, used))) => {
-                    let _ = rbuf.split_to(used);
+                    pos += used;
                     if command == Command::Quit {
                         close = true;
                         break;
                     }
-                    run(&worker, command, &mut out).await;
+                    run(&worker, &mut scratch, command, &mut out).await;
                 }
                 Err(refusal) => {
-                    let _ = rbuf.split_to(refusal.used.min(rbuf.len()));
+                    pos += refusal.used.min(view.len());
                     swallow = refusal.swallow;
                     out.extend_from_slice(refusal.line);
                     if refusal.close {
@@ -137,6 +143,7 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
                 }
             }
         }
+        rbuf.extend_from_slice(&chunk[pos..]);
         if !out.is_empty() {
             shared
                 .memcached
@@ -162,13 +169,18 @@ async fn flush(worker: &Worker) {
     }
 }
 
-/// Runs one item operation on its key's owner.
-async fn item_op(worker: &Worker, key: &Bytes, args: Vec<Bytes>) -> Item {
+/// Runs one item operation on its key's owner: in place when that is this worker and no
+/// transaction holds it (its reply in `scratch`), else by message.
+async fn item_op(worker: &Worker, scratch: &mut Replies, key: &Bytes, args: Vec<Bytes>) -> Item {
     let owner = worker.shared.owner_of(key);
     let mut full = Vec::with_capacity(args.len() + 2);
     full.push(Bytes::from_static(b"mc"));
     full.push(key.clone());
     full.extend(args);
+    if owner == worker.index && !worker.is_locked() {
+        worker.execute_into(MC, &full, None, scratch);
+        return ops::item(scratch);
+    }
     ops::item(&worker.execute_on(owner, MC, full).await)
 }
 
@@ -190,7 +202,7 @@ fn put_value(out: &mut BytesMut, key: &[u8], item: &Item, cas: bool) {
     out.extend_from_slice(b"\r\n");
 }
 
-async fn run(worker: &Rc<Worker>, command: Command, out: &mut BytesMut) {
+async fn run(worker: &Rc<Worker>, scratch: &mut Replies, command: Command, out: &mut BytesMut) {
     let stats: &McStats = &worker.shared.memcached;
     match command {
         Command::Get { keys, cas, touch } => {
@@ -205,7 +217,7 @@ async fn run(worker: &Rc<Worker>, command: Command, out: &mut BytesMut) {
                     Bytes::from_static(if cas { b"1" } else { b"0" }),
                     touch.unwrap_or(Expiry::Keep).arg(),
                 ];
-                let item = item_op(worker, &stored(key), args).await;
+                let item = item_op(worker, scratch, &stored(key), args).await;
                 if &item.status[..] == b"HIT" {
                     bump(&stats.get_hits);
                     if touch.is_some() {
@@ -249,7 +261,7 @@ async fn run(worker: &Rc<Worker>, command: Command, out: &mut BytesMut) {
                 Expiry::from_exptime(exptime, now_unix()).arg(),
                 compare,
             ];
-            let item = item_op(worker, &stored(&key), args).await;
+            let item = item_op(worker, scratch, &stored(&key), args).await;
             if op == StoreOp::Cas {
                 match &item.status[..] {
                     b"STORED" => bump(&stats.cas_hits),
@@ -279,7 +291,7 @@ async fn run(worker: &Rc<Worker>, command: Command, out: &mut BytesMut) {
                 Bytes::from_static(if incr { b"incr" } else { b"decr" }),
                 Bytes::from(delta.to_string()),
             ];
-            let item = item_op(worker, &stored(&key), args).await;
+            let item = item_op(worker, scratch, &stored(&key), args).await;
             let (hits, misses) = if incr {
                 (&stats.incr_hits, &stats.incr_misses)
             } else {
@@ -317,7 +329,7 @@ async fn run(worker: &Rc<Worker>, command: Command, out: &mut BytesMut) {
                 Bytes::from_static(b"touch"),
                 Expiry::from_exptime(exptime, now_unix()).arg(),
             ];
-            let item = item_op(worker, &stored(&key), args).await;
+            let item = item_op(worker, scratch, &stored(&key), args).await;
             let hit = &item.status[..] == b"TOUCHED";
             bump(if hit {
                 &stats.touch_hits
@@ -334,7 +346,7 @@ async fn run(worker: &Rc<Worker>, command: Command, out: &mut BytesMut) {
         }
         Command::Delete { key, noreply } => {
             let args = vec![Bytes::from_static(b"delete")];
-            let item = item_op(worker, &stored(&key), args).await;
+            let item = item_op(worker, scratch, &stored(&key), args).await;
             let hit = &item.status[..] == b"DELETED";
             bump(if hit {
                 &stats.delete_hits
@@ -378,17 +390,23 @@ async fn run(worker: &Rc<Worker>, command: Command, out: &mut BytesMut) {
         Command::Quit => {}
         Command::Stats(group) => stats_reply(worker, group.as_deref(), out).await,
         Command::MetaNoop => out.extend_from_slice(b"MN\r\n"),
-        Command::MetaGet { key, flags } => meta_get(worker, &key, &flags, out).await,
-        Command::MetaSet { key, data, flags } => meta_set(worker, &key, data, &flags, out).await,
-        Command::MetaDelete { key, flags } => meta_delete(worker, &key, &flags, out).await,
-        Command::MetaArithmetic { key, flags } => meta_arith(worker, &key, &flags, out).await,
+        Command::MetaGet { key, flags } => meta_get(worker, scratch, &key, &flags, out).await,
+        Command::MetaSet { key, data, flags } => {
+            meta_set(worker, scratch, &key, data, &flags, out).await;
+        }
+        Command::MetaDelete { key, flags } => {
+            meta_delete(worker, scratch, &key, &flags, out).await;
+        }
+        Command::MetaArithmetic { key, flags } => {
+            meta_arith(worker, scratch, &key, &flags, out).await;
+        }
         Command::MetaDebug { key } => {
             let args = vec![
                 Bytes::from_static(b"get"),
                 Bytes::from_static(b"1"),
                 Expiry::Keep.arg(),
             ];
-            let item = item_op(worker, &stored(&key), args).await;
+            let item = item_op(worker, scratch, &stored(&key), args).await;
             if &item.status[..] == b"HIT" {
                 let line = format!(
                     "ME {} exp={} la=0 cas={} fetch=no cls=1 size={}\r\n",
@@ -455,7 +473,13 @@ fn ttl_expiry(token: Option<&Bytes>) -> Option<Expiry> {
     number::<i64>(token).map(|t| Expiry::from_exptime(t, now_unix()))
 }
 
-async fn meta_get(worker: &Worker, key: &Bytes, flags: &[MetaFlag], out: &mut BytesMut) {
+async fn meta_get(
+    worker: &Worker,
+    scratch: &mut Replies,
+    key: &Bytes,
+    flags: &[MetaFlag],
+    out: &mut BytesMut,
+) {
     if unknown_flag(flags, b"cfkOqstTv") {
         out.extend_from_slice(proto::BAD_FLAG);
         return;
@@ -477,7 +501,7 @@ async fn meta_get(worker: &Worker, key: &Bytes, flags: &[MetaFlag], out: &mut By
         Bytes::from_static(if has(flags, b'c') { b"1" } else { b"0" }),
         touch.arg(),
     ];
-    let item = item_op(worker, &stored(key), args).await;
+    let item = item_op(worker, scratch, &stored(key), args).await;
     if &item.status[..] != b"HIT" {
         bump(&stats.get_misses);
         if !has(flags, b'q') {
@@ -505,6 +529,7 @@ async fn meta_get(worker: &Worker, key: &Bytes, flags: &[MetaFlag], out: &mut By
 
 async fn meta_set(
     worker: &Worker,
+    scratch: &mut Replies,
     key: &Bytes,
     data: Bytes,
     flags: &[MetaFlag],
@@ -555,8 +580,9 @@ async fn meta_set(
         Bytes::from(client_flags.to_string()),
         expiry.arg(),
         compare,
+        Bytes::from_static(if has(flags, b'c') { b"1" } else { b"0" }),
     ];
-    let item = item_op(worker, &stored(key), args).await;
+    let item = item_op(worker, scratch, &stored(key), args).await;
     let code: &[u8] = match &item.status[..] {
         b"STORED" => b"HD",
         b"NOT_STORED" => b"NS",
@@ -581,7 +607,13 @@ async fn meta_set(
     out.extend_from_slice(b"\r\n");
 }
 
-async fn meta_delete(worker: &Worker, key: &Bytes, flags: &[MetaFlag], out: &mut BytesMut) {
+async fn meta_delete(
+    worker: &Worker,
+    scratch: &mut Replies,
+    key: &Bytes,
+    flags: &[MetaFlag],
+    out: &mut BytesMut,
+) {
     if unknown_flag(flags, b"cCkOq") {
         out.extend_from_slice(proto::BAD_FLAG);
         return;
@@ -590,7 +622,7 @@ async fn meta_delete(worker: &Worker, key: &Bytes, flags: &[MetaFlag], out: &mut
     if let Some(cas) = flag(flags, b'C') {
         args.push(cas.clone());
     }
-    let item = item_op(worker, &stored(key), args).await;
+    let item = item_op(worker, scratch, &stored(key), args).await;
     let code: &[u8] = match &item.status[..] {
         b"DELETED" => b"HD",
         b"EXISTS" => b"EX",
@@ -604,7 +636,13 @@ async fn meta_delete(worker: &Worker, key: &Bytes, flags: &[MetaFlag], out: &mut
     out.extend_from_slice(b"\r\n");
 }
 
-async fn meta_arith(worker: &Worker, key: &Bytes, flags: &[MetaFlag], out: &mut BytesMut) {
+async fn meta_arith(
+    worker: &Worker,
+    scratch: &mut Replies,
+    key: &Bytes,
+    flags: &[MetaFlag],
+    out: &mut BytesMut,
+) {
     if unknown_flag(flags, b"cCDJkMNOqtTv") {
         out.extend_from_slice(proto::BAD_FLAG);
         return;
@@ -637,8 +675,9 @@ async fn meta_arith(worker: &Worker, key: &Bytes, flags: &[MetaFlag], out: &mut 
         vivify.unwrap_or(Expiry::Never).arg(),
         flag(flags, b'C').cloned().unwrap_or_default(),
         ttl_expiry(flag(flags, b'T')).unwrap_or(Expiry::Keep).arg(),
+        Bytes::from_static(if has(flags, b'c') { b"1" } else { b"0" }),
     ];
-    let item = item_op(worker, &stored(key), args).await;
+    let item = item_op(worker, scratch, &stored(key), args).await;
     let code: &[u8] = match &item.status[..] {
         b"OK" | b"STORED" => b"HD",
         b"NOT_FOUND" => b"NF",

@@ -125,8 +125,12 @@ impl Key<'_> {
         })
     }
 
-    /// Records a new version's metadata (after the write, whose mutation dropped the old).
-    fn stamp(&self, flags: u32) -> Meta {
+    /// Records a new version's metadata (after the write, whose mutation dropped the old):
+    /// only when it has flags or its CAS is asked for now (else it is drawn when asked).
+    fn stamp(&self, flags: u32, want_cas: bool) -> Meta {
+        if flags == 0 && !want_cas {
+            return Meta { flags: 0, cas: 0 };
+        }
         let meta = Meta {
             flags,
             cas: mc_meta::next_cas(self.worker, self.workers),
@@ -209,7 +213,9 @@ fn mc_op<R: Reply>(ctx: &mut Ctx<'_, R>) {
             let flags: u32 = num(arg(ctx, 5)).unwrap_or(0);
             let expiry = Expiry::parse(arg(ctx, 6));
             let compare: Option<u64> = num(arg(ctx, 7));
-            let exists = ctx.store.exists(key);
+            let want_cas = arg(ctx, 8) == b"1";
+            // A plain set needs no look first.
+            let exists = (&mode[..] != b"set" || compare.is_some()) && ctx.store.exists(key);
             let current = || k.meta();
             // The checks each mode makes before writing.
             let refused: Option<&[u8]> = match &mode[..] {
@@ -248,8 +254,8 @@ fn mc_op<R: Reply>(ctx: &mut Ctx<'_, R>) {
             if expiry == Expiry::Now {
                 return miss(ctx.out, b"STORED");
             }
-            let meta = k.stamp(flags);
-            let ttl = ttl_secs(ctx, key);
+            let meta = k.stamp(flags, want_cas);
+            let ttl = if want_cas { ttl_secs(ctx, key) } else { -1 };
             reply(ctx.out, b"STORED", None, meta, ttl);
         }
         b"delta" => {
@@ -259,6 +265,7 @@ fn mc_op<R: Reply>(ctx: &mut Ctx<'_, R>) {
             let vivify_expiry = Expiry::parse(arg(ctx, 6));
             let compare: Option<u64> = num(arg(ctx, 7));
             let touch = Expiry::parse(arg(ctx, 8));
+            let want_cas = arg(ctx, 9) == b"1";
             let Some(old) = ctx.store.get_view_routed(&route, key).map(<[u8]>::to_vec) else {
                 let Some(initial) = vivify else {
                     return miss(ctx.out, b"NOT_FOUND");
@@ -267,7 +274,7 @@ fn mc_op<R: Reply>(ctx: &mut Ctx<'_, R>) {
                 if !write(ctx, key, text.as_bytes(), vivify_expiry) {
                     return miss(ctx.out, b"OOM");
                 }
-                let meta = k.stamp(0);
+                let meta = k.stamp(0, want_cas);
                 let ttl = ttl_secs(ctx, key);
                 return reply(ctx.out, b"STORED", Some(text.as_bytes()), meta, ttl);
             };
@@ -303,7 +310,7 @@ fn mc_op<R: Reply>(ctx: &mut Ctx<'_, R>) {
             if !write(ctx, key, &text, touch) {
                 return miss(ctx.out, b"OOM");
             }
-            let meta = k.stamp(flags);
+            let meta = k.stamp(flags, want_cas);
             let ttl = ttl_secs(ctx, key);
             reply(ctx.out, b"OK", Some(&shown), meta, ttl);
         }
