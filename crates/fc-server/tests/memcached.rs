@@ -450,3 +450,46 @@ fn limits_and_bad_input_are_refused_without_harm() {
     assert!(rest.is_empty(), "quit closes without a reply");
     server.shutdown();
 }
+
+#[test]
+fn memcached_clients_are_listed_killed_and_stopped_like_others() {
+    let server = start(ServerConfig {
+        memcached_bind: Some("127.0.0.1:0".parse().unwrap()),
+        ..ServerConfig::default()
+    });
+    let port = server.memcached_addr().unwrap().port();
+    let mut mc = Conn::open(server.memcached_addr().unwrap());
+    assert_eq!(mc.exchange(b"set k 0 0 1\r\nv\r\n"), b"STORED\r\n");
+    let mut resp = client(&server);
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut resp).unwrap();
+    let line = list
+        .lines()
+        .find(|l| l.contains(&format!("laddr=127.0.0.1:{port}")))
+        .unwrap_or_else(|| panic!("the memcached client in {list}"));
+    let id: u64 = line
+        .split(' ')
+        .find_map(|f| f.strip_prefix("id="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(id)
+        .query(&mut resp)
+        .unwrap();
+    assert_eq!(killed, 1);
+    let mut rest = Vec::new();
+    let _ = mc.0.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "killed: closed");
+    // An open memcached connection does not hold the server's shutdown up.
+    let mut open = Conn::open(server.memcached_addr().unwrap());
+    assert_eq!(open.exchange(b"get k\r\n"), b"VALUE k 0 1\r\nv\r\nEND\r\n");
+    let started = std::time::Instant::now();
+    server.shutdown();
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}

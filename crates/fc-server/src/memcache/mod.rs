@@ -60,13 +60,20 @@ fn stored(key: &Bytes) -> Bytes {
     }
 }
 
-/// Counts the connection while it lives.
-struct Counted<'a>(&'a crate::shared::Shared);
+/// The connection's place in the client registry (`CLIENT LIST`, `CLIENT KILL`, the idle
+/// timeout, shutdown) and in the counts, while it lives.
+struct Registered<'a> {
+    shared: &'a crate::shared::Shared,
+    id: u64,
+    client: std::sync::Arc<crate::clients::Client>,
+}
 
-impl Drop for Counted<'_> {
+impl Drop for Registered<'_> {
     fn drop(&mut self) {
-        self.0.clients.fetch_sub(1, Ordering::Relaxed);
-        self.0
+        self.client.closed.store(true, Ordering::Release);
+        self.shared.registry.remove(self.id);
+        self.shared.clients.fetch_sub(1, Ordering::Release);
+        self.shared
             .memcached
             .curr_connections
             .fetch_sub(1, Ordering::Relaxed);
@@ -81,10 +88,19 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
         .curr_connections
         .fetch_add(1, Ordering::Relaxed);
     bump(&shared.memcached.total_connections);
-    let _counted = Counted(shared);
+    let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed) + 1;
+    let registered = Registered {
+        shared,
+        id,
+        client: shared.registry.register(id, &stream),
+    };
+    let client = &registered.client;
     let Ok(mut stream) = TcpStream::from_std(stream) else {
         return;
     };
+    // Ended from outside (`CLIENT KILL`, the idle timeout, the server stopping).
+    let kill = client.kill.notified();
+    tokio::pin!(kill);
     let _ = stream.set_nodelay(true);
     let item_max = shared.config.memcached_item_max;
     let mut rbuf = BytesMut::with_capacity(16 * 1024);
@@ -92,12 +108,14 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
     let mut swallow = 0usize;
     // Item operations on this worker write their typed reply here (reused).
     let mut scratch = Replies::new();
-    let mut stop = shared.shutdown_request.subscribe();
     loop {
         let read = tokio::select! {
             read = stream.read_buf(&mut rbuf) => read,
-            _ = stop.wait_for(|&s| s) => return,
+            () = &mut kill => return,
         };
+        client
+            .active_ms
+            .store(shared.registry.now_ms(), Ordering::Relaxed);
         match read {
             Ok(0) | Err(_) => return,
             Ok(n) => {
