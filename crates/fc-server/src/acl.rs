@@ -547,6 +547,13 @@ impl User {
             .any(|(pattern, perm)| perm & need == need && fc_shard::glob_match(pattern, key, false))
     }
 
+    /// Whether a connection of this user may keep a subscription to `channel` (`pattern`: a
+    /// `PSUBSCRIBE` pattern, allowed only by the same pattern or `*`), after its rules
+    /// changed.
+    pub(crate) fn may_subscribe(&self, channel: &[u8], pattern: bool) -> bool {
+        self.open || self.channel_ok(channel, pattern)
+    }
+
     fn channel_ok(&self, channel: &[u8], literal: bool) -> bool {
         self.channels.iter().any(|pattern| {
             if literal {

@@ -323,6 +323,27 @@ impl PubSub {
     }
 
     /// The channels, patterns and shard channels subscribed to.
+    /// Every subscription: (client id, channel or pattern, whether a pattern).
+    pub(crate) fn subscriptions(&self) -> Vec<(u64, Bytes, bool)> {
+        let mut out = Vec::new();
+        for map in [&self.channels, &self.shard_channels] {
+            let map = map
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for (channel, subs) in map.iter() {
+                out.extend(subs.keys().map(|&id| (id, channel.clone(), false)));
+            }
+        }
+        let patterns = self
+            .patterns
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (pattern, p) in patterns.iter() {
+            out.extend(p.subs.keys().map(|&id| (id, pattern.clone(), true)));
+        }
+        out
+    }
+
     pub(crate) fn counts(&self) -> (usize, usize, usize) {
         (
             read(&self.channels).len(),

@@ -581,6 +581,35 @@ async fn run_command(
                     state.quit = true;
                 }
             }
+            // Redis closes the connections whose subscriptions their user's channel rules no
+            // longer allow.
+            if matches!(
+                args.get(1).map(|a| a.to_ascii_lowercase()).as_deref(),
+                Some(b"setuser" | b"load")
+            ) {
+                let clients = shared.registry.all();
+                for (id, channel, pattern) in shared.pubsub.subscriptions() {
+                    let Some(client) = clients.iter().find(|c| c.id == id) else {
+                        continue;
+                    };
+                    let name = client
+                        .user
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .clone();
+                    let allowed = shared
+                        .acl
+                        .user(&name)
+                        .is_some_and(|user| user.may_subscribe(&channel, pattern));
+                    if !allowed {
+                        if id == state.id {
+                            state.quit = true;
+                        } else {
+                            client.end(crate::clients::Ended::Killed);
+                        }
+                    }
+                }
+            }
         }
         Session::Hello => hello(worker, state, parser, &args, out),
         Session::Reset => {

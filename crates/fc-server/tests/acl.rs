@@ -347,3 +347,49 @@ fn the_acl_file_keeps_users_across_a_restart() {
     drop(admin);
     server.shutdown();
 }
+
+#[test]
+fn subscribers_whose_channels_are_revoked_are_disconnected() {
+    use std::io::Read;
+    let server = server_with(None, None);
+    let mut admin = client(&server);
+    ok(
+        &mut admin,
+        &[
+            "ACL", "SETUSER", "reader", "on", ">pw", "~*", "+@all", "&news.*",
+        ],
+    );
+    ok(
+        &mut admin,
+        &["ACL", "SETUSER", "fan", "on", ">pw", "~*", "+@all", "&*"],
+    );
+    let mut revoked = Raw::open(server.addr());
+    revoked.send(&["AUTH", "reader", "pw"]);
+    revoked.expect(b"+OK\r\n");
+    revoked.send(&["SUBSCRIBE", "news.1"]);
+    revoked.expect(b"*3\r\n$9\r\nsubscribe\r\n$6\r\nnews.1\r\n:1\r\n");
+    let mut kept = Raw::open(server.addr());
+    kept.send(&["AUTH", "fan", "pw"]);
+    kept.expect(b"+OK\r\n");
+    kept.send(&["PSUBSCRIBE", "news.*"]);
+    kept.expect(b"*3\r\n$10\r\npsubscribe\r\n$6\r\nnews.*\r\n:1\r\n");
+    // A change that still allows the channel keeps the subscriber.
+    ok(&mut admin, &["ACL", "SETUSER", "reader", "&sports"]);
+    assert!(revoked.silent_for(200), "still subscribed, nothing sent");
+    // Revoking it closes the connection, as Redis does; the other subscriber stays.
+    ok(
+        &mut admin,
+        &["ACL", "SETUSER", "reader", "resetchannels", "&sports"],
+    );
+    let mut rest = Vec::new();
+    let _ = revoked.0.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "closed without a message: {rest:?}");
+    let delivered: i64 = redis::cmd("PUBLISH")
+        .arg("news.1")
+        .arg("hello")
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(delivered, 1);
+    kept.expect(b"*4\r\n$8\r\npmessage\r\n$6\r\nnews.*\r\n$6\r\nnews.1\r\n$5\r\nhello\r\n");
+    server.shutdown();
+}
