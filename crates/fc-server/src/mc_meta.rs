@@ -39,14 +39,15 @@ thread_local! {
     static NEXT_CAS: Cell<u64> = const { Cell::new(0) };
 }
 
-/// Draws a new CAS value (unique per worker; a client compares them only for equality, key by
-/// key). Worker `w` draws from its own stride so values are unique across workers too.
-pub(crate) fn next_cas(worker: usize, workers: usize) -> u64 {
+/// Draws a new CAS value: worker `worker` draws `worker + 1`, then steps of `stride` (at
+/// least the worker count), so values are unique across workers (a client compares them only
+/// for equality, key by key).
+pub(crate) fn next_cas(worker: usize, stride: usize) -> u64 {
     NEXT_CAS.with(|n| {
         let next = if n.get() == 0 {
             worker as u64 + 1
         } else {
-            n.get() + workers.max(1) as u64
+            n.get() + stride.max(1) as u64
         };
         n.set(next);
         next

@@ -105,7 +105,9 @@ struct Key<'a> {
     key: &'a [u8],
     shard: usize,
     worker: usize,
-    workers: usize,
+    /// CAS values are drawn in strides of this (at least the worker count: the shard count),
+    /// each worker from its own offset, so no two workers draw the same value.
+    stride: usize,
 }
 
 impl Key<'_> {
@@ -118,7 +120,7 @@ impl Key<'_> {
         self.meta().unwrap_or_else(|| {
             let meta = Meta {
                 flags: 0,
-                cas: mc_meta::next_cas(self.worker, self.workers),
+                cas: mc_meta::next_cas(self.worker, self.stride),
             };
             mc_meta::set(self.shard, self.key, meta);
             meta
@@ -133,7 +135,7 @@ impl Key<'_> {
         }
         let meta = Meta {
             flags,
-            cas: mc_meta::next_cas(self.worker, self.workers),
+            cas: mc_meta::next_cas(self.worker, self.stride),
         };
         mc_meta::set(self.shard, self.key, meta);
         meta
@@ -174,7 +176,7 @@ fn mc_op<R: Reply>(ctx: &mut Ctx<'_, R>) {
         key,
         shard: ctx.store.router().shard_of(&route),
         worker: ctx.store.owner_of(&route),
-        workers: ctx.store.router().shard_count().max(1),
+        stride: ctx.store.router().shard_count().max(1),
     };
     let op = ctx.args[2].clone();
     match &op[..] {

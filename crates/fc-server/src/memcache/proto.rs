@@ -248,26 +248,9 @@ pub(crate) fn parse(buf: &Bytes, item_max: usize) -> Result<Option<(Command, usi
             let Ok(len) = usize::try_from(len) else {
                 return Err(refuse(BAD_FORMAT, used));
             };
-            if len > item_max {
-                return Err(Refusal {
-                    line: TOO_LARGE,
-                    used,
-                    swallow: len + 2,
-                    close: false,
-                });
-            }
-            if buf.len() < used + len + 2 {
+            let Some(data) = data_block(buf, used, len, item_max)? else {
                 return Ok(None);
-            }
-            if &buf[used + len..used + len + 2] != b"\r\n" {
-                return Err(Refusal {
-                    line: BAD_CHUNK,
-                    used: used + len + 2,
-                    swallow: 0,
-                    close: false,
-                });
-            }
-            let data = buf.slice(used..used + len);
+            };
             return Ok(Some((
                 Command::Store {
                     op,
@@ -383,29 +366,13 @@ pub(crate) fn parse(buf: &Bytes, item_max: usize) -> Result<Option<(Command, usi
                 return Err(refuse(BAD_FORMAT, used));
             };
             let flags = meta_flags(&args[2..]).ok_or_else(|| refuse(BAD_FLAG, used))?;
-            if len > item_max {
-                return Err(Refusal {
-                    line: TOO_LARGE,
-                    used,
-                    swallow: len + 2,
-                    close: false,
-                });
-            }
-            if buf.len() < used + len + 2 {
+            let Some(data) = data_block(buf, used, len, item_max)? else {
                 return Ok(None);
-            }
-            if &buf[used + len..used + len + 2] != b"\r\n" {
-                return Err(Refusal {
-                    line: BAD_CHUNK,
-                    used: used + len + 2,
-                    swallow: 0,
-                    close: false,
-                });
-            }
+            };
             return Ok(Some((
                 Command::MetaSet {
                     key: key.clone(),
-                    data: buf.slice(used..used + len),
+                    data,
                     flags,
                 },
                 used + len + 2,
@@ -414,6 +381,40 @@ pub(crate) fn parse(buf: &Bytes, item_max: usize) -> Result<Option<(Command, usi
         _ => return Err(refuse(ERROR, used)),
     };
     Ok(Some((command, used)))
+}
+
+/// A storage command's data block of `len` bytes after its line (`used` bytes): `None` until
+/// it and its `\r\n` are all here.
+///
+/// # Errors
+/// Over `item_max`: memcached's refusal, the block to be skipped; a block not followed by
+/// `\r\n`: `bad data chunk`.
+fn data_block(
+    buf: &Bytes,
+    used: usize,
+    len: usize,
+    item_max: usize,
+) -> Result<Option<Bytes>, Refusal> {
+    if len > item_max {
+        return Err(Refusal {
+            line: TOO_LARGE,
+            used,
+            swallow: len + 2,
+            close: false,
+        });
+    }
+    if buf.len() < used + len + 2 {
+        return Ok(None);
+    }
+    if &buf[used + len..used + len + 2] != b"\r\n" {
+        return Err(Refusal {
+            line: BAD_CHUNK,
+            used: used + len + 2,
+            swallow: 0,
+            close: false,
+        });
+    }
+    Ok(Some(buf.slice(used..used + len)))
 }
 
 /// Meta flags: a letter, then its token (`T30`, `O123`, `v`); `None` for a token that does not
