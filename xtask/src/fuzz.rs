@@ -1,5 +1,5 @@
 //! `cargo xtask fuzz`: the decoders' cargo-fuzz targets (RESP requests and replies, the WAL's
-//! payloads and recovery, FCNP requests and responses), each for a bounded time.
+//! payloads and recovery, FCNP requests and responses, FCRP replication frames), each for a bounded time.
 //!
 //! Needs the nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz --locked`). Seeds are
 //! committed under `<crate>/fuzz/seeds/<target>/`; the corpus libFuzzer grows lives in
@@ -19,6 +19,7 @@ const TARGETS: &[(&str, &str)] = &[
     ("crates/fc-wal", "wal_replay"),
     ("crates/fc-fcnp", "fcnp_request"),
     ("crates/fc-fcnp", "fcnp_response"),
+    ("crates/fc-repl", "fcrp_frames"),
 ];
 
 #[derive(clap::Args)]

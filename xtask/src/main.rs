@@ -121,6 +121,8 @@ const RUNTIME_FREE: &[&str] = &[
     "fc-fcnp",
     "fc-wal",
     "fc-snapshot",
+    "fc-repl",
+    "fc-gpu",
     "fc-config",
 ];
 const RUNTIMES: &[&str] = &["tokio", "monoio", "async-std", "smol"];

@@ -1,0 +1,338 @@
+//! Batches of one shard's mutations: what the primary's batchers build (each mutation encoded
+//! as the WAL encodes it, with its sequence number) and what a replica applies, idempotently
+//! against its per-shard watermarks, transactions whole.
+
+use std::time::{Duration, Instant};
+
+use fc_shard::{EmbeddedStore, Mutation};
+use fc_wal::Record;
+
+use crate::error::{FrameError, LinkError};
+use crate::frame::{Frame, Kind};
+
+/// Builds one shard's batch frame: entries of (sequence, length, the WAL's encoding of the
+/// mutation); transaction markers carry sequence 0 (they take none).
+#[derive(Debug, Clone)]
+pub struct BatchBuilder {
+    shard: u32,
+    first_seq: u64,
+    last_seq: u64,
+    records: u32,
+    payload: Vec<u8>,
+    scratch: Vec<u8>,
+}
+
+impl BatchBuilder {
+    /// An empty batch of `shard`.
+    #[must_use]
+    pub fn new(shard: u32) -> Self {
+        Self {
+            shard,
+            first_seq: 0,
+            last_seq: 0,
+            records: 0,
+            payload: Vec::new(),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Adds a mutation with its sequence number (0 for transaction markers).
+    pub fn push(&mut self, seq: u64, mutation: &Mutation<'_>) {
+        self.scratch.clear();
+        fc_wal::encode_mutation(mutation, &mut self.scratch);
+        if seq != 0 {
+            if self.first_seq == 0 {
+                self.first_seq = seq;
+            }
+            self.last_seq = seq;
+        }
+        self.payload.extend_from_slice(&seq.to_le_bytes());
+        self.payload
+            .extend_from_slice(&(self.scratch.len() as u32).to_le_bytes());
+        self.payload.extend_from_slice(&self.scratch);
+        self.records += 1;
+    }
+
+    /// Records in it.
+    #[must_use]
+    pub fn records(&self) -> u32 {
+        self.records
+    }
+
+    /// Payload bytes in it.
+    #[must_use]
+    pub fn bytes(&self) -> usize {
+        self.payload.len()
+    }
+
+    /// The batch as a frame (with the sequence span it covers: first and last), leaving the
+    /// builder empty; `None` when empty.
+    pub fn take(&mut self) -> Option<(Frame, u64, u64)> {
+        if self.records == 0 {
+            return None;
+        }
+        let frame = Frame {
+            kind: Kind::Batch,
+            shard: self.shard,
+            first_seq: self.first_seq,
+            records: self.records,
+            payload: std::mem::take(&mut self.payload),
+        };
+        let span = (self.first_seq, self.last_seq);
+        self.first_seq = 0;
+        self.last_seq = 0;
+        self.records = 0;
+        Some((frame, span.0, span.1))
+    }
+}
+
+/// A batch's entries: (sequence, record).
+///
+/// # Errors
+/// [`FrameError::Malformed`] for a payload that does not hold `frame.records` whole entries
+/// (nothing is returned, so nothing of it is applied).
+pub fn decode_batch(frame: &Frame) -> Result<Vec<(u64, Record)>, FrameError> {
+    if frame.kind != Kind::Batch {
+        return Err(FrameError::Malformed("batch"));
+    }
+    let mut rest = &frame.payload[..];
+    // Each entry takes at least 12 bytes: the count is checked before allocating.
+    let n = frame.records as usize;
+    if n.checked_mul(12).is_none_or(|b| b > rest.len()) {
+        return Err(FrameError::Malformed("batch"));
+    }
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        if rest.len() < 12 {
+            return Err(FrameError::Malformed("batch"));
+        }
+        let seq = u64::from_le_bytes(rest[..8].try_into().expect("8"));
+        let len = u32::from_le_bytes(rest[8..12].try_into().expect("4")) as usize;
+        rest = &rest[12..];
+        if len > rest.len() {
+            return Err(FrameError::Malformed("batch"));
+        }
+        let record = Record::decode(&rest[..len]).map_err(|_| FrameError::Malformed("batch"))?;
+        rest = &rest[len..];
+        out.push((seq, record));
+    }
+    if !rest.is_empty() {
+        return Err(FrameError::Malformed("batch"));
+    }
+    Ok(out)
+}
+
+/// What applying a batch did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Applied {
+    /// Mutations applied.
+    pub applied: usize,
+    /// Mutations skipped: already applied (a replayed or duplicated batch).
+    pub skipped: usize,
+    /// Mutations held: inside a transaction whose end has not come yet.
+    pub held: usize,
+}
+
+/// A replica's side: per-shard watermarks (the last sequence applied) and the transactions
+/// being gathered, applying batches idempotently.
+#[derive(Debug, Clone)]
+pub struct Applier {
+    watermarks: Vec<u64>,
+    /// Per shard, an open transaction's mutations, applied together at its end.
+    open: Vec<Option<Vec<(u64, Record)>>>,
+}
+
+impl Applier {
+    /// An applier that has applied up to `watermarks` (per shard; 0: nothing).
+    #[must_use]
+    pub fn new(watermarks: Vec<u64>) -> Self {
+        let open = vec![None; watermarks.len()];
+        Self { watermarks, open }
+    }
+
+    /// The watermarks (what to persist with the data, and to send in `Hello` and `Ack`).
+    #[must_use]
+    pub fn watermarks(&self) -> &[u64] {
+        &self.watermarks
+    }
+
+    /// Sets a shard's watermark (after a snapshot of it was loaded).
+    pub fn reset_shard(&mut self, shard: usize, watermark: u64) {
+        self.watermarks[shard] = watermark;
+        self.open[shard] = None;
+    }
+
+    /// Applies a batch frame to `store`: each mutation at most once, in sequence order; a
+    /// transaction's mutations all at its end marker.
+    ///
+    /// # Errors
+    /// [`LinkError::Gap`] when a sequence is missing (nothing after it is applied: the
+    /// replica must catch up again), [`LinkError::Record`] for a payload or a store refusal.
+    pub fn apply(&mut self, frame: &Frame, store: &EmbeddedStore) -> Result<Applied, LinkError> {
+        let shard = frame.shard as usize;
+        if shard >= self.watermarks.len() {
+            return Err(LinkError::Record(format!("batch of unknown shard {shard}")));
+        }
+        let entries = decode_batch(frame).map_err(|e| LinkError::Record(e.to_string()))?;
+        let mut done = Applied::default();
+        for (seq, record) in entries {
+            match record {
+                Record::TxBegin { .. } => {
+                    self.open[shard] = Some(Vec::new());
+                }
+                Record::TxEnd { .. } => {
+                    if let Some(held) = self.open[shard].take() {
+                        done.held = done.held.saturating_sub(held.len());
+                        for (seq, record) in held {
+                            self.apply_one(shard, seq, &record, store, &mut done)?;
+                        }
+                    }
+                }
+                record => {
+                    if let Some(held) = &mut self.open[shard] {
+                        held.push((seq, record));
+                        done.held += 1;
+                    } else {
+                        self.apply_one(shard, seq, &record, store, &mut done)?;
+                    }
+                }
+            }
+        }
+        Ok(done)
+    }
+
+    fn apply_one(
+        &mut self,
+        shard: usize,
+        seq: u64,
+        record: &Record,
+        store: &EmbeddedStore,
+        done: &mut Applied,
+    ) -> Result<(), LinkError> {
+        let watermark = self.watermarks[shard];
+        if seq <= watermark {
+            done.skipped += 1;
+            return Ok(());
+        }
+        if seq != watermark + 1 {
+            return Err(LinkError::Gap {
+                shard: shard as u32,
+                expected: watermark + 1,
+                got: seq,
+            });
+        }
+        record
+            .apply(store, shard)
+            .map_err(|e| LinkError::Record(e.to_string()))?;
+        self.watermarks[shard] = seq;
+        done.applied += 1;
+        Ok(())
+    }
+}
+
+/// When a primary's batch leaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendPolicy {
+    /// Every mutation as a batch of one.
+    Immediate,
+    /// When a batch reaches `max_records` or `max_bytes`, or is `max_delay` old.
+    Batch {
+        /// Most records in a batch.
+        max_records: u32,
+        /// Most payload bytes in a batch.
+        max_bytes: usize,
+        /// Longest a mutation waits in a batch.
+        max_delay: Duration,
+    },
+}
+
+impl Default for SendPolicy {
+    /// The specification's defaults: batches of 64 records or 256 KiB, 250 µs at most.
+    fn default() -> Self {
+        Self::Batch {
+            max_records: 64,
+            max_bytes: 256 << 10,
+            max_delay: Duration::from_micros(250),
+        }
+    }
+}
+
+/// A sealed batch: its frame and the sequence span it covers.
+#[derive(Debug, Clone)]
+pub struct Sealed {
+    /// The frame.
+    pub frame: Frame,
+    /// The first sequence in it (0: markers only).
+    pub first_seq: u64,
+    /// The last sequence in it (0: markers only).
+    pub last_seq: u64,
+}
+
+/// One shard's batcher on the primary (each shard has its own: a saturated lane holds only
+/// its shard). Time comes from the caller (sans-IO).
+#[derive(Debug, Clone)]
+pub struct Batcher {
+    policy: SendPolicy,
+    builder: BatchBuilder,
+    opened: Option<Instant>,
+}
+
+impl Batcher {
+    /// A batcher for `shard`.
+    #[must_use]
+    pub fn new(shard: u32, policy: SendPolicy) -> Self {
+        Self {
+            policy,
+            builder: BatchBuilder::new(shard),
+            opened: None,
+        }
+    }
+
+    /// Adds a mutation; returns the batch when it is to leave now.
+    pub fn push(&mut self, seq: u64, mutation: &Mutation<'_>, now: Instant) -> Option<Sealed> {
+        self.builder.push(seq, mutation);
+        self.opened.get_or_insert(now);
+        let full = match self.policy {
+            SendPolicy::Immediate => true,
+            SendPolicy::Batch {
+                max_records,
+                max_bytes,
+                ..
+            } => self.builder.records() >= max_records || self.builder.bytes() >= max_bytes,
+        };
+        full.then(|| self.seal()).flatten()
+    }
+
+    /// The batch, when its oldest mutation has waited `max_delay` by `now`.
+    pub fn due(&mut self, now: Instant) -> Option<Sealed> {
+        let max_delay = match self.policy {
+            SendPolicy::Immediate => Duration::ZERO,
+            SendPolicy::Batch { max_delay, .. } => max_delay,
+        };
+        let opened = self.opened?;
+        (now.duration_since(opened) >= max_delay)
+            .then(|| self.seal())
+            .flatten()
+    }
+
+    /// When the open batch is due (`None`: nothing waits).
+    #[must_use]
+    pub fn deadline(&self) -> Option<Instant> {
+        let max_delay = match self.policy {
+            SendPolicy::Immediate => Duration::ZERO,
+            SendPolicy::Batch { max_delay, .. } => max_delay,
+        };
+        self.opened.map(|o| o + max_delay)
+    }
+
+    /// The open batch, whatever its size (shutdown, a transaction's end).
+    pub fn seal(&mut self) -> Option<Sealed> {
+        self.opened = None;
+        let (frame, first_seq, last_seq) = self.builder.take()?;
+        Some(Sealed {
+            frame,
+            first_seq,
+            last_seq,
+        })
+    }
+}

@@ -1,0 +1,371 @@
+//! fc-repl's core: frames (round trips at every split, corruption and abuse refused), the
+//! handshake's checks and plans, a primary's mutation stream replicated through batchers and
+//! applied idempotently (replays, duplicates, gaps, transactions), the backlog, the batchers.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use fc_repl::{
+    Applier, Backlog, Batcher, Compression, Frame, FrameDecoder, FrameError, Hello, Kind,
+    LinkError, NeedSnapshot, Plan, Sealed, SendPolicy, Welcome, decode_watermarks,
+    watermarks_frame,
+};
+use fc_shard::{EmbeddedStore, Mutation};
+use proptest::prelude::*;
+
+fn kind() -> impl Strategy<Value = Kind> {
+    prop_oneof![
+        Just(Kind::Hello),
+        Just(Kind::Welcome),
+        Just(Kind::Batch),
+        Just(Kind::Heartbeat),
+        Just(Kind::Ack),
+        Just(Kind::Refused),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn frames_round_trip_at_every_split(
+        frames in proptest::collection::vec(
+            (kind(), any::<u32>(), any::<u64>(), any::<u32>(),
+             proptest::collection::vec(any::<u8>(), 0..300), any::<bool>()),
+            1..5),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let mut wire = Vec::new();
+        let mut expected = Vec::new();
+        for (kind, shard, first_seq, records, payload, zstd) in frames {
+            // A repetitive payload so that zstd sometimes pays.
+            let payload = if zstd { payload.repeat(4) } else { payload };
+            let frame = Frame { kind, shard, first_seq, records, payload };
+            frame.encode(if zstd { Compression::Zstd(3) } else { Compression::None }, &mut wire);
+            expected.push(frame);
+        }
+        let decoder = FrameDecoder::default();
+        let at = cut.index(wire.len() + 1);
+        let mut buf = wire[..at].to_vec();
+        let mut got = Vec::new();
+        while let Some(f) = decoder.decode(&mut buf).unwrap() {
+            got.push(f);
+        }
+        buf.extend_from_slice(&wire[at..]);
+        while let Some(f) = decoder.decode(&mut buf).unwrap() {
+            got.push(f);
+        }
+        prop_assert!(buf.is_empty());
+        prop_assert_eq!(got, expected);
+    }
+
+    /// Any byte changed anywhere: an error, never a different frame.
+    #[test]
+    fn corruption_is_refused(payload in proptest::collection::vec(any::<u8>(), 1..100),
+                             at in any::<prop::sample::Index>(), flip in 1u8..=255) {
+        let frame = Frame { kind: Kind::Batch, shard: 3, first_seq: 9, records: 1, payload };
+        let mut wire = Vec::new();
+        frame.encode(Compression::None, &mut wire);
+        let i = at.index(wire.len());
+        wire[i] ^= flip;
+        let decoded = FrameDecoder::default().decode(&mut wire);
+        prop_assert!(!matches!(decoded, Ok(Some(_))), "corrupted frame accepted: {decoded:?}");
+    }
+}
+
+#[test]
+fn abuse_is_refused_from_the_header() {
+    let decoder = FrameDecoder { max_payload: 1024 };
+    assert_eq!(
+        decoder.decode(&mut b"*1\r\n".to_vec()),
+        Err(FrameError::BadMagic)
+    );
+    let mut frame = Vec::new();
+    Frame::empty(Kind::Heartbeat).encode(Compression::None, &mut frame);
+    let mut future = frame.clone();
+    future[4] = 9;
+    assert_eq!(decoder.decode(&mut future), Err(FrameError::BadVersion(9)));
+    let mut reserved = frame.clone();
+    reserved[6] = 0x80;
+    assert_eq!(decoder.decode(&mut reserved), Err(FrameError::ReservedBits));
+    let mut huge = frame.clone();
+    huge[24..28].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(matches!(
+        decoder.decode(&mut huge),
+        Err(FrameError::TooLarge { .. })
+    ));
+    // A compressed payload that would inflate past the limit.
+    let bomb = Frame {
+        payload: vec![0u8; 64 << 10],
+        ..Frame::empty(Kind::Batch)
+    };
+    let mut wire = Vec::new();
+    bomb.encode(Compression::Zstd(3), &mut wire);
+    assert!(wire.len() < 1024, "compressed");
+    assert_eq!(decoder.decode(&mut wire), Err(FrameError::BadZstd));
+    // An incomplete frame consumes nothing.
+    let mut partial = frame[..20].to_vec();
+    assert_eq!(decoder.decode(&mut partial), Ok(None));
+    assert_eq!(partial.len(), 20);
+}
+
+#[test]
+fn the_handshake_checks_token_shards_and_plans_each_shard() {
+    let hello = Hello {
+        token: b"s3cret".to_vec(),
+        replica_id: "replica-1".into(),
+        port: 6381,
+        watermarks: vec![0, 10, 50, 100],
+    };
+    let back = Hello::decode(&hello.frame()).unwrap();
+    assert_eq!(back, hello);
+    assert_eq!(
+        hello.answer(b"wrong", "p", &[0; 4], &[None; 4]),
+        Err(LinkError::BadToken)
+    );
+    assert!(matches!(
+        hello.answer(b"s3cret", "p", &[0; 2], &[None; 2]),
+        Err(LinkError::ShardCount {
+            replica: 4,
+            primary: 2
+        })
+    ));
+    assert!(matches!(
+        hello.answer(b"s3cret", "p", &[0, 10, 40, 100], &[None; 4]),
+        Err(LinkError::FromTheFuture {
+            shard: 2,
+            watermark: 50,
+            primary: 40
+        })
+    ));
+    // Shard 0: caught up; 1: the backlog reaches back to 11; 2: it starts at 60 (too late);
+    // 3: nothing in the backlog and behind.
+    let welcome = hello
+        .answer(
+            b"s3cret",
+            "primary-1",
+            &[0, 20, 80, 120],
+            &[None, Some(11), Some(60), None],
+        )
+        .unwrap();
+    assert_eq!(
+        welcome.shards,
+        [
+            (Plan::Backlog, 0),
+            (Plan::Backlog, 20),
+            (Plan::Snapshot, 80),
+            (Plan::Snapshot, 120)
+        ]
+    );
+    assert_eq!(Welcome::decode(&welcome.frame()).unwrap(), welcome);
+    let ack = watermarks_frame(Kind::Ack, &[1, 2, 3]);
+    assert_eq!(decode_watermarks(&ack).unwrap(), [1, 2, 3]);
+    // Malformed payloads are errors, not panics or huge allocations.
+    let mut bad = hello.frame();
+    bad.payload.truncate(bad.payload.len() - 3);
+    assert!(Hello::decode(&bad).is_err());
+    let mut claim = watermarks_frame(Kind::Ack, &[]);
+    claim.payload[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(decode_watermarks(&claim).is_err());
+}
+
+/// A primary whose mutations go to per-shard batchers.
+fn primary(shards: usize, policy: SendPolicy) -> (EmbeddedStore, Arc<Mutex<Vec<Sealed>>>) {
+    let sealed: Arc<Mutex<Vec<Sealed>>> = Arc::default();
+    let batchers: Arc<Mutex<Vec<Batcher>>> = Arc::new(Mutex::new(
+        (0..shards)
+            .map(|s| Batcher::new(s as u32, policy))
+            .collect(),
+    ));
+    let (out, lanes) = (Arc::clone(&sealed), batchers);
+    let store = EmbeddedStore::builder(shards)
+        .mutation_sink(Arc::new(move |shard: usize, seq: u64, m: &Mutation<'_>| {
+            let mut lanes = lanes.lock().unwrap();
+            if let Some(s) = lanes[shard].push(seq, m, Instant::now()) {
+                out.lock().unwrap().push(s);
+            }
+        }))
+        .build();
+    (store, sealed)
+}
+
+fn frames(sealed: &Arc<Mutex<Vec<Sealed>>>) -> Vec<Frame> {
+    sealed
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.frame.clone())
+        .collect()
+}
+
+#[test]
+fn a_replica_applies_each_mutation_once_whatever_is_replayed() {
+    let (primary, sealed) = primary(4, SendPolicy::Immediate);
+    for i in 0..200u32 {
+        let key = format!("key:{}", i % 37);
+        match i % 5 {
+            0 | 1 => primary.set(key.as_bytes(), format!("v{i}").as_bytes(), None),
+            2 => {
+                let _ = primary.hset(format!("h:{}", i % 7).as_bytes(), &[(b"f", key.as_bytes())]);
+            }
+            3 => {
+                primary.delete(key.as_bytes());
+            }
+            _ => {
+                primary.expire(key.as_bytes(), 3_600_000);
+            }
+        }
+    }
+    let frames = frames(&sealed);
+    let replica = EmbeddedStore::new(4);
+    let mut applier = Applier::new(vec![0; 4]);
+    let mut applied = 0;
+    for frame in &frames {
+        applied += applier.apply(frame, &replica).unwrap().applied;
+    }
+    // Every mutation the primary made (a delete or expire of a missing key makes none).
+    let made: usize = frames.iter().map(|f| f.records as usize).sum();
+    assert!(made > 100, "{made}");
+    assert_eq!(applied, made);
+    // Everything again, then a second copy of every other frame: nothing changes.
+    let watermarks = applier.watermarks().to_vec();
+    for frame in frames.iter().chain(frames.iter().step_by(2)) {
+        let done = applier.apply(frame, &replica).unwrap();
+        assert_eq!(done.applied, 0);
+    }
+    assert_eq!(applier.watermarks(), &watermarks[..]);
+    for i in 0..37 {
+        let key = format!("key:{i}");
+        assert_eq!(
+            primary.get(key.as_bytes()),
+            replica.get(key.as_bytes()),
+            "{key}"
+        );
+        assert_eq!(
+            primary.pttl_millis(key.as_bytes()).to_redis() > 0,
+            replica.pttl_millis(key.as_bytes()).to_redis() > 0,
+            "{key}'s expiry"
+        );
+    }
+    for i in 0..7 {
+        let key = format!("h:{i}");
+        assert_eq!(
+            primary.hget(key.as_bytes(), b"f").unwrap(),
+            replica.hget(key.as_bytes(), b"f").unwrap()
+        );
+    }
+}
+
+#[test]
+fn a_missing_batch_is_a_gap_and_nothing_after_it_applies() {
+    let (primary, sealed) = primary(1, SendPolicy::Immediate);
+    for i in 0..5 {
+        primary.set(format!("k{i}").as_bytes(), b"v", None);
+    }
+    let frames = frames(&sealed);
+    let replica = EmbeddedStore::new(1);
+    let mut applier = Applier::new(vec![0]);
+    applier.apply(&frames[0], &replica).unwrap();
+    assert_eq!(
+        applier.apply(&frames[2], &replica),
+        Err(LinkError::Gap {
+            shard: 0,
+            expected: 2,
+            got: 3
+        })
+    );
+    assert_eq!(applier.watermarks(), [1]);
+    assert_eq!(replica.get(b"k2"), None);
+}
+
+#[test]
+fn a_transaction_applies_whole_at_its_end() {
+    let mut batcher = Batcher::new(0, SendPolicy::Immediate);
+    let now = Instant::now();
+    let set = |k: &'static [u8]| Mutation::Set {
+        key: k,
+        value: b"v",
+        expire_at_ms: None,
+    };
+    let first = [
+        batcher.push(0, &Mutation::TxBegin { id: 7 }, now).unwrap(),
+        batcher.push(1, &set(b"a"), now).unwrap(),
+        batcher.push(2, &set(b"b"), now).unwrap(),
+    ];
+    let end = batcher.push(0, &Mutation::TxEnd { id: 7 }, now).unwrap();
+    let replica = EmbeddedStore::new(1);
+    let mut applier = Applier::new(vec![0]);
+    for s in &first {
+        applier.apply(&s.frame, &replica).unwrap();
+    }
+    assert_eq!((replica.get(b"a"), replica.get(b"b")), (None, None), "held");
+    let done = applier.apply(&end.frame, &replica).unwrap();
+    assert_eq!(done.applied, 2);
+    assert_eq!(replica.get(b"a"), Some(b"v".to_vec()));
+    assert_eq!(replica.get(b"b"), Some(b"v".to_vec()));
+    assert_eq!(applier.watermarks(), [2]);
+}
+
+#[test]
+fn batchers_seal_by_count_bytes_and_delay() {
+    let now = Instant::now();
+    let set = Mutation::Set {
+        key: b"key",
+        value: b"value",
+        expire_at_ms: None,
+    };
+    let policy = SendPolicy::Batch {
+        max_records: 3,
+        max_bytes: 1 << 20,
+        max_delay: Duration::from_millis(5),
+    };
+    let mut by_count = Batcher::new(0, policy);
+    assert!(by_count.push(1, &set, now).is_none());
+    assert!(by_count.push(2, &set, now).is_none());
+    let sealed = by_count.push(3, &set, now).unwrap();
+    assert_eq!(
+        (sealed.first_seq, sealed.last_seq, sealed.frame.records),
+        (1, 3, 3)
+    );
+    let mut by_bytes = Batcher::new(
+        0,
+        SendPolicy::Batch {
+            max_records: 1000,
+            max_bytes: 40,
+            max_delay: Duration::from_secs(1),
+        },
+    );
+    assert!(by_bytes.push(1, &set, now).is_none());
+    assert!(
+        by_bytes.push(2, &set, now).is_some(),
+        "two records pass 40 bytes"
+    );
+    let mut by_delay = Batcher::new(0, policy);
+    assert!(by_delay.push(1, &set, now).is_none());
+    assert_eq!(by_delay.deadline(), Some(now + Duration::from_millis(5)));
+    assert!(by_delay.due(now + Duration::from_millis(1)).is_none());
+    let late = by_delay.due(now + Duration::from_millis(6)).unwrap();
+    assert_eq!(late.frame.records, 1);
+    assert!(by_delay.deadline().is_none());
+}
+
+#[test]
+fn the_backlog_serves_recent_watermarks_and_asks_older_ones_for_a_snapshot() {
+    let mut backlog = Backlog::new(2, 2 * 300);
+    let frame = |n: usize| -> Arc<[u8]> { vec![0u8; n].into() };
+    for seq in 1..=10u64 {
+        backlog.push(0, seq, seq, frame(100));
+    }
+    // 300 bytes per shard: the three newest stay.
+    assert_eq!(backlog.oldest(0), Some(8));
+    assert_eq!(backlog.latest(0), 10);
+    assert_eq!(backlog.since(0, 7).unwrap().len(), 3);
+    assert_eq!(backlog.since(0, 9).unwrap().len(), 1);
+    assert!(backlog.since(0, 10).unwrap().is_empty(), "caught up");
+    assert_eq!(backlog.since(0, 6), Err(NeedSnapshot));
+    // The other shard's lane is untouched.
+    assert_eq!(backlog.oldest(1), None);
+    assert!(backlog.since(1, 0).unwrap().is_empty());
+    // A frame larger than the whole lane still stays (the newest always does).
+    backlog.push(1, 1, 1, frame(1000));
+    assert_eq!(backlog.oldest(1), Some(1));
+    assert_eq!(backlog.bytes(), 300 + 1000);
+}
