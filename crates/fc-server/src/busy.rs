@@ -12,7 +12,8 @@
 //!   and the like) waits for the worker, and so does every command after it;
 //! - the rest get `BUSY`.
 //!
-//! Once the script ends, the connection goes to the worker with what it had not yet run.
+//! Once the script ends, the connection goes to the worker with what it had not yet run. An
+//! FCNP client is answered nothing here: its requests wait for the worker.
 //! Clients that were already connected to the busy worker wait for the script. They cannot
 //! be answered while their thread runs Lua.
 
@@ -85,8 +86,13 @@ pub(crate) async fn serve(shared: Arc<Shared>, stream: std::net::TcpStream, work
         let (replies, close) = {
             let mut out = Resp::new(1024);
             let mut close = false;
-            // Once the script ended, what is left goes to the worker unparsed.
-            while waiting.is_empty() && shared.scripts.is_busy() {
+            // Once the script ended, what is left goes to the worker unparsed. An FCNP client
+            // (its first byte FCNP's magic) is not answered here: it waits for the worker,
+            // which serves it in its protocol.
+            while waiting.is_empty()
+                && shared.scripts.is_busy()
+                && rbuf.first() != Some(&fc_fcnp::MAGIC)
+            {
                 match parser.parse_into(&mut rbuf, &mut args) {
                     Ok(true) => match answer(&shared, &mut authed, &mut parser, &args, &mut out) {
                         Step::Answered => {}
