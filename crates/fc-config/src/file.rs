@@ -716,36 +716,25 @@ impl FastCacheConfig {
                 problem(field, format!("{value} is above 9223372036854775807"));
             }
         }
-        let admin_bind = self.admin.bind.as_ref().and_then(|text| {
+        // An optional address: a problem named after its field when it does not parse.
+        let mut address = |field: &'static str, text: &Option<String>, example: &str| {
+            let text = text.as_ref()?;
             text.parse::<SocketAddr>()
                 .map_err(|_| {
                     problem(
-                        "admin.bind",
-                        format!("'{text}' is not an address such as 127.0.0.1:9121"),
+                        field,
+                        format!("'{text}' is not an address such as {example}"),
                     );
                 })
                 .ok()
-        });
-        let fcnp_bind = s.fcnp_bind.as_ref().and_then(|text| {
-            text.parse::<SocketAddr>()
-                .map_err(|_| {
-                    problem(
-                        "server.fcnp_bind",
-                        format!("'{text}' is not an address such as 127.0.0.1:6390"),
-                    );
-                })
-                .ok()
-        });
-        let memcached_bind = s.memcached_bind.as_ref().and_then(|text| {
-            text.parse::<SocketAddr>()
-                .map_err(|_| {
-                    problem(
-                        "server.memcached_bind",
-                        format!("'{text}' is not an address such as 127.0.0.1:11211"),
-                    );
-                })
-                .ok()
-        });
+        };
+        let admin_bind = address("admin.bind", &self.admin.bind, "127.0.0.1:9121");
+        let fcnp_bind = address("server.fcnp_bind", &s.fcnp_bind, "127.0.0.1:6390");
+        let memcached_bind = address(
+            "server.memcached_bind",
+            &s.memcached_bind,
+            "127.0.0.1:11211",
+        );
         let memcached_item_max = match s.memcached_item_size_max.bytes() {
             Ok(n) if (1024..=1 << 30).contains(&n) => n as usize,
             Ok(n) => {

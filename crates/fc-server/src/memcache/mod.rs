@@ -349,35 +349,25 @@ async fn run(worker: &Rc<Worker>, scratch: &mut Replies, command: Command, out: 
             ];
             let item = item_op(worker, scratch, &stored(&key), args).await;
             let hit = &item.status[..] == b"TOUCHED";
-            bump(if hit {
-                &stats.touch_hits
-            } else {
-                &stats.touch_misses
-            });
-            if !noreply {
-                out.extend_from_slice(if hit {
-                    b"TOUCHED\r\n"
-                } else {
-                    b"NOT_FOUND\r\n"
-                });
-            }
+            hit_or_miss(
+                hit,
+                (&stats.touch_hits, &stats.touch_misses),
+                b"TOUCHED\r\n",
+                noreply,
+                out,
+            );
         }
         Command::Delete { key, noreply } => {
             let args = vec![Bytes::from_static(b"delete")];
             let item = item_op(worker, scratch, &stored(&key), args).await;
             let hit = &item.status[..] == b"DELETED";
-            bump(if hit {
-                &stats.delete_hits
-            } else {
-                &stats.delete_misses
-            });
-            if !noreply {
-                out.extend_from_slice(if hit {
-                    b"DELETED\r\n"
-                } else {
-                    b"NOT_FOUND\r\n"
-                });
-            }
+            hit_or_miss(
+                hit,
+                (&stats.delete_hits, &stats.delete_misses),
+                b"DELETED\r\n",
+                noreply,
+                out,
+            );
         }
         Command::FlushAll { delay, noreply } => {
             bump(&stats.cmd_flush);
@@ -438,6 +428,20 @@ async fn run(worker: &Rc<Worker>, scratch: &mut Replies, command: Command, out: 
                 out.extend_from_slice(b"EN\r\n");
             }
         }
+    }
+}
+
+/// Counts a hit or a miss and answers `on_hit` or `NOT_FOUND` (unless `noreply`).
+fn hit_or_miss(
+    hit: bool,
+    (hits, misses): (&AtomicU64, &AtomicU64),
+    on_hit: &[u8],
+    noreply: bool,
+    out: &mut BytesMut,
+) {
+    bump(if hit { hits } else { misses });
+    if !noreply {
+        out.extend_from_slice(if hit { on_hit } else { b"NOT_FOUND\r\n" });
     }
 }
 
