@@ -73,6 +73,63 @@ pub struct FastCacheConfig {
     pub acl: AclSection,
     /// The GPU path (fc-gpu; the facade's `cuda` feature).
     pub cuda: CudaSection,
+    /// Native replication.
+    pub replication: ReplicationSection,
+}
+
+/// `[replication]`: native replication, as the specification's example writes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReplicationSection {
+    /// Feed the backlog from the start (`false`: from the first replica's connection).
+    pub enabled: bool,
+    /// `primary` or `replica`.
+    pub role: String,
+    /// A port for replicas (`127.0.0.1:7631`; absent: replicas use the RESP port).
+    pub bind_addr: Option<String>,
+    /// A replica's primary (`host:port`, its RESP or replication port).
+    pub primary_addr: Option<String>,
+    /// The shared secret (absent: the primary's `requirepass`).
+    pub auth_token: Option<String>,
+    /// `none` (the default) or `zstd`.
+    pub compression: String,
+    /// zstd's level (3), 1 to 22.
+    pub zstd_level: i32,
+    /// `batch` (the default) or `immediate`.
+    pub send_policy: String,
+    /// Most records in a batch (64).
+    pub batch_max_records: u32,
+    /// Most bytes in a batch (256 KiB).
+    pub batch_max_bytes: Size,
+    /// Longest a mutation waits in a batch, microseconds (250).
+    pub batch_max_delay_us: u64,
+    /// Recent frames kept for reconnecting replicas (64 MiB).
+    pub backlog_bytes: Size,
+    /// Bytes per snapshot chunk (1 MiB).
+    pub snapshot_chunk_bytes: Size,
+    /// A replica serves reads while its link is down (Redis's `replica-serve-stale-data`).
+    pub serve_stale_data: bool,
+}
+
+impl Default for ReplicationSection {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            role: "primary".into(),
+            bind_addr: None,
+            primary_addr: None,
+            auth_token: None,
+            compression: "none".into(),
+            zstd_level: 3,
+            send_policy: "batch".into(),
+            batch_max_records: 64,
+            batch_max_bytes: Size::Bytes(256 << 10),
+            batch_max_delay_us: 250,
+            backlog_bytes: Size::Bytes(64 << 20),
+            snapshot_chunk_bytes: Size::Bytes(1 << 20),
+            serve_stale_data: true,
+        }
+    }
 }
 
 /// `[cuda]`: how KV-cache chunks move between the cache and a GPU (fc-gpu).
@@ -560,6 +617,124 @@ impl FastCacheConfig {
         })
     }
 
+    /// `[replication]` resolved, its problems reported to `problem`.
+    fn replication_config(
+        &self,
+        problem: &mut impl FnMut(&'static str, String),
+    ) -> crate::ReplicationConfig {
+        let r = &self.replication;
+        let defaults = crate::ReplicationConfig::default();
+        let mut size =
+            |field: &'static str, size: &Size, min: u64, default: usize| match size.bytes() {
+                Ok(n) if n >= min && usize::try_from(n).is_ok() => n as usize,
+                Ok(n) => {
+                    problem(field, format!("{n} is below {min}"));
+                    default
+                }
+                Err(e) => {
+                    problem(field, e);
+                    default
+                }
+            };
+        let batch_bytes = size(
+            "replication.batch_max_bytes",
+            &r.batch_max_bytes,
+            1,
+            256 << 10,
+        );
+        let backlog_bytes = size(
+            "replication.backlog_bytes",
+            &r.backlog_bytes,
+            16 << 10,
+            defaults.backlog_bytes,
+        );
+        let snapshot_chunk_bytes = size(
+            "replication.snapshot_chunk_bytes",
+            &r.snapshot_chunk_bytes,
+            4 << 10,
+            defaults.snapshot_chunk_bytes,
+        )
+        .min(64 << 20);
+        let batch = match r.send_policy.as_str() {
+            "batch" => {
+                if r.batch_max_records == 0 {
+                    problem("replication.batch_max_records", "must be at least 1".into());
+                }
+                Some((
+                    r.batch_max_records.max(1),
+                    batch_bytes,
+                    r.batch_max_delay_us,
+                ))
+            }
+            "immediate" => None,
+            other => {
+                problem(
+                    "replication.send_policy",
+                    format!("'{other}': expected batch or immediate"),
+                );
+                defaults.batch
+            }
+        };
+        let zstd_level = match r.compression.as_str() {
+            "none" => None,
+            "zstd" if (1..=22).contains(&r.zstd_level) => Some(r.zstd_level),
+            "zstd" => {
+                problem(
+                    "replication.zstd_level",
+                    format!("{} is outside 1..=22", r.zstd_level),
+                );
+                None
+            }
+            other => {
+                problem(
+                    "replication.compression",
+                    format!("'{other}': expected none or zstd"),
+                );
+                None
+            }
+        };
+        let bind = r.bind_addr.as_ref().and_then(|text| {
+            text.parse::<SocketAddr>()
+                .map_err(|_| {
+                    problem(
+                        "replication.bind_addr",
+                        format!("'{text}' is not an address such as 127.0.0.1:7631"),
+                    );
+                })
+                .ok()
+        });
+        let replica_of = match r.role.as_str() {
+            "primary" => None,
+            "replica" => {
+                if r.primary_addr.is_none() {
+                    problem(
+                        "replication.primary_addr",
+                        "role = \"replica\" needs the primary's host:port".into(),
+                    );
+                }
+                r.primary_addr.clone()
+            }
+            other => {
+                problem(
+                    "replication.role",
+                    format!("'{other}': expected primary or replica"),
+                );
+                None
+            }
+        };
+        crate::ReplicationConfig {
+            enabled: r.enabled,
+            bind,
+            replica_of,
+            auth_token: r.auth_token.clone().filter(|t| !t.is_empty()),
+            zstd_level,
+            batch,
+            backlog_bytes,
+            snapshot_chunk_bytes,
+            serve_stale_data: r.serve_stale_data,
+        }
+    }
+
     /// The server settings this file describes (defaults where it is silent).
     ///
     /// # Errors
@@ -749,6 +924,7 @@ impl FastCacheConfig {
                 1 << 20
             }
         };
+        let replication = self.replication_config(&mut problem);
         let tls = self.tls_config(bind, &mut problem);
         if !s.plaintext && tls.is_none() {
             problem(
@@ -788,6 +964,7 @@ impl FastCacheConfig {
             direct_shard_ports: s.direct_shard_ports.then_some(s.direct_shard_base_port),
             memcached_bind,
             memcached_item_max,
+            replication,
             persistence: PersistenceConfig {
                 data_dir: p.data_dir.clone(),
                 appendfsync,

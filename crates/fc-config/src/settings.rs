@@ -92,6 +92,52 @@ pub struct ServerConfig {
     pub memcached_bind: Option<SocketAddr>,
     /// The largest value the memcached port stores (memcached's `-I`, 1 MiB).
     pub memcached_item_max: usize,
+    /// Native replication (`[replication]`).
+    pub replication: ReplicationConfig,
+}
+
+/// Native replication's settings (`[replication]`; `docs/REPLICATION.md`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicationConfig {
+    /// Feed the replication backlog from the start (`enabled = true`); otherwise it starts
+    /// when the first replica connects (that replica then begins from snapshots).
+    pub enabled: bool,
+    /// A port for replicas alone (replicas may also connect to the RESP port).
+    pub bind: Option<SocketAddr>,
+    /// Start as a replica of this primary (`host:port`, its RESP or replication port);
+    /// `REPLICAOF` changes it at run time.
+    pub replica_of: Option<String>,
+    /// The token replicas present, and this server presents to its primary (absent: the
+    /// primary's `requirepass`, as Redis's `masterauth`; none without one).
+    pub auth_token: Option<String>,
+    /// zstd level for frames (`None`: no compression, the default).
+    pub zstd_level: Option<i32>,
+    /// Batches: (most records, most bytes, longest wait in microseconds); `None`: every
+    /// mutation leaves at once (`send_policy = "immediate"`).
+    pub batch: Option<(u32, usize, u64)>,
+    /// Bytes of recent frames kept for replicas that reconnect (split evenly over shards).
+    pub backlog_bytes: usize,
+    /// Bytes per snapshot chunk sent to a replica catching up.
+    pub snapshot_chunk_bytes: usize,
+    /// A replica serves reads while its link is down or syncing (Redis's
+    /// `replica-serve-stale-data`).
+    pub serve_stale_data: bool,
+}
+
+impl Default for ReplicationConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            bind: None,
+            replica_of: None,
+            auth_token: None,
+            zstd_level: None,
+            batch: Some((64, 256 << 10, 250)),
+            backlog_bytes: 64 << 20,
+            snapshot_chunk_bytes: 1 << 20,
+            serve_stale_data: true,
+        }
+    }
 }
 
 /// Whether TLS clients must present a certificate (Redis's `tls-auth-clients`).
@@ -217,6 +263,7 @@ impl Default for ServerConfig {
             direct_shard_ports: None,
             memcached_bind: None,
             memcached_item_max: 1 << 20,
+            replication: ReplicationConfig::default(),
         }
     }
 }

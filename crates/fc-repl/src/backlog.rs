@@ -14,11 +14,25 @@ pub struct Backlog {
 
 #[derive(Debug, Clone, Default)]
 struct ShardLog {
-    /// (first sequence, last sequence, the encoded frame)
-    frames: VecDeque<(u64, u64, Arc<[u8]>)>,
+    frames: VecDeque<Held>,
     bytes: usize,
     /// The last sequence any frame covered (kept when frames are evicted).
     latest: u64,
+    /// The index the next frame pushed gets (frames are numbered from 0 per shard, so a
+    /// link's cursor survives evictions and marker-only frames, which cover no sequence).
+    next: u64,
+}
+
+/// One frame in a shard's backlog.
+#[derive(Debug, Clone)]
+struct Held {
+    index: u64,
+    /// The first sequence it covers (a marker-only frame: the one it precedes).
+    first: u64,
+    /// Where it sorts: its last sequence (a marker-only frame: the one it precedes). A
+    /// replica at watermark `w` needs every frame whose `pos` is above `w`.
+    pos: u64,
+    frame: Arc<[u8]>,
 }
 
 /// The backlog no longer holds what the replica needs: send a snapshot.
@@ -37,28 +51,42 @@ impl Backlog {
     }
 
     /// Adds a shard's encoded frame covering `first..=last` (a marker-only frame: both 0),
-    /// evicting the oldest past the limit (the newest always stays).
-    pub fn push(&mut self, shard: usize, first: u64, last: u64, frame: Arc<[u8]>) {
+    /// evicting the oldest past the limit (the newest always stays). Returns its index.
+    pub fn push(&mut self, shard: usize, first: u64, last: u64, frame: Arc<[u8]>) -> u64 {
         let log = &mut self.shards[shard];
-        let (first, last) = if last == 0 {
-            (log.latest, log.latest)
+        let (first, pos) = if last == 0 {
+            (log.latest + 1, log.latest + 1)
         } else {
             (first, last)
         };
         log.latest = log.latest.max(last);
         log.bytes += frame.len();
-        log.frames.push_back((first, last, frame));
+        let index = log.next;
+        log.next += 1;
+        log.frames.push_back(Held {
+            index,
+            first,
+            pos,
+            frame,
+        });
         while log.bytes > self.limit && log.frames.len() > 1 {
-            if let Some((_, _, old)) = log.frames.pop_front() {
-                log.bytes -= old.len();
+            if let Some(old) = log.frames.pop_front() {
+                log.bytes -= old.frame.len();
             }
         }
+        index
     }
 
     /// The oldest sequence a shard's backlog can resume from (`None`: it holds nothing).
     #[must_use]
     pub fn oldest(&self, shard: usize) -> Option<u64> {
-        self.shards[shard].frames.front().map(|(first, ..)| *first)
+        self.shards[shard].frames.front().map(|held| held.first)
+    }
+
+    /// The index the shard's next frame will get.
+    #[must_use]
+    pub fn next_index(&self, shard: usize) -> u64 {
+        self.shards[shard].next
     }
 
     /// The latest sequence a shard's frames covered.
@@ -78,19 +106,40 @@ impl Backlog {
     /// # Errors
     /// [`NeedSnapshot`] when the backlog no longer reaches back to `watermark + 1`.
     pub fn since(&self, shard: usize, watermark: u64) -> Result<Vec<Arc<[u8]>>, NeedSnapshot> {
+        let index = self.since_index(shard, watermark)?;
+        self.from_index(shard, index)
+    }
+
+    /// The index of the first frame a replica at `watermark` on `shard` needs (the shard's
+    /// next index when it needs none yet): a link's cursor, for [`Backlog::from_index`].
+    ///
+    /// # Errors
+    /// [`NeedSnapshot`] when the backlog no longer reaches back to `watermark + 1`.
+    pub fn since_index(&self, shard: usize, watermark: u64) -> Result<u64, NeedSnapshot> {
         let log = &self.shards[shard];
-        if watermark >= log.latest {
-            return Ok(Vec::new());
+        if watermark < log.latest && log.frames.front().is_none_or(|h| h.first > watermark + 1) {
+            return Err(NeedSnapshot);
         }
-        match log.frames.front() {
-            Some((first, ..)) if *first <= watermark + 1 => {}
-            _ => return Err(NeedSnapshot),
+        let at = log.frames.partition_point(|h| h.pos <= watermark);
+        Ok(log.frames.get(at).map_or(log.next, |h| h.index))
+    }
+
+    /// The frames from index `index` on (what a link at that cursor sends next), in order.
+    ///
+    /// # Errors
+    /// [`NeedSnapshot`] when frames from `index` were evicted (the link fell too far behind).
+    pub fn from_index(&self, shard: usize, index: u64) -> Result<Vec<Arc<[u8]>>, NeedSnapshot> {
+        let log = &self.shards[shard];
+        let front = log.frames.front().map_or(log.next, |h| h.index);
+        if index < front {
+            return Err(NeedSnapshot);
         }
+        let skip = usize::try_from(index - front).unwrap_or(usize::MAX);
         Ok(log
             .frames
             .iter()
-            .filter(|(_, last, _)| *last > watermark)
-            .map(|(.., frame)| Arc::clone(frame))
+            .skip(skip)
+            .map(|h| Arc::clone(&h.frame))
             .collect())
     }
 }

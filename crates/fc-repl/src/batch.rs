@@ -169,6 +169,22 @@ impl Applier {
     /// [`LinkError::Gap`] when a sequence is missing (nothing after it is applied: the
     /// replica must catch up again), [`LinkError::Record`] for a payload or a store refusal.
     pub fn apply(&mut self, frame: &Frame, store: &EmbeddedStore) -> Result<Applied, LinkError> {
+        self.apply_with(frame, |shard, record| {
+            record.apply(store, shard).map_err(|e| e.to_string())
+        })
+    }
+
+    /// [`Applier::apply`] through `apply`, which is given each record due, in order, with
+    /// its shard (a server hands them to the worker owning the shard). The watermark moves
+    /// past a record once `apply` took it.
+    ///
+    /// # Errors
+    /// As [`Applier::apply`]; an `Err` from `apply` becomes [`LinkError::Record`].
+    pub fn apply_with(
+        &mut self,
+        frame: &Frame,
+        mut apply: impl FnMut(usize, Record) -> Result<(), String>,
+    ) -> Result<Applied, LinkError> {
         let shard = frame.shard as usize;
         if shard >= self.watermarks.len() {
             return Err(LinkError::Record(format!("batch of unknown shard {shard}")));
@@ -184,7 +200,7 @@ impl Applier {
                     if let Some(held) = self.open[shard].take() {
                         done.held = done.held.saturating_sub(held.len());
                         for (seq, record) in held {
-                            self.apply_one(shard, seq, &record, store, &mut done)?;
+                            self.apply_one(shard, seq, record, &mut apply, &mut done)?;
                         }
                     }
                 }
@@ -193,7 +209,7 @@ impl Applier {
                         held.push((seq, record));
                         done.held += 1;
                     } else {
-                        self.apply_one(shard, seq, &record, store, &mut done)?;
+                        self.apply_one(shard, seq, record, &mut apply, &mut done)?;
                     }
                 }
             }
@@ -205,8 +221,8 @@ impl Applier {
         &mut self,
         shard: usize,
         seq: u64,
-        record: &Record,
-        store: &EmbeddedStore,
+        record: Record,
+        apply: &mut impl FnMut(usize, Record) -> Result<(), String>,
         done: &mut Applied,
     ) -> Result<(), LinkError> {
         let watermark = self.watermarks[shard];
@@ -221,9 +237,7 @@ impl Applier {
                 got: seq,
             });
         }
-        record
-            .apply(store, shard)
-            .map_err(|e| LinkError::Record(e.to_string()))?;
+        apply(shard, record).map_err(LinkError::Record)?;
         self.watermarks[shard] = seq;
         done.applied += 1;
         Ok(())

@@ -171,6 +171,19 @@ impl FrameDecoder {
     /// # Errors
     /// [`FrameError`]: the link is to be closed (nothing of the frame is applied).
     pub fn decode(&self, buf: &mut Vec<u8>) -> Result<Option<Frame>, FrameError> {
+        let Some((frame, used)) = self.decode_slice(buf)? else {
+            return Ok(None);
+        };
+        buf.drain(..used);
+        Ok(Some(frame))
+    }
+
+    /// [`FrameDecoder::decode`] without consuming: the frame at the front of `buf` and the
+    /// bytes it took (a reader then takes the next from there, and compacts once per read).
+    ///
+    /// # Errors
+    /// As [`FrameDecoder::decode`].
+    pub fn decode_slice(&self, buf: &[u8]) -> Result<Option<(Frame, usize)>, FrameError> {
         let Some(head) = buf.first_chunk::<HEADER_LEN>() else {
             // Not a frame from its first bytes on: refused at once.
             let n = buf.len().min(4);
@@ -219,7 +232,6 @@ impl FrameDecoder {
             records: u32_at(20),
             payload,
         };
-        buf.drain(..HEADER_LEN + len);
-        Ok(Some(frame))
+        Ok(Some((frame, HEADER_LEN + len)))
     }
 }

@@ -20,6 +20,10 @@ pub struct Hello {
     pub replica_id: String,
     /// The replica's listening port, shown by the primary (`slaveN:...port=`).
     pub port: u16,
+    /// The primary the watermarks were reached under (its id from an earlier [`Welcome`];
+    /// empty: none). Sequences are a primary's own: under another id they mean nothing, and
+    /// the replica starts over.
+    pub primary_id: String,
     /// Per shard, the last sequence applied (0: none).
     pub watermarks: Vec<u64>,
 }
@@ -109,11 +113,16 @@ impl Hello {
     /// When the token or identity is longer than [`MAX_NAME`].
     #[must_use]
     pub fn frame(&self) -> Frame {
-        assert!(self.token.len() <= MAX_NAME && self.replica_id.len() <= MAX_NAME);
+        assert!(
+            self.token.len() <= MAX_NAME
+                && self.replica_id.len() <= MAX_NAME
+                && self.primary_id.len() <= MAX_NAME
+        );
         let mut payload = Vec::new();
         put_bytes(&mut payload, &self.token);
         put_bytes(&mut payload, self.replica_id.as_bytes());
         payload.extend_from_slice(&self.port.to_le_bytes());
+        put_bytes(&mut payload, self.primary_id.as_bytes());
         payload.extend_from_slice(&(self.watermarks.len() as u32).to_le_bytes());
         for w in &self.watermarks {
             payload.extend_from_slice(&w.to_le_bytes());
@@ -136,6 +145,7 @@ impl Hello {
         let token = r.bytes("hello")?.to_vec();
         let replica_id = String::from_utf8_lossy(r.bytes("hello")?).into_owned();
         let port = r.u16("hello")?;
+        let primary_id = String::from_utf8_lossy(r.bytes("hello")?).into_owned();
         let n = r.u32("hello")? as usize;
         let watermarks = r.u64s(n, "hello")?;
         r.end("hello")?;
@@ -143,12 +153,14 @@ impl Hello {
             token,
             replica_id,
             port,
+            primary_id,
             watermarks,
         })
     }
 
     /// The primary's answer: checks the token (constant time) and the shard count, then
-    /// plans each shard from the replica's watermark, the primary's latest sequence
+    /// plans each shard from the replica's watermark (0 when the replica followed another
+    /// primary, or an earlier run of this one: `primary_id` differs), the primary's latest sequence
     /// (`latest[s]`) and the oldest sequence its backlog still holds (`oldest[s]`, `None`:
     /// empty backlog).
     ///
@@ -170,8 +182,10 @@ impl Hello {
                 primary: latest.len() as u32,
             });
         }
+        let same_primary = self.primary_id == primary_id;
         let mut shards = Vec::with_capacity(latest.len());
         for (shard, (&watermark, &primary)) in self.watermarks.iter().zip(latest).enumerate() {
+            let watermark = if same_primary { watermark } else { 0 };
             if watermark > primary {
                 return Err(LinkError::FromTheFuture {
                     shard: shard as u32,

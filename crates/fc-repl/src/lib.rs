@@ -34,7 +34,13 @@
 //! backlog.push(0, sealed.first_seq, sealed.last_seq, wire.clone().into());
 //!
 //! // A replica at watermark 0 says hello; the backlog still covers it.
-//! let hello = Hello { token: b"secret".to_vec(), replica_id: "r1".into(), port: 6381, watermarks: vec![0] };
+//! let hello = Hello {
+//!     token: b"secret".to_vec(),
+//!     replica_id: "r1".into(),
+//!     port: 6381,
+//!     primary_id: String::new(), // its first sync
+//!     watermarks: vec![0],
+//! };
 //! let welcome = hello.answer(b"secret", "p1", &[backlog.latest(0)], &[backlog.oldest(0)])?;
 //! assert_eq!(welcome.shards[0], (Plan::Backlog, 1));
 //!

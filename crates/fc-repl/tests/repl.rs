@@ -113,6 +113,7 @@ fn the_handshake_checks_token_shards_and_plans_each_shard() {
         token: b"s3cret".to_vec(),
         replica_id: "replica-1".into(),
         port: 6381,
+        primary_id: "primary-1".into(),
         watermarks: vec![0, 10, 50, 100],
     };
     let back = Hello::decode(&hello.frame()).unwrap();
@@ -129,7 +130,7 @@ fn the_handshake_checks_token_shards_and_plans_each_shard() {
         })
     ));
     assert!(matches!(
-        hello.answer(b"s3cret", "p", &[0, 10, 40, 100], &[None; 4]),
+        hello.answer(b"s3cret", "primary-1", &[0, 10, 40, 100], &[None; 4]),
         Err(LinkError::FromTheFuture {
             shard: 2,
             watermark: 50,
@@ -156,6 +157,25 @@ fn the_handshake_checks_token_shards_and_plans_each_shard() {
         ]
     );
     assert_eq!(Welcome::decode(&welcome.frame()).unwrap(), welcome);
+    // Under another primary (or a restarted one: a new id) the watermarks mean nothing: each
+    // shard is planned as from zero, and none is "from the future".
+    let other = hello
+        .answer(
+            b"s3cret",
+            "primary-2",
+            &[0, 10, 40, 0],
+            &[None, Some(1), None, None],
+        )
+        .unwrap();
+    assert_eq!(
+        other.shards,
+        [
+            (Plan::Backlog, 0),
+            (Plan::Backlog, 10),
+            (Plan::Snapshot, 40),
+            (Plan::Backlog, 0)
+        ]
+    );
     let ack = watermarks_frame(Kind::Ack, &[1, 2, 3]);
     assert_eq!(decode_watermarks(&ack).unwrap(), [1, 2, 3]);
     // Malformed payloads are errors, not panics or huge allocations.

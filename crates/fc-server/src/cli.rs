@@ -125,6 +125,24 @@ struct Cli {
     /// The largest value the memcached port stores, as memcached's -I [default: 1mb].
     #[arg(long, env = "FAST_CACHE_MEMCACHED_ITEM_SIZE_MAX")]
     memcached_item_size_max: Option<String>,
+    /// Start as a replica of this primary, host:port (its RESP port or its replication
+    /// port); REPLICAOF changes it at run time [default: none].
+    #[arg(long, env = "FAST_CACHE_REPLICAOF")]
+    replicaof: Option<String>,
+    /// A port for replicas alone, e.g. 127.0.0.1:7631 [default: none; replicas may also
+    /// connect to --bind].
+    #[arg(long, env = "FAST_CACHE_REPLICATION_BIND_ADDR")]
+    replication_bind: Option<String>,
+    /// The token replicas present and this server presents to its primary [default: the
+    /// primary's requirepass].
+    #[arg(long, env = "FAST_CACHE_REPLICATION_AUTH_TOKEN")]
+    replication_auth_token: Option<String>,
+    /// When replication batches leave: batch or immediate [default: batch].
+    #[arg(long, env = "FAST_CACHE_REPLICATION_SEND_POLICY")]
+    replication_send_policy: Option<String>,
+    /// Replication frame compression: none or zstd [default: none].
+    #[arg(long, env = "FAST_CACHE_REPLICATION_COMPRESSION")]
+    replication_compression: Option<String>,
     /// ACL file: users as ACL LIST prints them, read at start, written by ACL SAVE.
     #[arg(long, env = "FAST_CACHE_ACLFILE")]
     aclfile: Option<PathBuf>,
@@ -195,6 +213,23 @@ impl Cli {
         }
         if self.aclfile.is_some() {
             c.acl.file = self.aclfile;
+        }
+        let r = &mut c.replication;
+        if let Some(v) = self.replicaof {
+            r.role = "replica".into();
+            r.primary_addr = Some(v);
+        }
+        if self.replication_bind.is_some() {
+            r.bind_addr = self.replication_bind;
+        }
+        if self.replication_auth_token.is_some() {
+            r.auth_token = self.replication_auth_token;
+        }
+        if let Some(v) = self.replication_send_policy {
+            r.send_policy = v;
+        }
+        if let Some(v) = self.replication_compression {
+            r.compression = v;
         }
         if let Some(v) = self.plaintext {
             server.plaintext = v;
@@ -307,6 +342,9 @@ pub fn run(name: &'static str) -> anyhow::Result<()> {
     }
     if let Some(fcnp) = server.fcnp_addr() {
         tracing::info!("FCNP port on {fcnp}");
+    }
+    if let Some(repl) = server.repl_addr() {
+        tracing::info!("replication port on {repl}");
     }
     if let Some(memcached) = server.memcached_addr() {
         tracing::info!("memcached port on {memcached}");

@@ -33,11 +33,21 @@ const FLUSH_AT: usize = 64 * 1024;
 pub(crate) trait Socket: AsyncRead + AsyncWrite + Unpin {
     /// Reads what has already arrived, without waiting (a client draining at shutdown).
     fn read_ready(&mut self, buf: &mut BytesMut) -> std::io::Result<usize>;
+
+    /// The plain TCP stream underneath, to hand to another thread (a replica that came to a
+    /// RESP port); `Err(self)` for a TLS one.
+    fn into_tcp(self) -> Result<TcpStream, Self>
+    where
+        Self: Sized;
 }
 
 impl Socket for TcpStream {
     fn read_ready(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
         self.try_read_buf(buf)
+    }
+
+    fn into_tcp(self) -> Result<TcpStream, Self> {
+        Ok(self)
     }
 }
 
@@ -53,6 +63,10 @@ impl Socket for tokio_rustls::server::TlsStream<TcpStream> {
             Poll::Ready(read) => read,
             Poll::Pending => Err(std::io::ErrorKind::WouldBlock.into()),
         }
+    }
+
+    fn into_tcp(self) -> Result<TcpStream, Self> {
+        Err(self)
     }
 }
 
@@ -131,6 +145,21 @@ async fn start<S: Socket>(
                 figures.net_in.fetch_add(n as u64, Ordering::Relaxed);
                 figures.reads.fetch_add(1, Ordering::Relaxed);
             }
+        }
+    }
+    if handover.pending.starts_with(&fc_repl::MAGIC) {
+        // A replica of this server: the replication thread serves it.
+        match stream.into_tcp() {
+            Ok(tcp) => {
+                if let Ok(std) = tcp.into_std() {
+                    worker
+                        .shared
+                        .repl
+                        .incoming(std, handover.pending.to_vec());
+                }
+                return;
+            }
+            Err(back) => stream = back,
         }
     }
     if handover.pending.first() == Some(&fc_fcnp::MAGIC) {
@@ -511,6 +540,8 @@ fn direct(
         && (state.acl_open() || state.user.allows_in_place(spec, &parsed.args))
         && !worker.is_locked()
         && !worker.shared.scripts.is_busy()
+        && !(write && worker.shared.repl.read_only())
+        && !worker.shared.repl.stale()
         && worker.store.borrow().owner_of(route) == worker.index
         && !(write
             && worker

@@ -486,11 +486,7 @@ pub(crate) async fn info<R: Reply>(
         sections.push(std::mem::take(&mut text));
     }
     if show("replication") {
-        let _ = write!(
-            text,
-            "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
-            shared.replid,
-        );
+        shared.repl.info(&shared.replid, &mut text);
         sections.push(std::mem::take(&mut text));
     }
     if show("cpu") {

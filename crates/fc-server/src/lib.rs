@@ -74,6 +74,7 @@ mod pause;
 mod persist;
 mod process;
 mod pubsub;
+mod repl;
 mod reply;
 mod save;
 mod script;
@@ -91,15 +92,15 @@ mod worker;
 /// A worker thread's stack.
 const WORKER_STACK: usize = 16 << 20;
 pub use fc_config::{
-    MIN_PROTOCOL_LIMIT, OutputLimit, PersistenceConfig, ServerConfig, TlsAuthClients, TlsConfig,
-    TlsProtocol, parse_save_rules, parse_size,
+    MIN_PROTOCOL_LIMIT, OutputLimit, PersistenceConfig, ReplicationConfig, ServerConfig,
+    TlsAuthClients, TlsConfig, TlsProtocol, parse_save_rules, parse_size,
 };
 
 /// The TOML configuration (fc-config's, re-exported: `fc_server::config::FastCacheConfig`).
 pub mod config {
     pub use fc_config::{
         AdminSection, ConfigError, Endpoint, FastCacheConfig, PersistenceSection, Problem,
-        ServerSection, Size, StorageSection, TlsSection, parse_recovery,
+        ReplicationSection, ServerSection, Size, StorageSection, TlsSection, parse_recovery,
     };
 }
 
@@ -126,6 +127,7 @@ pub struct ServerHandle {
     admin_addr: Option<SocketAddr>,
     fcnp_addr: Option<SocketAddr>,
     memcached_addr: Option<SocketAddr>,
+    repl_addr: Option<SocketAddr>,
     direct_addrs: Vec<SocketAddr>,
     stop: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
@@ -204,15 +206,31 @@ impl Server {
         let pubsub = Arc::new(pubsub::PubSub::new(config.pubsub_output_limit));
         let notifier = Arc::new(notify::Notifier::new(Arc::clone(&pubsub)));
         let tracking = Arc::new(tracking::Tracking::new(Arc::clone(&pubsub), threads));
+        let source = Arc::new(repl::Source::new(
+            config.shards,
+            threads,
+            &config.replication,
+        ));
         let sink = txn::ServerSink::new(
             Arc::clone(&board),
             Arc::clone(&blocked),
             Arc::clone(&notifier),
             Arc::clone(&tracking),
+            Arc::clone(&source),
             config.shards,
             threads,
         );
         let (store, persist, sink) = open_store(builder, sink, &config, threads)?;
+        source.note_sequences(
+            store
+                .stats_snapshot()
+                .shards
+                .iter()
+                .map(|s| s.mutation_seq),
+        );
+        if config.replication.enabled {
+            source.enable();
+        }
         let router = *store.router();
         let stores = store.try_into_local_stores(threads)?;
         // Function libraries (`FUNCTION LOAD`) are kept beside the log and snapshots.
@@ -243,6 +261,11 @@ impl Server {
             None => tls_addr.unwrap_or(config.bind),
         };
         let fcnp_listener = config.fcnp_bind.map(bind).transpose()?;
+        let repl_listener = config.replication.bind.map(bind).transpose()?;
+        let repl_addr = repl_listener
+            .as_ref()
+            .map(std::net::TcpListener::local_addr)
+            .transpose()?;
         let memcached_listener = config.memcached_bind.map(bind).transpose()?;
         let memcached_addr = memcached_listener
             .as_ref()
@@ -305,6 +328,11 @@ impl Server {
             rejected_connections: AtomicU64::new(0),
             memcached: mc_meta::McStats::default(),
             replid: shared::random_hex_id(),
+            repl: repl::Repl::new(
+                source,
+                config.replication.clone(),
+                config.requirepass.as_deref(),
+            ),
             metrics: shared::Metrics::default(),
             tracking,
             pause: pause::Pause::new(),
@@ -342,6 +370,11 @@ impl Server {
                     })?,
             );
         }
+        handles.push(repl::start(
+            Arc::clone(&shared),
+            repl_listener,
+            stopped.clone(),
+        )?);
         #[cfg(feature = "telemetry")]
         let admin_addr = admin.map(|(admin, addr, thread)| {
             admin.ready(Arc::clone(&shared));
@@ -455,6 +488,7 @@ impl Server {
             fcnp_addr,
             memcached_addr,
             direct_addrs,
+            repl_addr,
             stop,
             threads: handles,
             inboxes: senders,
@@ -668,6 +702,12 @@ impl ServerHandle {
     #[must_use]
     pub fn memcached_addr(&self) -> Option<SocketAddr> {
         self.memcached_addr
+    }
+
+    /// The replication port's address (`[replication] bind_addr`), if one was asked for.
+    #[must_use]
+    pub fn repl_addr(&self) -> Option<SocketAddr> {
+        self.repl_addr
     }
 
     /// The direct shard ports' addresses, shard by shard (empty unless

@@ -294,6 +294,14 @@ pub(crate) async fn dispatch(
         && let Some(refusal) = persist.misconf()
     {
         Some(Cow::Owned(refusal.into_bytes()))
+    } else if spec.write() && worker.shared.repl.read_only() {
+        Some(Cow::Borrowed(
+            b"READONLY You can't write against a read only replica.",
+        ))
+    } else if worker.shared.repl.stale() && !spec.has(F::STALE) {
+        Some(Cow::Borrowed(
+            b"MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+        ))
     } else if state.subscribed && !crate::pubsub::allowed_in_subscribed_mode(out.version(), spec) {
         Some(Cow::Owned(format!(
             "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
@@ -497,19 +505,25 @@ async fn run_command(
             if timeout < 0 {
                 return out.error(b"ERR timeout is negative");
             }
-            // No replica can acknowledge (replication is not built yet): Redis answers 0 at
-            // once when none is asked for or inside MULTI, else after the timeout.
-            if replicas > 0 && timeout > 0 && txn.is_none() {
-                tokio::time::sleep(std::time::Duration::from_millis(timeout as u64)).await;
+            let repl = &worker.shared.repl;
+            if repl.read_only() {
+                return out.error(b"ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.");
             }
-            out.integer(0);
+            // Inside MULTI (or a script) it answers at once, as Redis does.
+            let wanted = usize::try_from(replicas).unwrap_or(0);
+            let timeout = if txn.is_some() {
+                None
+            } else {
+                Some(std::time::Duration::from_millis(timeout as u64))
+            };
+            let have = match timeout {
+                Some(timeout) if wanted > 0 => repl.wait(wanted, timeout).await,
+                _ => repl.caught_up(&repl.source.latest()),
+            };
+            out.integer(have as i64);
         }
-        Session::Role => {
-            out.array_len(3);
-            out.bulk(b"master");
-            out.integer(0);
-            out.array_len(0);
-        }
+        Session::Role => worker.shared.repl.role(out),
+        Session::ReplicaOf => replica_of(worker, &args, out),
         Session::Lolwut => {
             let text = format!(
                 "fast-cache ver. {} (Redis {} compatible)\n",
@@ -1587,4 +1601,29 @@ fn object_args(worker: &Worker, sub: &[u8], key: &Bytes) -> Vec<Bytes> {
     let mut part = vec![Bytes::copy_from_slice(sub), key.clone()];
     part.extend(thresholds.iter().map(|n| Bytes::from(n.to_string())));
     part
+}
+
+/// `REPLICAOF host port` / `REPLICAOF NO ONE` (and `SLAVEOF`).
+fn replica_of(worker: &Worker, args: &[Bytes], out: &mut Resp) {
+    let repl = &worker.shared.repl;
+    if args[1].eq_ignore_ascii_case(b"no") && args[2].eq_ignore_ascii_case(b"one") {
+        if repl.primary().is_some() {
+            tracing::info!("promoted: no longer a replica (REPLICAOF NO ONE)");
+        }
+        repl.follow(None);
+        return out.ok();
+    }
+    let Some(port) = fc_resp::number::parse_i64(&args[2]) else {
+        return out.error(b"ERR value is not an integer or out of range");
+    };
+    let Ok(port) = u16::try_from(port) else {
+        return out.error(b"ERR Invalid master port");
+    };
+    let host = String::from_utf8_lossy(&args[1]).into_owned();
+    if repl.primary().is_some_and(|(h, p)| h.eq_ignore_ascii_case(&host) && p == port) {
+        return out.simple(b"OK Already connected to specified master");
+    }
+    tracing::info!("replicating {host}:{port} (REPLICAOF)");
+    repl.follow(Some((host, port)));
+    out.ok();
 }

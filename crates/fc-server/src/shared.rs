@@ -44,6 +44,9 @@ pub(crate) enum Job {
     Snapshot {
         reply: oneshot::Sender<Result<fc_snapshot::SnapshotReport, fc_wal::WalError>>,
     },
+    /// Run `work` on this worker's store once no transaction holds it (replication: a
+    /// primary's snapshot export of a shard, a replica applying what its primary sent).
+    Local(Box<dyn FnOnce(&mut fc_shard::LocalEmbeddedStore) + Send>),
     /// Serve the clients blocked on keys that became ready ([`crate::blocking`]).
     Serve,
     /// Stop (connections are dropped).
@@ -111,6 +114,8 @@ pub(crate) struct Shared {
     pub(crate) blocked: Arc<crate::blocked::Blocked>,
     /// The store's mutation sink (transaction markers, the board, the log).
     pub(crate) sink: Arc<crate::txn::ServerSink>,
+    /// Native replication ([`crate::repl`]).
+    pub(crate) repl: crate::repl::Repl,
     /// Set by `SHUTDOWN`; the server's owner stops it.
     pub(crate) shutdown_request: tokio::sync::watch::Sender<bool>,
     /// The slow log, the latency monitor and their settings.

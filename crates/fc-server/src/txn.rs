@@ -46,6 +46,8 @@ pub(crate) struct ServerSink {
     tracking: Arc<Tracking>,
     wal: Option<Arc<WalSink>>,
     fsync: FsyncPolicy,
+    /// Native replication's export.
+    repl: Arc<crate::repl::Source>,
     /// Per worker (worker `w` owns the shards `s % workers == w`).
     slots: Vec<Slot>,
     /// Per shard, its worker's slot: a table, not a division per mutation (a restart replays
@@ -63,6 +65,7 @@ impl ServerSink {
         blocked: Arc<Blocked>,
         notifier: Arc<Notifier>,
         tracking: Arc<Tracking>,
+        repl: Arc<crate::repl::Source>,
         shards: usize,
         workers: usize,
     ) -> Self {
@@ -71,6 +74,7 @@ impl ServerSink {
             blocked,
             notifier,
             tracking,
+            repl,
             wal: None,
             fsync: FsyncPolicy::EverySec,
             slots: (0..workers).map(|_| Slot::default()).collect(),
@@ -98,6 +102,7 @@ impl ServerSink {
         if let Some(wal) = &self.wal {
             wal.on_mutation(shard, seq, mutation);
         }
+        self.repl.on_mutation(shard, seq, mutation);
     }
 
     /// Opens a transaction on `workers`, which the caller holds (nothing else runs on them
@@ -213,6 +218,11 @@ mod tests {
             Arc::new(Blocked::new(2)),
             Arc::new(Notifier::new(Arc::clone(&pubsub))),
             Arc::new(Tracking::new(pubsub, 2)),
+            Arc::new(crate::repl::Source::new(
+                4,
+                2,
+                &crate::ReplicationConfig::default(),
+            )),
             4,
             2,
         );

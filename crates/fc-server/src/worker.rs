@@ -515,6 +515,11 @@ pub(crate) fn run<F, Fut>(
                     worker.serve_ready();
                 }
                 Job::Serve => worker.serve_ready(),
+                Job::Local(work) => {
+                    worker.wait_unlocked().await;
+                    work(&mut worker.store.borrow_mut());
+                    worker.serve_ready();
+                }
                 Job::Hold { ack, mut commands } => {
                     worker.lock().await;
                     let _ = ack.send(());

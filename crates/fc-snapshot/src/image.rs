@@ -5,7 +5,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use fc_shard::{EmbeddedStore, Mutation};
+use fc_shard::{EmbeddedStore, LocalEmbeddedStore, Mutation};
 use fc_wal::{FrameRead, Record, WalError, decode_frame, encode_frame, encode_mutation};
 
 /// Magic of an image header.
@@ -135,6 +135,16 @@ impl Image {
     /// [`WalError::Io`], or [`WalError::Corrupt`] naming the file and offset.
     pub fn read(path: &Path) -> Result<Self, WalError> {
         let data = fs::read(path).map_err(|e| io_error(path, &e))?;
+        Self::from_bytes(data, path)
+    }
+
+    /// Verifies an image held in memory (one a primary sent its replica), as [`Image::read`]
+    /// verifies a file; `label` names it in errors.
+    ///
+    /// # Errors
+    /// [`WalError::Corrupt`] naming `label` and the offset.
+    pub fn from_bytes(data: Vec<u8>, label: &Path) -> Result<Self, WalError> {
+        let path = label;
         let corrupt = |offset: usize, reason: &str| WalError::Corrupt {
             path: path.to_path_buf(),
             offset: offset as u64,
@@ -202,24 +212,38 @@ impl Image {
     /// [`WalError::Apply`] when the store refuses one (for example over its memory budget
     /// under `NoEviction`).
     pub fn apply(&self, store: &EmbeddedStore) -> Result<(), WalError> {
+        self.each_record(|record, shard| record.apply(store, shard))
+    }
+
+    /// [`Image::apply`] on the owner-local store of the worker that owns the shard.
+    ///
+    /// # Errors
+    /// As [`Image::apply`].
+    pub fn apply_local(&self, store: &mut LocalEmbeddedStore) -> Result<(), WalError> {
+        self.each_record(|record, shard| record.apply_local(store, shard))
+    }
+
+    /// Runs `apply` on every record of the image, in order.
+    fn each_record(
+        &self,
+        mut apply: impl FnMut(&Record, usize) -> Result<(), fc_shard::StoreError>,
+    ) -> Result<(), WalError> {
         let end = self.data.len() - IMAGE_TRAILER_LEN;
         let mut at = IMAGE_HEADER_LEN;
         while at < end {
             let FrameRead::Frame { payload, len, .. } = decode_frame(&self.data[at..end]) else {
-                unreachable!("verified by Image::read");
+                unreachable!("verified by Image::from_bytes");
             };
             let record = Record::decode(payload).map_err(|e| WalError::Corrupt {
                 path: self.path.clone(),
                 offset: at as u64,
                 reason: e.to_string(),
             })?;
-            record
-                .apply(store, self.header.shard as usize)
-                .map_err(|e| WalError::Apply {
-                    path: self.path.clone(),
-                    offset: at as u64,
-                    message: e.to_string(),
-                })?;
+            apply(&record, self.header.shard as usize).map_err(|e| WalError::Apply {
+                path: self.path.clone(),
+                offset: at as u64,
+                message: e.to_string(),
+            })?;
             at += len;
         }
         Ok(())

@@ -2,8 +2,8 @@
 //! and [`Record`], the owned mutation a payload decodes to.
 
 use fc_shard::{
-    EmbeddedStore, InsertPosition, ListEnd, Mutation, PendingSet, SetExpiry, SetOptions,
-    StoreError, StreamId, StreamOp, ZAddOptions,
+    EmbeddedStore, InsertPosition, ListEnd, LocalEmbeddedStore, Mutation, PendingSet, SetExpiry,
+    SetOptions, StoreError, StreamId, StreamOp, ZAddOptions,
 };
 
 /// Why a payload could not be decoded (its frame's CRC was right: a format this build does not
@@ -762,6 +762,91 @@ impl Reader<'_> {
     }
 }
 
+/// The body of [`Record::apply`] and [`Record::apply_local`]: the same calls on either store
+/// kind (their methods share names and meanings; see fc-shard's `surface`).
+macro_rules! apply_record {
+    ($record:expr, $store:expr, $shard:expr) => {{
+        fn refs(items: &[Vec<u8>]) -> Vec<&[u8]> {
+            items.iter().map(Vec::as_slice).collect()
+        }
+        match $record {
+            Self::Set {
+                key,
+                value,
+                expire_at_ms,
+            } => {
+                let expiry = expire_at_ms.map_or(SetExpiry::Clear, SetExpiry::AtMs);
+                let options = SetOptions {
+                    expiry,
+                    ..SetOptions::default()
+                };
+                $store.set_with(key, value, options)?;
+            }
+            Self::Delete { key } | Self::Expired { key } | Self::Evicted { key } => {
+                $store.delete(key);
+            }
+            Self::Expire { key, expire_at_ms } => {
+                $store.expire_at_ms(key, *expire_at_ms);
+            }
+            Self::Persist { key } => {
+                $store.persist(key);
+            }
+            Self::Flush => $store.clear_shard($shard),
+            Self::Rename { from, to } => {
+                $store.rename(from, to, false)?;
+            }
+            Self::HSet { key, pairs } => {
+                let pairs: Vec<(&[u8], &[u8])> =
+                    pairs.iter().map(|(f, v)| (&f[..], &v[..])).collect();
+                $store.hset(key, &pairs)?;
+            }
+            Self::HDel { key, fields } => {
+                $store.hdel(key, &refs(fields))?;
+            }
+            Self::ListPush { key, end, items } => {
+                $store.push(key, *end, &refs(items), false)?;
+            }
+            Self::ListPop { key, end, count } => {
+                $store.pop(key, *end, *count)?;
+            }
+            Self::ListSet { key, index, value } => {
+                let index = i64::try_from(*index).map_err(|_| StoreError::IndexOutOfRange)?;
+                $store.lset(key, index, value)?;
+            }
+            Self::ListTrim { key, start, stop } => $store.ltrim(key, *start, *stop)?,
+            Self::ListRem { key, count, value } => {
+                $store.lrem(key, *count, value)?;
+            }
+            Self::ListInsert {
+                key,
+                position,
+                pivot,
+                value,
+            } => {
+                $store.linsert(key, *position, pivot, value)?;
+            }
+            Self::SAdd { key, members } => {
+                $store.sadd(key, &refs(members))?;
+            }
+            Self::SRem { key, members } => {
+                $store.srem(key, &refs(members))?;
+            }
+            Self::ZAdd { key, entries } => {
+                let entries: Vec<(f64, &[u8])> =
+                    entries.iter().map(|(s, m)| (*s, &m[..])).collect();
+                $store.zadd(key, &entries, ZAddOptions::default())?;
+            }
+            Self::ZRem { key, members } => {
+                $store.zrem(key, &refs(members))?;
+            }
+            Self::Stream { key, op } => op.with_op(|op| $store.stream_apply(key, op))?,
+            // Boundaries change nothing; recovery groups by them (see `crate::recover`).
+            Self::TxBegin { .. } | Self::TxEnd { .. } => {}
+        }
+        Ok(())
+    }};
+}
+
 impl Record {
     /// Decodes one payload.
     ///
@@ -920,83 +1005,19 @@ impl Record {
     /// A [`StoreError`] when the store cannot take the change (a store of another shard count,
     /// a full shard): recovery reports it and stops.
     pub fn apply(&self, store: &EmbeddedStore, shard: usize) -> Result<(), StoreError> {
-        fn refs(items: &[Vec<u8>]) -> Vec<&[u8]> {
-            items.iter().map(Vec::as_slice).collect()
-        }
-        match self {
-            Self::Set {
-                key,
-                value,
-                expire_at_ms,
-            } => {
-                let expiry = expire_at_ms.map_or(SetExpiry::Clear, SetExpiry::AtMs);
-                let options = SetOptions {
-                    expiry,
-                    ..SetOptions::default()
-                };
-                store.set_with(key, value, options)?;
-            }
-            Self::Delete { key } | Self::Expired { key } | Self::Evicted { key } => {
-                store.delete(key);
-            }
-            Self::Expire { key, expire_at_ms } => {
-                store.expire_at_ms(key, *expire_at_ms);
-            }
-            Self::Persist { key } => {
-                store.persist(key);
-            }
-            Self::Flush => store.clear_shard(shard),
-            Self::Rename { from, to } => {
-                store.rename(from, to, false)?;
-            }
-            Self::HSet { key, pairs } => {
-                let pairs: Vec<(&[u8], &[u8])> =
-                    pairs.iter().map(|(f, v)| (&f[..], &v[..])).collect();
-                store.hset(key, &pairs)?;
-            }
-            Self::HDel { key, fields } => {
-                store.hdel(key, &refs(fields))?;
-            }
-            Self::ListPush { key, end, items } => {
-                store.push(key, *end, &refs(items), false)?;
-            }
-            Self::ListPop { key, end, count } => {
-                store.pop(key, *end, *count)?;
-            }
-            Self::ListSet { key, index, value } => {
-                let index = i64::try_from(*index).map_err(|_| StoreError::IndexOutOfRange)?;
-                store.lset(key, index, value)?;
-            }
-            Self::ListTrim { key, start, stop } => store.ltrim(key, *start, *stop)?,
-            Self::ListRem { key, count, value } => {
-                store.lrem(key, *count, value)?;
-            }
-            Self::ListInsert {
-                key,
-                position,
-                pivot,
-                value,
-            } => {
-                store.linsert(key, *position, pivot, value)?;
-            }
-            Self::SAdd { key, members } => {
-                store.sadd(key, &refs(members))?;
-            }
-            Self::SRem { key, members } => {
-                store.srem(key, &refs(members))?;
-            }
-            Self::ZAdd { key, entries } => {
-                let entries: Vec<(f64, &[u8])> =
-                    entries.iter().map(|(s, m)| (*s, &m[..])).collect();
-                store.zadd(key, &entries, ZAddOptions::default())?;
-            }
-            Self::ZRem { key, members } => {
-                store.zrem(key, &refs(members))?;
-            }
-            Self::Stream { key, op } => op.with_op(|op| store.stream_apply(key, op))?,
-            // Boundaries change nothing; recovery groups by them (see `crate::recover`).
-            Self::TxBegin { .. } | Self::TxEnd { .. } => {}
-        }
-        Ok(())
+        apply_record!(self, store, shard)
+    }
+
+    /// [`Record::apply`] on a worker's owner-local store (a replica's worker applying what
+    /// its primary sent for one of its shards).
+    ///
+    /// # Errors
+    /// As [`Record::apply`], and [`StoreError::NotOwner`] for a key of another worker.
+    pub fn apply_local(
+        &self,
+        store: &mut LocalEmbeddedStore,
+        shard: usize,
+    ) -> Result<(), StoreError> {
+        apply_record!(self, store, shard)
     }
 }

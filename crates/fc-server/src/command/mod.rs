@@ -158,6 +158,7 @@ pub(crate) enum Session {
     /// `WAIT numreplicas timeout`.
     Wait,
     Role,
+    ReplicaOf,
     Lolwut,
     /// `MOVE key db`: a rename into another database on the key's owner.
     Move,

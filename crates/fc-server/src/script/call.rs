@@ -270,6 +270,9 @@ pub(crate) fn command<T>(
                 b"ERR Write commands are not allowed from read-only scripts.",
             ));
         }
+        if write && ctx.worker.shared.repl.read_only() {
+            return done(Err(b"READONLY You can't write against a read only replica."));
+        }
         let mut argv = argv;
         command::into_db(spec, &mut argv, ctx.db);
         // A keyed command: its route and owner, computed once (the owner check and the

@@ -1,0 +1,540 @@
+//! Native replication on the server (fc-repl's sans-IO core, with its links here): the
+//! primary's export ([`Source`]: per-shard lanes fed by the store's mutation sink, inside each
+//! shard's owner), the replication thread (`fc-repl`: the pump that seals batches into the
+//! backlog, the replica links a primary serves, the link a replica follows), and what the
+//! commands see (`REPLICAOF`, `ROLE`, `INFO replication`, `WAIT`, `READONLY` refusals).
+//!
+//! Protocol and guarantees: `docs/REPLICATION.md`.
+
+mod primary;
+mod replica;
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use fc_repl::{Batcher, Compression, Sealed, SendPolicy};
+use fc_shard::Mutation;
+use tokio::sync::{Notify, mpsc, watch};
+
+use crate::ReplicationConfig;
+use crate::reply::Reply as _;
+use crate::shared::Shared;
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The primary's export: every shard's lane (its batcher and the batches sealed and not yet
+/// taken by the pump), fed by the store's sink on the shard's owning worker. Off (one load
+/// per mutation, after the sequence is noted) until replication starts: `enabled = true`,
+/// or the first replica's connection.
+pub(crate) struct Source {
+    enabled: AtomicBool,
+    /// Per shard, the latest sequence (noted always: a replica's plan compares with it).
+    last: Box<[AtomicU64]>,
+    lanes: Box<[Mutex<Lane>]>,
+    /// Per shard: already in `dirty` (the pump has not taken it yet).
+    queued: Box<[AtomicBool]>,
+    dirty: Mutex<Vec<usize>>,
+    /// Per worker, the transaction its shards are inside (markers are per shard on the wire:
+    /// each changed shard gets its own begin and end).
+    open: Box<[Mutex<Option<OpenTx>>]>,
+    workers: usize,
+    wake: Notify,
+}
+
+struct Lane {
+    batcher: Batcher,
+    ready: Vec<Sealed>,
+}
+
+struct OpenTx {
+    id: u64,
+    shards: Vec<usize>,
+}
+
+impl Source {
+    pub(crate) fn new(shards: usize, workers: usize, config: &ReplicationConfig) -> Self {
+        let policy = match config.batch {
+            None => SendPolicy::Immediate,
+            Some((max_records, max_bytes, delay_us)) => SendPolicy::Batch {
+                max_records,
+                max_bytes,
+                max_delay: Duration::from_micros(delay_us),
+            },
+        };
+        Self {
+            enabled: AtomicBool::new(false),
+            last: (0..shards).map(|_| AtomicU64::new(0)).collect(),
+            lanes: (0..shards)
+                .map(|s| {
+                    Mutex::new(Lane {
+                        batcher: Batcher::new(s as u32, policy),
+                        ready: Vec::new(),
+                    })
+                })
+                .collect(),
+            queued: (0..shards).map(|_| AtomicBool::new(false)).collect(),
+            dirty: Mutex::new(Vec::new()),
+            open: (0..workers).map(|_| Mutex::new(None)).collect(),
+            workers: workers.max(1),
+            wake: Notify::new(),
+        }
+    }
+
+    /// Notes each shard's sequence as the store reports it (after loading: a load may not
+    /// pass every mutation through the sink).
+    pub(crate) fn note_sequences(&self, seqs: impl IntoIterator<Item = u64>) {
+        for (last, seq) in self.last.iter().zip(seqs) {
+            last.fetch_max(seq, Ordering::AcqRel);
+        }
+    }
+
+    /// Starts exporting (idempotent): from here on every mutation reaches the backlog.
+    pub(crate) fn enable(&self) {
+        self.enabled.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn enabled(&self) -> bool {
+        self.enabled.load(Ordering::Acquire)
+    }
+
+    /// Each shard's latest sequence.
+    pub(crate) fn latest(&self) -> Vec<u64> {
+        self.last.iter().map(|l| l.load(Ordering::Acquire)).collect()
+    }
+
+    pub(crate) fn latest_of(&self, shard: usize) -> u64 {
+        self.last[shard].load(Ordering::Acquire)
+    }
+
+    /// The sink's call, on the shard's owner, in sequence order.
+    pub(crate) fn on_mutation(&self, shard: usize, seq: u64, mutation: &Mutation<'_>) {
+        if seq != 0 {
+            self.last[shard].store(seq, Ordering::Release);
+        }
+        if !self.enabled.load(Ordering::Acquire) {
+            return;
+        }
+        let worker = shard % self.workers;
+        match mutation {
+            Mutation::TxBegin { id } => {
+                *lock(&self.open[worker]) = Some(OpenTx {
+                    id: *id,
+                    shards: Vec::new(),
+                });
+                return;
+            }
+            Mutation::TxEnd { id } => {
+                let open = lock(&self.open[worker]).take();
+                for shard in open.map(|o| o.shards).unwrap_or_default() {
+                    self.push(shard, 0, &Mutation::TxEnd { id: *id });
+                }
+                return;
+            }
+            _ => {}
+        }
+        let begin = {
+            let mut open = lock(&self.open[worker]);
+            match open.as_mut() {
+                Some(tx) if !tx.shards.contains(&shard) => {
+                    tx.shards.push(shard);
+                    Some(tx.id)
+                }
+                _ => None,
+            }
+        };
+        if let Some(id) = begin {
+            self.push(shard, 0, &Mutation::TxBegin { id });
+        }
+        self.push(shard, seq, mutation);
+    }
+
+    fn push(&self, shard: usize, seq: u64, mutation: &Mutation<'_>) {
+        {
+            let mut lane = lock(&self.lanes[shard]);
+            if let Some(sealed) = lane.batcher.push(seq, mutation, Instant::now()) {
+                lane.ready.push(sealed);
+            }
+        }
+        if !self.queued[shard].swap(true, Ordering::AcqRel) {
+            lock(&self.dirty).push(shard);
+            self.wake.notify_one();
+        }
+    }
+
+    /// The pump's side: shard `shard`'s sealed batches, and the one due by `now`; with when
+    /// its open batch is due.
+    fn take(&self, shard: usize, now: Instant) -> (Vec<Sealed>, Option<Instant>) {
+        self.queued[shard].store(false, Ordering::Release);
+        let mut lane = lock(&self.lanes[shard]);
+        let mut ready = std::mem::take(&mut lane.ready);
+        if let Some(due) = lane.batcher.due(now) {
+            ready.push(due);
+        }
+        (ready, lane.batcher.deadline())
+    }
+}
+
+/// What a replica link of this primary shows (`INFO replication`, `ROLE`, `WAIT`).
+#[derive(Debug, Clone)]
+pub(crate) struct LinkInfo {
+    pub(crate) id: u64,
+    pub(crate) ip: String,
+    pub(crate) port: u16,
+    /// `wait_bgsave` (handshake), `send_bulk` (snapshots), `online`.
+    pub(crate) state: &'static str,
+    /// Per shard, what the replica acknowledged.
+    pub(crate) acked: Vec<u64>,
+    pub(crate) last_ack: Instant,
+}
+
+/// A replica's view of its link.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Following {
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    /// `connect`, `connecting`, `sync`, `connected`.
+    pub(crate) state: &'static str,
+    pub(crate) watermarks: Vec<u64>,
+    pub(crate) primary_id: String,
+    pub(crate) last_io: Option<Instant>,
+    /// Shards whose snapshot is still coming.
+    pub(crate) syncing: usize,
+    /// Full resynchronizations (every shard flushed) since start.
+    pub(crate) full_syncs: u64,
+    pub(crate) last_error: Option<String>,
+}
+
+/// What the replication thread is told.
+pub(crate) enum Control {
+    /// Follow this `host:port` (`None`: stop following, `REPLICAOF NO ONE`).
+    Follow(Option<(String, u16)>),
+    /// A replica that connected to a RESP port (its first bytes already read).
+    Incoming(std::net::TcpStream, Vec<u8>),
+}
+
+/// The server's replication state.
+pub(crate) struct Repl {
+    pub(crate) source: Arc<Source>,
+    pub(crate) config: ReplicationConfig,
+    /// What replicas present, and this server presents to its primary.
+    pub(crate) token: Vec<u8>,
+    control: mpsc::UnboundedSender<Control>,
+    control_rx: Mutex<Option<mpsc::UnboundedReceiver<Control>>>,
+    pub(crate) links: Mutex<Vec<LinkInfo>>,
+    pub(crate) next_link: AtomicU64,
+    /// Woken by every replica acknowledgement (`WAIT`).
+    pub(crate) acked: Notify,
+    /// `Some` while this server is a replica.
+    pub(crate) following: Mutex<Option<Following>>,
+    read_only: AtomicBool,
+    /// A replica with `serve_stale_data` off whose link is not up: data commands refused.
+    stale: AtomicBool,
+    /// Links refused (bad token, bad frames, watermarks from the future).
+    pub(crate) refused: AtomicU64,
+    /// The pump's generation (a link waits for a new one).
+    pub(crate) fresh: watch::Sender<u64>,
+    /// Bytes the backlog holds (`repl_backlog_histlen`).
+    pub(crate) backlog_bytes: AtomicU64,
+    /// Frames and bytes sent to replicas.
+    pub(crate) sent_bytes: AtomicU64,
+}
+
+impl Repl {
+    pub(crate) fn new(
+        source: Arc<Source>,
+        config: ReplicationConfig,
+        requirepass: Option<&str>,
+    ) -> Self {
+        let token = config
+            .auth_token
+            .as_deref()
+            .or(requirepass)
+            .unwrap_or("")
+            .as_bytes()
+            .to_vec();
+        let (control, control_rx) = mpsc::unbounded_channel();
+        Self {
+            source,
+            token,
+            control,
+            control_rx: Mutex::new(Some(control_rx)),
+            links: Mutex::new(Vec::new()),
+            next_link: AtomicU64::new(1),
+            acked: Notify::new(),
+            following: Mutex::new(None),
+            read_only: AtomicBool::new(false),
+            stale: AtomicBool::new(false),
+            refused: AtomicU64::new(0),
+            fresh: watch::channel(0).0,
+            backlog_bytes: AtomicU64::new(0),
+            sent_bytes: AtomicU64::new(0),
+            config,
+        }
+    }
+
+    pub(crate) fn compression(&self) -> Compression {
+        self.config
+            .zstd_level
+            .map_or(Compression::None, Compression::Zstd)
+    }
+
+    /// Writes are refused (`-READONLY`): this server is a replica.
+    pub(crate) fn read_only(&self) -> bool {
+        self.read_only.load(Ordering::Relaxed)
+    }
+
+    /// Data commands are refused (`-MASTERDOWN`).
+    pub(crate) fn stale(&self) -> bool {
+        self.stale.load(Ordering::Relaxed)
+    }
+
+    fn set_link_up(&self, up: bool) {
+        let following = self.read_only.load(Ordering::Relaxed);
+        self.stale.store(
+            following && !up && !self.config.serve_stale_data,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// `REPLICAOF host port` / `REPLICAOF NO ONE`.
+    pub(crate) fn follow(&self, target: Option<(String, u16)>) {
+        match &target {
+            Some((host, port)) => {
+                *lock(&self.following) = Some(Following {
+                    host: host.clone(),
+                    port: *port,
+                    state: "connect",
+                    ..Following::default()
+                });
+                self.read_only.store(true, Ordering::Relaxed);
+                self.set_link_up(false);
+            }
+            None => {
+                *lock(&self.following) = None;
+                self.read_only.store(false, Ordering::Relaxed);
+                self.stale.store(false, Ordering::Relaxed);
+            }
+        }
+        let _ = self.control.send(Control::Follow(target));
+    }
+
+    /// Hands a replica that came to a RESP port to the replication thread.
+    pub(crate) fn incoming(&self, stream: std::net::TcpStream, pending: Vec<u8>) {
+        let _ = self.control.send(Control::Incoming(stream, pending));
+    }
+
+    /// The replica this server follows, if it is one.
+    pub(crate) fn primary(&self) -> Option<(String, u16)> {
+        lock(&self.following)
+            .as_ref()
+            .map(|f| (f.host.clone(), f.port))
+    }
+
+    /// Sum of the shards' sequences: one growing offset, as Redis's `master_repl_offset`.
+    pub(crate) fn offset(&self) -> u64 {
+        self.source.latest().iter().sum()
+    }
+
+    /// Replicas whose acknowledgements reached `target` on every shard.
+    pub(crate) fn caught_up(&self, target: &[u64]) -> usize {
+        lock(&self.links)
+            .iter()
+            .filter(|l| l.acked.len() == target.len() && l.acked.iter().zip(target).all(|(a, t)| a >= t))
+            .count()
+    }
+
+    /// `WAIT numreplicas timeout`: how many replicas acknowledged every write made before it,
+    /// waiting up to `timeout` (zero: forever) for `wanted` of them.
+    pub(crate) async fn wait(&self, wanted: usize, timeout: Duration) -> usize {
+        let target = self.source.latest();
+        let deadline = (!timeout.is_zero()).then(|| tokio::time::Instant::now() + timeout);
+        loop {
+            let notified = self.acked.notified();
+            let have = self.caught_up(&target);
+            if have >= wanted || lock(&self.links).is_empty() && deadline.is_none() && wanted == 0
+            {
+                return have;
+            }
+            match deadline {
+                Some(deadline) => {
+                    if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                        return self.caught_up(&target);
+                    }
+                }
+                None => notified.await,
+            }
+        }
+    }
+
+    /// `ROLE`'s reply parts: ("master", offset, replicas) or ("slave", host, port, state,
+    /// offset).
+    pub(crate) fn role(&self, out: &mut crate::reply::Resp) {
+        if let Some(f) = lock(&self.following).clone() {
+            out.array_len(5);
+            out.bulk(b"slave");
+            out.bulk(f.host.as_bytes());
+            out.integer(i64::from(f.port));
+            out.bulk(f.state.as_bytes());
+            out.integer(f.watermarks.iter().sum::<u64>() as i64);
+            return;
+        }
+        let links = lock(&self.links).clone();
+        out.array_len(3);
+        out.bulk(b"master");
+        out.integer(self.offset() as i64);
+        out.array_len(links.len());
+        for l in links {
+            out.array_len(3);
+            out.bulk(l.ip.as_bytes());
+            out.bulk(l.port.to_string().as_bytes());
+            out.bulk(l.acked.iter().sum::<u64>().to_string().as_bytes());
+        }
+    }
+
+    /// `INFO replication`.
+    pub(crate) fn info(&self, replid: &str, out: &mut String) {
+        let join = |v: &[u64]| {
+            v.iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let _ = write!(out, "# Replication\r\n");
+        let following = lock(&self.following).clone();
+        if let Some(f) = &following {
+            let up = f.state == "connected";
+            let _ = write!(
+                out,
+                "role:slave\r\nmaster_host:{}\r\nmaster_port:{}\r\nmaster_link_status:{}\r\nmaster_last_io_seconds_ago:{}\r\nmaster_sync_in_progress:{}\r\nslave_read_repl_offset:{}\r\nslave_repl_offset:{}\r\nslave_priority:100\r\nslave_read_only:1\r\nreplica_announced:1\r\nmaster_sync_shards_left:{}\r\nrepl_full_syncs:{}\r\nrepl_shard_watermarks:{}\r\n",
+                f.host,
+                f.port,
+                if up { "up" } else { "down" },
+                f.last_io.map_or(-1, |t| t.elapsed().as_secs() as i64),
+                u8::from(f.state == "sync"),
+                f.watermarks.iter().sum::<u64>(),
+                f.watermarks.iter().sum::<u64>(),
+                f.syncing,
+                f.full_syncs,
+                join(&f.watermarks),
+            );
+            if let Some(err) = &f.last_error {
+                let _ = write!(out, "master_link_last_error:{err}\r\n");
+            }
+        } else {
+            let _ = write!(out, "role:master\r\n");
+        }
+        let links = lock(&self.links).clone();
+        let latest = self.source.latest();
+        let _ = write!(out, "connected_slaves:{}\r\n", links.len());
+        for (i, l) in links.iter().enumerate() {
+            let _ = write!(
+                out,
+                "slave{i}:ip={},port={},state={},offset={},lag={}\r\n",
+                l.ip,
+                l.port,
+                l.state,
+                l.acked.iter().sum::<u64>(),
+                l.last_ack.elapsed().as_secs()
+            );
+        }
+        let offset: u64 = latest.iter().sum();
+        let _ = write!(
+            out,
+            "master_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:{}\r\nrepl_backlog_size:{}\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:{}\r\nrepl_shard_seqs:{}\r\nrepl_links_refused:{}\r\nrepl_sent_bytes:{}\r\n",
+            u8::from(self.source.enabled()),
+            self.config.backlog_bytes,
+            self.backlog_bytes.load(Ordering::Relaxed),
+            join(&latest),
+            self.refused.load(Ordering::Relaxed),
+            self.sent_bytes.load(Ordering::Relaxed),
+        );
+    }
+}
+
+/// Parses `host:port` (the configuration's `primary_addr`).
+pub(crate) fn split_addr(text: &str) -> Option<(String, u16)> {
+    let (host, port) = text.rsplit_once(':')?;
+    let port = port.parse().ok()?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    (!host.is_empty()).then(|| (host.to_string(), port))
+}
+
+/// Starts the replication thread (`fc-repl`): the pump, the replica port, replica links, and
+/// the link to a primary; it stops when `stopped` changes.
+pub(crate) fn start(
+    shared: Arc<Shared>,
+    listener: Option<std::net::TcpListener>,
+    mut stopped: watch::Receiver<bool>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("fc-repl".into())
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("the replication thread's runtime");
+            let local = tokio::task::LocalSet::new();
+            local.block_on(&runtime, async move {
+                let repl = &shared.repl;
+                let Some(mut control) = lock(&repl.control_rx).take() else {
+                    return;
+                };
+                let backlog = primary::Backlog::new(&shared);
+                tokio::task::spawn_local(primary::pump(Arc::clone(&shared), backlog.clone()));
+                if let Some(listener) = listener.and_then(|l| tokio::net::TcpListener::from_std(l).ok()) {
+                    let (shared, backlog) = (Arc::clone(&shared), backlog.clone());
+                    tokio::task::spawn_local(async move {
+                        loop {
+                            let Ok((stream, peer)) = listener.accept().await else {
+                                continue;
+                            };
+                            tokio::task::spawn_local(primary::serve(
+                                Arc::clone(&shared),
+                                backlog.clone(),
+                                stream,
+                                Vec::new(),
+                                peer,
+                            ));
+                        }
+                    });
+                }
+                if let Some((host, port)) = repl.config.replica_of.as_deref().and_then(split_addr) {
+                    repl.follow(Some((host, port)));
+                }
+                let mut follower: Option<tokio::task::JoinHandle<()>> = None;
+                loop {
+                    tokio::select! {
+                        message = control.recv() => match message {
+                            Some(Control::Follow(target)) => {
+                                if let Some(task) = follower.take() {
+                                    task.abort();
+                                }
+                                follower = target.map(|(host, port)| {
+                                    tokio::task::spawn_local(replica::follow(Arc::clone(&shared), host, port))
+                                });
+                            }
+                            Some(Control::Incoming(stream, pending)) => {
+                                let Ok(peer) = stream.peer_addr() else { continue };
+                                let _ = stream.set_nonblocking(true);
+                                if let Ok(stream) = tokio::net::TcpStream::from_std(stream) {
+                                    tokio::task::spawn_local(primary::serve(
+                                        Arc::clone(&shared),
+                                        backlog.clone(),
+                                        stream,
+                                        pending,
+                                        peer,
+                                    ));
+                                }
+                            }
+                            None => break,
+                        },
+                        _ = stopped.changed() => break,
+                    }
+                }
+            });
+        })
+}

@@ -1,0 +1,371 @@
+//! The primary's side, on the replication thread: the pump (lanes → encoded frames in the
+//! backlog) and one task per replica link (handshake, snapshots of the shards it lacks, then
+//! the backlog from its cursors on, heartbeats, its acknowledgements).
+
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use fc_repl::{Frame, FrameDecoder, Hello, Kind, Plan, decode_watermarks, watermarks_frame};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::sync::oneshot;
+
+use super::{LinkInfo, lock};
+use crate::shared::{Job, Shared};
+
+/// The backlog, shared by the pump and the links (all on the replication thread).
+#[derive(Clone)]
+pub(crate) struct Backlog(Rc<RefCell<fc_repl::Backlog>>);
+
+impl Backlog {
+    pub(crate) fn new(shared: &Shared) -> Self {
+        let shards = shared.config.shards;
+        Self(Rc::new(RefCell::new(fc_repl::Backlog::new(
+            shards,
+            shared.repl.config.backlog_bytes,
+        ))))
+    }
+}
+
+/// Seals what the lanes hold into encoded frames in the backlog, and tells the links.
+pub(crate) async fn pump(shared: Arc<Shared>, backlog: Backlog) {
+    let repl = &shared.repl;
+    let source = &repl.source;
+    let compression = repl.compression();
+    let shards = shared.config.shards;
+    let mut deadlines: Vec<Option<Instant>> = vec![None; shards];
+    loop {
+        let next = deadlines.iter().flatten().min().copied();
+        match next {
+            Some(at) => {
+                tokio::select! {
+                    () = source.wake.notified() => {}
+                    () = tokio::time::sleep_until(at.into()) => {}
+                }
+            }
+            None => source.wake.notified().await,
+        }
+        let now = Instant::now();
+        let mut check = std::mem::take(&mut *lock(&source.dirty));
+        for (shard, deadline) in deadlines.iter().enumerate() {
+            if deadline.is_some_and(|d| d <= now) && !check.contains(&shard) {
+                check.push(shard);
+            }
+        }
+        let mut pushed = false;
+        let mut log = backlog.0.borrow_mut();
+        for shard in check {
+            let (ready, deadline) = source.take(shard, now);
+            deadlines[shard] = deadline;
+            for sealed in ready {
+                let mut wire = Vec::with_capacity(sealed.frame.payload.len() + fc_repl::HEADER_LEN);
+                sealed.frame.encode(compression, &mut wire);
+                log.push(shard, sealed.first_seq, sealed.last_seq, wire.into());
+                pushed = true;
+            }
+        }
+        repl.backlog_bytes
+            .store(log.bytes() as u64, Ordering::Relaxed);
+        drop(log);
+        if pushed {
+            repl.fresh.send_modify(|g| *g = g.wrapping_add(1));
+        }
+    }
+}
+
+/// Reads one whole frame (the buffer keeps what follows it).
+async fn read_frame(
+    stream: &mut (impl AsyncReadExt + Unpin),
+    buf: &mut Vec<u8>,
+    decoder: &FrameDecoder,
+) -> Result<Frame, String> {
+    loop {
+        if let Some((frame, used)) = decoder.decode_slice(buf).map_err(|e| e.to_string())? {
+            buf.drain(..used);
+            return Ok(frame);
+        }
+        let mut chunk = [0u8; 16 * 1024];
+        match stream.read(&mut chunk).await {
+            Ok(0) => return Err("connection closed".into()),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+async fn send(writer: &mut OwnedWriteHalf, shared: &Shared, bytes: &[u8]) -> Result<(), String> {
+    shared
+        .repl
+        .sent_bytes
+        .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+    writer.write_all(bytes).await.map_err(|e| e.to_string())
+}
+
+fn encoded(frame: &Frame, shared: &Shared) -> Vec<u8> {
+    let mut out = Vec::new();
+    frame.encode(shared.repl.compression(), &mut out);
+    out
+}
+
+/// Exports shard `shard` on its owning worker: the image and the sequence it stands at.
+async fn export(shared: &Arc<Shared>, shard: usize) -> Result<(u64, Vec<u8>), String> {
+    let (reply, answer) = oneshot::channel();
+    let source = Arc::clone(&shared.repl.source);
+    let count = shared.config.shards;
+    let job = Job::Local(Box::new(move |store| {
+        let mut seq = 0;
+        let (_, bytes) = fc_snapshot::build_image(shard, count, |push| {
+            match store.export_shard(shard, || source.latest_of(shard), push) {
+                Ok((at, keys)) => {
+                    seq = at;
+                    (at, keys)
+                }
+                Err(_) => (0, 0),
+            }
+        });
+        let _ = reply.send((seq, bytes));
+    }));
+    shared.inboxes[shard % shared.workers]
+        .send(job)
+        .map_err(|_| "server is shutting down".to_string())?;
+    answer.await.map_err(|_| "a worker stopped".to_string())
+}
+
+/// Sends shard `shard`'s snapshot; returns the link's cursor after it (frames after the
+/// snapshot's sequence), retrying while the backlog lost them during the transfer.
+async fn send_snapshot(
+    shared: &Arc<Shared>,
+    backlog: &Backlog,
+    writer: &mut OwnedWriteHalf,
+    shard: usize,
+) -> Result<u64, String> {
+    for _ in 0..8 {
+        let (seq, image) = export(shared, shard).await?;
+        let mut begin = Frame::empty(Kind::SnapshotBegin);
+        begin.shard = shard as u32;
+        begin.first_seq = seq;
+        send(writer, shared, &encoded(&begin, shared)).await?;
+        for chunk in image.chunks(shared.repl.config.snapshot_chunk_bytes.max(1)) {
+            let frame = Frame {
+                kind: Kind::SnapshotChunk,
+                shard: shard as u32,
+                first_seq: seq,
+                records: 0,
+                payload: chunk.to_vec(),
+            };
+            send(writer, shared, &encoded(&frame, shared)).await?;
+        }
+        let mut end = Frame::empty(Kind::SnapshotEnd);
+        end.shard = shard as u32;
+        end.first_seq = seq;
+        send(writer, shared, &encoded(&end, shared)).await?;
+        if let Ok(cursor) = backlog.0.borrow().since_index(shard, seq) {
+            return Ok(cursor);
+        }
+    }
+    Err(format!(
+        "shard {shard} changes faster than its snapshot reaches the replica (raise backlog_bytes)"
+    ))
+}
+
+fn set_state(shared: &Shared, id: u64, state: &'static str) {
+    if let Some(link) = lock(&shared.repl.links).iter_mut().find(|l| l.id == id) {
+        link.state = state;
+    }
+}
+
+/// Serves one replica: the whole life of its link.
+pub(crate) async fn serve(
+    shared: Arc<Shared>,
+    backlog: Backlog,
+    stream: TcpStream,
+    pending: Vec<u8>,
+    peer: SocketAddr,
+) {
+    let _ = stream.set_nodelay(true);
+    let id = shared.repl.next_link.fetch_add(1, Ordering::Relaxed);
+    if let Err(err) = link(&shared, &backlog, stream, pending, peer, id).await {
+        tracing::warn!("replica {peer}: link closed: {err}");
+    }
+    lock(&shared.repl.links).retain(|l| l.id != id);
+    shared.repl.acked.notify_waiters();
+}
+
+async fn link(
+    shared: &Arc<Shared>,
+    backlog: &Backlog,
+    stream: TcpStream,
+    mut buf: Vec<u8>,
+    peer: SocketAddr,
+    id: u64,
+) -> Result<(), String> {
+    let repl = &shared.repl;
+    let (mut reader, mut writer) = stream.into_split();
+    let decoder = FrameDecoder::default();
+    let first = tokio::time::timeout(
+        Duration::from_secs(10),
+        read_frame(&mut reader, &mut buf, &decoder),
+    )
+    .await
+    .map_err(|_| "no hello within 10 s".to_string())
+    .and_then(|r| r)
+    .inspect_err(|_| {
+        repl.refused.fetch_add(1, Ordering::Relaxed);
+    })?;
+    let hello = Hello::decode(&first).map_err(|e| {
+        repl.refused.fetch_add(1, Ordering::Relaxed);
+        e.to_string()
+    })?;
+    // From here on every mutation reaches the backlog (the plan below reads it after).
+    repl.source.enable();
+    let latest = repl.source.latest();
+    let oldest: Vec<Option<u64>> = {
+        let log = backlog.0.borrow();
+        (0..latest.len()).map(|s| log.oldest(s)).collect()
+    };
+    let welcome = match hello.answer(&repl.token, &shared.replid, &latest, &oldest) {
+        Ok(welcome) => welcome,
+        Err(err) => {
+            repl.refused.fetch_add(1, Ordering::Relaxed);
+            let refusal = Frame {
+                payload: err.to_string().into_bytes(),
+                ..Frame::empty(Kind::Refused)
+            };
+            let _ = send(&mut writer, shared, &encoded(&refusal, shared)).await;
+            return Err(err.to_string());
+        }
+    };
+    send(&mut writer, shared, &encoded(&welcome.frame(), shared)).await?;
+    let same = hello.primary_id == shared.replid;
+    let start: Vec<u64> = (0..latest.len())
+        .map(|s| if same { hello.watermarks[s] } else { 0 })
+        .collect();
+    lock(&repl.links).push(LinkInfo {
+        id,
+        ip: peer.ip().to_string(),
+        port: hello.port,
+        state: "wait_bgsave",
+        acked: start.clone(),
+        last_ack: Instant::now(),
+    });
+    tracing::info!(
+        "replica {peer} (port {}) connected: {} of {} shards from snapshots",
+        hello.port,
+        welcome
+            .shards
+            .iter()
+            .filter(|(p, _)| *p == Plan::Snapshot)
+            .count(),
+        latest.len()
+    );
+    // Acknowledgements, read beside the sending.
+    let acks = {
+        let shared = Arc::clone(shared);
+        tokio::task::spawn_local(async move {
+            let decoder = FrameDecoder::default();
+            loop {
+                let frame = read_frame(&mut reader, &mut buf, &decoder).await?;
+                if frame.kind != Kind::Ack {
+                    return Err(format!("unexpected {:?} frame from a replica", frame.kind));
+                }
+                let marks = decode_watermarks(&frame).map_err(|e| e.to_string())?;
+                if let Some(link) = lock(&shared.repl.links).iter_mut().find(|l| l.id == id) {
+                    if marks.len() == link.acked.len() {
+                        link.acked = marks;
+                    }
+                    link.last_ack = Instant::now();
+                }
+                shared.repl.acked.notify_waiters();
+            }
+            #[expect(unreachable_code, reason = "the loop's type")]
+            Ok::<(), String>(())
+        })
+    };
+    let result = stream_to(shared, backlog, &mut writer, &welcome.shards, &start, id, acks).await;
+    result
+}
+
+/// Snapshots where planned, then the backlog from each shard's cursor, for as long as the
+/// link lives.
+async fn stream_to(
+    shared: &Arc<Shared>,
+    backlog: &Backlog,
+    writer: &mut OwnedWriteHalf,
+    plans: &[(Plan, u64)],
+    start: &[u64],
+    id: u64,
+    mut acks: tokio::task::JoinHandle<Result<(), String>>,
+) -> Result<(), String> {
+    let mut fresh = shared.repl.fresh.subscribe();
+    let mut cursors = Vec::with_capacity(plans.len());
+    let mut snapshots = Vec::new();
+    for (shard, (plan, _)) in plans.iter().enumerate() {
+        let cursor = match plan {
+            Plan::Backlog => backlog.0.borrow().since_index(shard, start[shard]).ok(),
+            Plan::Snapshot => None,
+        };
+        if cursor.is_none() {
+            snapshots.push(shard);
+        }
+        cursors.push(cursor.unwrap_or(0));
+    }
+    if !snapshots.is_empty() {
+        set_state(shared, id, "send_bulk");
+    }
+    for shard in snapshots {
+        cursors[shard] = send_snapshot(shared, backlog, writer, shard).await?;
+    }
+    set_state(shared, id, "online");
+    let mut heartbeat = tokio::time::interval(Duration::from_secs(1));
+    let mut out = Vec::new();
+    loop {
+        fresh.borrow_and_update();
+        let mut behind = Vec::new();
+        {
+            let log = backlog.0.borrow();
+            for (shard, cursor) in cursors.iter_mut().enumerate() {
+                match log.from_index(shard, *cursor) {
+                    Ok(frames) => {
+                        *cursor += frames.len() as u64;
+                        for frame in frames {
+                            out.extend_from_slice(&frame);
+                        }
+                    }
+                    Err(_) => behind.push(shard),
+                }
+            }
+        }
+        if !out.is_empty() {
+            send(writer, shared, &out).await?;
+            out.clear();
+        }
+        // A link the backlog left behind catches up from a snapshot of those shards.
+        for shard in behind {
+            tracing::warn!("replica link {id}: shard {shard} fell out of the backlog; resending it");
+            cursors[shard] = send_snapshot(shared, backlog, writer, shard).await?;
+        }
+        tokio::select! {
+            changed = fresh.changed() => {
+                if changed.is_err() {
+                    return Ok(());
+                }
+            }
+            _ = heartbeat.tick() => {
+                let beat = watermarks_frame(Kind::Heartbeat, &shared.repl.source.latest());
+                send(writer, shared, &encoded(&beat, shared)).await?;
+            }
+            done = &mut acks => {
+                return match done {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(err)) => Err(err),
+                    Err(_) => Err("acknowledgement reader stopped".into()),
+                };
+            }
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! The replica's side, on the replication thread: the link to its primary (connect with
+//! backoff, hello, snapshots, batches handed to the workers that own their shards,
+//! acknowledgements), for as long as `REPLICAOF` says.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fc_repl::{
+    Applier, FrameDecoder, Hello, Kind, LinkError, Plan, Welcome, watermarks_frame,
+};
+use fc_snapshot::Image;
+use fc_wal::Record;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+
+use super::{Following, lock};
+use crate::shared::{Job, Shared};
+
+/// What survives a reconnect: the watermarks reached, under which primary.
+struct Progress {
+    applier: Applier,
+    primary_id: String,
+}
+
+fn update(shared: &Shared, f: impl FnOnce(&mut Following)) {
+    if let Some(following) = lock(&shared.repl.following).as_mut() {
+        f(following);
+    }
+}
+
+/// Follows `host:port` until aborted (`REPLICAOF` elsewhere or `NO ONE`).
+pub(crate) async fn follow(shared: Arc<Shared>, host: String, port: u16) {
+    let shards = shared.config.shards;
+    let mut progress = Progress {
+        applier: Applier::new(vec![0; shards]),
+        primary_id: String::new(),
+    };
+    let mut first = true;
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        update(&shared, |f| f.state = "connecting");
+        shared.repl.set_link_up(false);
+        let started = Instant::now();
+        match session(&shared, &host, port, &mut progress, &mut first).await {
+            Ok(()) => {}
+            Err(err) => {
+                tracing::warn!("primary {host}:{port}: {err}");
+                update(&shared, |f| {
+                    f.state = "connect";
+                    f.last_error = Some(err);
+                });
+            }
+        }
+        shared.repl.set_link_up(false);
+        // A link that stayed up a while reconnects at once; failures back off to 5 s.
+        if started.elapsed() > Duration::from_secs(5) {
+            backoff = Duration::from_millis(100);
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// Runs `work` on the worker owning `shard`, and waits for it.
+async fn on_owner(
+    shared: &Shared,
+    shard: usize,
+    work: impl FnOnce(&mut fc_shard::LocalEmbeddedStore) + Send + 'static,
+) -> Result<(), String> {
+    let (done, finished) = oneshot::channel();
+    let job = Job::Local(Box::new(move |store| {
+        work(store);
+        let _ = done.send(());
+    }));
+    shared.inboxes[shard % shared.workers]
+        .send(job)
+        .map_err(|_| "server is shutting down".to_string())?;
+    finished.await.map_err(|_| "a worker stopped".to_string())
+}
+
+/// Hands each worker the records of its shards, in order (without waiting: a worker's
+/// inbox keeps them in order with what follows).
+fn dispatch(shared: &Shared, pending: &mut [Vec<(usize, Record)>]) {
+    for (worker, records) in pending.iter_mut().enumerate() {
+        if records.is_empty() {
+            continue;
+        }
+        let records = std::mem::take(records);
+        let job = Job::Local(Box::new(move |store| {
+            for (shard, record) in records {
+                if let Err(err) = record.apply_local(store, shard) {
+                    tracing::error!("replica: shard {shard}: cannot apply a change: {err}");
+                }
+            }
+        }));
+        let _ = shared.inboxes[worker].send(job);
+    }
+}
+
+/// One connection to the primary, from the handshake until it fails.
+async fn session(
+    shared: &Arc<Shared>,
+    host: &str,
+    port: u16,
+    progress: &mut Progress,
+    first: &mut bool,
+) -> Result<(), String> {
+    let repl = &shared.repl;
+    let shards = shared.config.shards;
+    let mut stream = tokio::time::timeout(
+        Duration::from_secs(5),
+        TcpStream::connect((host, port)),
+    )
+    .await
+    .map_err(|_| "connect timed out".to_string())?
+    .map_err(|e| format!("cannot connect: {e}"))?;
+    let _ = stream.set_nodelay(true);
+    let hello = Hello {
+        token: repl.token.clone(),
+        replica_id: shared.run_id.clone(),
+        port: shared.port,
+        primary_id: progress.primary_id.clone(),
+        watermarks: progress.applier.watermarks().to_vec(),
+    };
+    let mut wire = Vec::new();
+    hello.frame().encode(fc_repl::Compression::None, &mut wire);
+    stream.write_all(&wire).await.map_err(|e| e.to_string())?;
+    let decoder = FrameDecoder::default();
+    let mut buf: Vec<u8> = Vec::with_capacity(64 << 10);
+    let mut at = 0;
+    let answer = loop {
+        if let Some((frame, used)) = decoder.decode_slice(&buf).map_err(|e| e.to_string())? {
+            buf.drain(..used);
+            break frame;
+        }
+        let n = tokio::time::timeout(Duration::from_secs(10), stream.read_buf(&mut buf))
+            .await
+            .map_err(|_| "no answer within 10 s".to_string())?
+            .map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("the primary closed the link".into());
+        }
+    };
+    if answer.kind == Kind::Refused {
+        return Err(format!(
+            "refused: {}",
+            String::from_utf8_lossy(&answer.payload)
+        ));
+    }
+    let welcome = Welcome::decode(&answer).map_err(|e| e.to_string())?;
+    if welcome.shards.len() != shards {
+        return Err(LinkError::ShardCount {
+            replica: shards as u32,
+            primary: welcome.shards.len() as u32,
+        }
+        .to_string());
+    }
+    // Another primary (or this one restarted): sequences start over, and so does the data.
+    if *first || welcome.primary_id != progress.primary_id {
+        for worker in 0..shared.workers {
+            on_owner(shared, worker, |store| {
+                let owned: Vec<usize> = store.owned_shards().collect();
+                for shard in owned {
+                    store.clear_shard(shard);
+                }
+            })
+            .await?;
+        }
+        progress.applier = Applier::new(vec![0; shards]);
+        progress.primary_id.clone_from(&welcome.primary_id);
+        *first = false;
+        update(shared, |f| f.full_syncs += 1);
+    }
+    let mut syncing = welcome
+        .shards
+        .iter()
+        .filter(|(plan, _)| *plan == Plan::Snapshot)
+        .count();
+    update(shared, |f| {
+        f.state = if syncing > 0 { "sync" } else { "connected" };
+        f.syncing = syncing;
+        f.primary_id.clone_from(&welcome.primary_id);
+        f.last_io = Some(Instant::now());
+        f.last_error = None;
+    });
+    if syncing == 0 {
+        repl.set_link_up(true);
+    }
+    tracing::info!(
+        "following {host}:{port} ({} shards from snapshots)",
+        syncing
+    );
+    let mut images: Vec<Option<Vec<u8>>> = vec![None; shards];
+    let mut pending: Vec<Vec<(usize, Record)>> = vec![Vec::new(); shared.workers];
+    let mut acked = progress.applier.watermarks().to_vec();
+    loop {
+        // Every whole frame read so far.
+        let mut failure = None;
+        while let Some((frame, used)) = decoder.decode_slice(&buf[at..]).map_err(|e| e.to_string())? {
+            at += used;
+            let shard = frame.shard as usize;
+            match frame.kind {
+                Kind::Batch => {
+                    let workers = shared.workers;
+                    let applied = progress.applier.apply_with(&frame, |shard, record| {
+                        pending[shard % workers].push((shard, record));
+                        Ok(())
+                    });
+                    if let Err(err) = applied {
+                        failure = Some(err.to_string());
+                        break;
+                    }
+                }
+                Kind::SnapshotBegin if shard < shards => images[shard] = Some(Vec::new()),
+                Kind::SnapshotChunk if shard < shards => match &mut images[shard] {
+                    Some(image) => image.extend_from_slice(&frame.payload),
+                    None => {
+                        failure = Some(format!("shard {shard}: a snapshot chunk without its start"));
+                        break;
+                    }
+                },
+                Kind::SnapshotEnd if shard < shards => {
+                    let Some(bytes) = images[shard].take() else {
+                        failure = Some(format!("shard {shard}: a snapshot end without its start"));
+                        break;
+                    };
+                    let label = format!("snapshot of shard {shard} from {host}:{port}");
+                    let image = match Image::from_bytes(bytes, Path::new(&label)) {
+                        Ok(image) if image.header.shard as usize == shard => image,
+                        Ok(_) => {
+                            failure = Some(format!("shard {shard}: an image of another shard"));
+                            break;
+                        }
+                        Err(err) => {
+                            failure = Some(err.to_string());
+                            break;
+                        }
+                    };
+                    // What came before it for this worker goes first.
+                    dispatch(shared, &mut pending);
+                    let _ = shared.inboxes[shard % shared.workers].send(Job::Local(Box::new(
+                        move |store| {
+                            store.clear_shard(shard);
+                            if let Err(err) = image.apply_local(store) {
+                                tracing::error!("replica: {err}");
+                            }
+                        },
+                    )));
+                    progress.applier.reset_shard(shard, frame.first_seq);
+                    syncing = syncing.saturating_sub(1);
+                    update(shared, |f| {
+                        f.syncing = syncing;
+                        if syncing == 0 {
+                            f.state = "connected";
+                        }
+                    });
+                    if syncing == 0 {
+                        repl.set_link_up(true);
+                        tracing::info!("in sync with {host}:{port}");
+                    }
+                }
+                Kind::Heartbeat => {}
+                Kind::Refused => {
+                    failure = Some(format!(
+                        "the primary ended the link: {}",
+                        String::from_utf8_lossy(&frame.payload)
+                    ));
+                    break;
+                }
+                other => {
+                    failure = Some(format!("unexpected {other:?} frame"));
+                    break;
+                }
+            }
+        }
+        dispatch(shared, &mut pending);
+        let marks = progress.applier.watermarks();
+        update(shared, |f| {
+            f.watermarks.clone_from(&marks.to_vec());
+            f.last_io = Some(Instant::now());
+        });
+        if marks != acked.as_slice() {
+            acked = marks.to_vec();
+            let mut wire = Vec::new();
+            watermarks_frame(Kind::Ack, &acked).encode(fc_repl::Compression::None, &mut wire);
+            stream.write_all(&wire).await.map_err(|e| e.to_string())?;
+        }
+        if let Some(failure) = failure {
+            return Err(failure);
+        }
+        buf.drain(..at);
+        at = 0;
+        let n = tokio::time::timeout(Duration::from_secs(30), stream.read_buf(&mut buf))
+            .await
+            .map_err(|_| "no word from the primary in 30 s".to_string())?
+            .map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("the primary closed the link".into());
+        }
+    }
+}
