@@ -138,8 +138,8 @@ pub struct Applied {
 #[derive(Debug, Clone)]
 pub struct Applier {
     watermarks: Vec<u64>,
-    /// Per shard, an open transaction's mutations, applied together at its end.
-    open: Vec<Option<Vec<(u64, Record)>>>,
+    /// Per shard, an open group's entries, applied together at its (outermost) end.
+    open: Vec<Option<Group>>,
 }
 
 impl Applier {
@@ -176,7 +176,9 @@ impl Applier {
 
     /// [`Applier::apply`] through `apply`, which is given each record due, in order, with
     /// its shard (a server hands them to the worker owning the shard). The watermark moves
-    /// past a record once `apply` took it.
+    /// past a record once `apply` took it. Groups nest (a shard's own group, such as
+    /// `LMOVE`'s, inside a server transaction): the outermost end applies them all. Markers
+    /// that carry a sequence (a shard's own groups) take their place in the watermark.
     ///
     /// # Errors
     /// As [`Applier::apply`]; an `Err` from `apply` becomes [`LinkError::Record`].
@@ -194,22 +196,40 @@ impl Applier {
         for (seq, record) in entries {
             match record {
                 Record::TxBegin { .. } => {
-                    self.open[shard] = Some(Vec::new());
+                    let group = self.open[shard].get_or_insert_with(Group::default);
+                    group.depth += 1;
+                    if seq != 0 {
+                        group.held.push((seq, None));
+                    }
                 }
                 Record::TxEnd { .. } => {
-                    if let Some(held) = self.open[shard].take() {
-                        done.held = done.held.saturating_sub(held.len());
+                    let Some(group) = &mut self.open[shard] else {
+                        // An end whose start this replica never saw (it began before a
+                        // snapshot): only its sequence counts.
+                        if seq != 0 {
+                            self.apply_one(shard, seq, None, &mut apply, &mut done)?;
+                        }
+                        continue;
+                    };
+                    if seq != 0 {
+                        group.held.push((seq, None));
+                    }
+                    group.depth -= 1;
+                    if group.depth == 0 {
+                        let held = self.open[shard].take().map(|g| g.held).unwrap_or_default();
+                        let records = held.iter().filter(|(_, r)| r.is_some()).count();
+                        done.held = done.held.saturating_sub(records);
                         for (seq, record) in held {
                             self.apply_one(shard, seq, record, &mut apply, &mut done)?;
                         }
                     }
                 }
                 record => {
-                    if let Some(held) = &mut self.open[shard] {
-                        held.push((seq, record));
+                    if let Some(group) = &mut self.open[shard] {
+                        group.held.push((seq, Some(record)));
                         done.held += 1;
                     } else {
-                        self.apply_one(shard, seq, record, &mut apply, &mut done)?;
+                        self.apply_one(shard, seq, Some(record), &mut apply, &mut done)?;
                     }
                 }
             }
@@ -217,31 +237,46 @@ impl Applier {
         Ok(done)
     }
 
+    /// Applies one entry (a marker's: `None`, its sequence only) unless already applied.
     fn apply_one(
         &mut self,
         shard: usize,
         seq: u64,
-        record: Record,
+        record: Option<Record>,
         apply: &mut impl FnMut(usize, Record) -> Result<(), String>,
         done: &mut Applied,
     ) -> Result<(), LinkError> {
         let watermark = self.watermarks[shard];
-        if seq <= watermark {
-            done.skipped += 1;
+        if seq != 0 && seq <= watermark {
+            if record.is_some() {
+                done.skipped += 1;
+            }
             return Ok(());
         }
-        if seq != watermark + 1 {
+        if seq != 0 && seq != watermark + 1 {
             return Err(LinkError::Gap {
                 shard: shard as u32,
                 expected: watermark + 1,
                 got: seq,
             });
         }
-        apply(shard, record).map_err(LinkError::Record)?;
-        self.watermarks[shard] = seq;
-        done.applied += 1;
+        if let Some(record) = record {
+            apply(shard, record).map_err(LinkError::Record)?;
+            done.applied += 1;
+        }
+        if seq != 0 {
+            self.watermarks[shard] = seq;
+        }
         Ok(())
     }
+}
+
+/// A group being gathered: its nesting depth and its entries (markers with a sequence as
+/// `None`).
+#[derive(Debug, Clone, Default)]
+struct Group {
+    depth: u32,
+    held: Vec<(u64, Option<Record>)>,
 }
 
 /// When a primary's batch leaves.

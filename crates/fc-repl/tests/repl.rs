@@ -10,7 +10,7 @@ use fc_repl::{
     LinkError, NeedSnapshot, Plan, Sealed, SendPolicy, Welcome, decode_watermarks,
     watermarks_frame,
 };
-use fc_shard::{EmbeddedStore, Mutation};
+use fc_shard::{EmbeddedStore, ListEnd, Mutation};
 use proptest::prelude::*;
 
 fn kind() -> impl Strategy<Value = Kind> {
@@ -325,6 +325,87 @@ fn a_transaction_applies_whole_at_its_end() {
 }
 
 #[test]
+fn a_shards_own_groups_count_in_the_watermark_and_nest_in_transactions() {
+    // LMOVE and SMOVE are groups of one shard: markers with id 0 that take sequences.
+    let (primary, sealed) = primary(1, SendPolicy::Immediate);
+    primary.rpush(b"l", &[b"a", b"b", b"c"]).unwrap();
+    primary
+        .lmove(b"l", b"l", ListEnd::Left, ListEnd::Right)
+        .unwrap();
+    primary.sadd(b"s", &[b"x"]).unwrap();
+    primary.smove(b"s", b"t", b"x").unwrap();
+    let mut frames = frames(&sealed);
+    // And one inside a server transaction: its markers take no sequence.
+    let mut batcher = Batcher::new(
+        0,
+        SendPolicy::Batch {
+            max_records: 1000,
+            max_bytes: 1 << 20,
+            max_delay: Duration::from_secs(60),
+        },
+    );
+    let now = Instant::now();
+    let last = frames.iter().map(|f| f.first_seq).max().unwrap();
+    let next = last + 5;
+    batcher.push(0, &Mutation::TxBegin { id: 9 }, now);
+    batcher.push(next, &Mutation::TxBegin { id: 0 }, now);
+    batcher.push(
+        next + 1,
+        &Mutation::Set {
+            key: b"in",
+            value: b"1",
+            expire_at_ms: None,
+        },
+        now,
+    );
+    batcher.push(next + 2, &Mutation::TxEnd { id: 0 }, now);
+    batcher.push(
+        next + 3,
+        &Mutation::Set {
+            key: b"in2",
+            value: b"2",
+            expire_at_ms: None,
+        },
+        now,
+    );
+    let replica = EmbeddedStore::new(1);
+    let mut applier = Applier::new(vec![0]);
+    for frame in &frames {
+        applier.apply(frame, &replica).unwrap();
+    }
+    assert_eq!(
+        replica.lrange(b"l", 0, -1).unwrap(),
+        primary.lrange(b"l", 0, -1).unwrap()
+    );
+    assert_eq!(replica.scard(b"t").unwrap(), 1);
+    // Every sequence, markers' included, is accounted for.
+    assert_eq!(applier.watermarks(), [last]);
+    let mut open = batcher.seal().unwrap().frame;
+    open.first_seq = next;
+    applier.reset_shard(0, next - 1);
+    let done = applier.apply(&open, &replica).unwrap();
+    assert_eq!(
+        (done.applied, done.held),
+        (0, 2),
+        "held until the outer end"
+    );
+    let end = {
+        batcher.push(0, &Mutation::TxEnd { id: 9 }, now);
+        batcher.seal().unwrap().frame
+    };
+    let done = applier.apply(&end, &replica).unwrap();
+    assert_eq!(done.applied, 2);
+    assert_eq!(replica.get(b"in2"), Some(b"2".to_vec()));
+    assert_eq!(applier.watermarks(), [next + 3]);
+    // Replayed whole: nothing changes.
+    frames.push(open);
+    frames.push(end);
+    for frame in &frames {
+        assert_eq!(applier.apply(frame, &replica).unwrap().applied, 0);
+    }
+}
+
+#[test]
 fn batchers_seal_by_count_bytes_and_delay() {
     let now = Instant::now();
     let set = Mutation::Set {
@@ -388,4 +469,27 @@ fn the_backlog_serves_recent_watermarks_and_asks_older_ones_for_a_snapshot() {
     backlog.push(1, 1, 1, frame(1000));
     assert_eq!(backlog.oldest(1), Some(1));
     assert_eq!(backlog.bytes(), 300 + 1000);
+}
+
+#[test]
+fn backlog_cursors_follow_frame_indexes_across_markers_and_evictions() {
+    let mut backlog = Backlog::new(1, 1000);
+    let frame = |n: usize| -> Arc<[u8]> { vec![n as u8; n].into() };
+    assert_eq!(backlog.push(0, 1, 2, frame(100)), 0);
+    // A marker-only frame (a transaction's end) covers no sequence: a replica already at
+    // the latest sequence still needs it.
+    assert_eq!(backlog.push(0, 0, 0, frame(10)), 1);
+    assert_eq!(backlog.since_index(0, 2), Ok(1));
+    assert_eq!(backlog.since(0, 2).unwrap().len(), 1);
+    assert_eq!(backlog.push(0, 3, 3, frame(100)), 2);
+    assert_eq!(backlog.from_index(0, 1).unwrap().len(), 2);
+    assert!(backlog.from_index(0, 3).unwrap().is_empty());
+    // Evictions keep indexes: a cursor behind them needs a snapshot.
+    for seq in 4..20u64 {
+        backlog.push(0, seq, seq, frame(100));
+    }
+    assert_eq!(backlog.next_index(0), 19);
+    assert_eq!(backlog.from_index(0, 1), Err(NeedSnapshot));
+    assert_eq!(backlog.from_index(0, 15).unwrap().len(), 4);
+    assert_eq!(backlog.since_index(0, 2), Err(NeedSnapshot));
 }

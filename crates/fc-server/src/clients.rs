@@ -303,8 +303,9 @@ impl Clients {
     }
 }
 
-/// Redis's client types (`CLIENT LIST TYPE`, `CLIENT KILL TYPE`): fc-server has no
-/// replication links, so every client is `normal` or, while it subscribes, `pubsub`.
+/// Redis's client types (`CLIENT LIST TYPE`, `CLIENT KILL TYPE`): replication links are not
+/// clients here (`CLIENT KILL TYPE master|replica` cuts them: see `repl`), so every client
+/// is `normal` or, while it subscribes, `pubsub`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ClientType {
     Normal,

@@ -152,10 +152,7 @@ async fn start<S: Socket>(
         match stream.into_tcp() {
             Ok(tcp) => {
                 if let Ok(std) = tcp.into_std() {
-                    worker
-                        .shared
-                        .repl
-                        .incoming(std, handover.pending.to_vec());
+                    worker.shared.repl.incoming(std, handover.pending.to_vec());
                 }
                 return;
             }

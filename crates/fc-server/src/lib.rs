@@ -221,13 +221,7 @@ impl Server {
             threads,
         );
         let (store, persist, sink) = open_store(builder, sink, &config, threads)?;
-        source.note_sequences(
-            store
-                .stats_snapshot()
-                .shards
-                .iter()
-                .map(|s| s.mutation_seq),
-        );
+        source.note_sequences(store.stats_snapshot().shards.iter().map(|s| s.mutation_seq));
         if config.replication.enabled {
             source.enable();
         }

@@ -1078,6 +1078,17 @@ fn client(worker: &Worker, state: &mut ClientState, args: &[Bytes], out: &mut Re
                 Err(e) => return out.error(e.as_bytes()),
             };
             let mut killed = 0;
+            // Replication links are not clients here, but `TYPE master` / `TYPE replica`
+            // cuts them as Redis does (a replica then reconnects and resumes).
+            match filter.kind {
+                Some(crate::clients::ClientType::Master) => {
+                    killed += worker.shared.repl.cut_primary_link();
+                }
+                Some(crate::clients::ClientType::Replica) => {
+                    killed += worker.shared.repl.cut_replica_links();
+                }
+                _ => {}
+            }
             let now = registry.now_ms();
             for client in registry.all() {
                 if filter.matches(&client, state.id, now) {
@@ -1620,7 +1631,10 @@ fn replica_of(worker: &Worker, args: &[Bytes], out: &mut Resp) {
         return out.error(b"ERR Invalid master port");
     };
     let host = String::from_utf8_lossy(&args[1]).into_owned();
-    if repl.primary().is_some_and(|(h, p)| h.eq_ignore_ascii_case(&host) && p == port) {
+    if repl
+        .primary()
+        .is_some_and(|(h, p)| h.eq_ignore_ascii_case(&host) && p == port)
+    {
         return out.simple(b"OK Already connected to specified master");
     }
     tracing::info!("replicating {host}:{port} (REPLICAOF)");

@@ -103,7 +103,10 @@ impl Source {
 
     /// Each shard's latest sequence.
     pub(crate) fn latest(&self) -> Vec<u64> {
-        self.last.iter().map(|l| l.load(Ordering::Acquire)).collect()
+        self.last
+            .iter()
+            .map(|l| l.load(Ordering::Acquire))
+            .collect()
     }
 
     pub(crate) fn latest_of(&self, shard: usize) -> u64 {
@@ -119,15 +122,17 @@ impl Source {
             return;
         }
         let worker = shard % self.workers;
+        // A server transaction's markers take no sequence; a shard's own groups (`LMOVE`'s
+        // pop and push: id 0) take one, and travel as the mutations they bracket.
         match mutation {
-            Mutation::TxBegin { id } => {
+            Mutation::TxBegin { id } if seq == 0 => {
                 *lock(&self.open[worker]) = Some(OpenTx {
                     id: *id,
                     shards: Vec::new(),
                 });
                 return;
             }
-            Mutation::TxEnd { id } => {
+            Mutation::TxEnd { id } if seq == 0 => {
                 let open = lock(&self.open[worker]).take();
                 for shard in open.map(|o| o.shards).unwrap_or_default() {
                     self.push(shard, 0, &Mutation::TxEnd { id: *id });
@@ -239,8 +244,14 @@ pub(crate) struct Repl {
     pub(crate) fresh: watch::Sender<u64>,
     /// Bytes the backlog holds (`repl_backlog_histlen`).
     pub(crate) backlog_bytes: AtomicU64,
-    /// Frames and bytes sent to replicas.
+    /// Bytes sent to replicas.
     pub(crate) sent_bytes: AtomicU64,
+    /// Shard snapshots sent to replicas (catch-ups the backlog could not serve).
+    pub(crate) snapshots_sent: AtomicU64,
+    /// Bumped to cut every replica link (`CLIENT KILL TYPE replica`).
+    pub(crate) cut_replicas: watch::Sender<u64>,
+    /// Bumped to cut the link to the primary (`CLIENT KILL TYPE master`).
+    pub(crate) cut_primary: watch::Sender<u64>,
 }
 
 impl Repl {
@@ -272,6 +283,9 @@ impl Repl {
             fresh: watch::channel(0).0,
             backlog_bytes: AtomicU64::new(0),
             sent_bytes: AtomicU64::new(0),
+            snapshots_sent: AtomicU64::new(0),
+            cut_replicas: watch::channel(0).0,
+            cut_primary: watch::channel(0).0,
             config,
         }
     }
@@ -322,6 +336,22 @@ impl Repl {
         let _ = self.control.send(Control::Follow(target));
     }
 
+    /// Cuts the replicas' links (they reconnect and resume); how many there were.
+    pub(crate) fn cut_replica_links(&self) -> i64 {
+        let n = lock(&self.links).len();
+        self.cut_replicas.send_modify(|g| *g = g.wrapping_add(1));
+        n as i64
+    }
+
+    /// Cuts the link to the primary (it reconnects and resumes); 1 when there was one.
+    pub(crate) fn cut_primary_link(&self) -> i64 {
+        let up = lock(&self.following)
+            .as_ref()
+            .is_some_and(|f| f.state != "connect" && f.state != "connecting");
+        self.cut_primary.send_modify(|g| *g = g.wrapping_add(1));
+        i64::from(up)
+    }
+
     /// Hands a replica that came to a RESP port to the replication thread.
     pub(crate) fn incoming(&self, stream: std::net::TcpStream, pending: Vec<u8>) {
         let _ = self.control.send(Control::Incoming(stream, pending));
@@ -343,7 +373,9 @@ impl Repl {
     pub(crate) fn caught_up(&self, target: &[u64]) -> usize {
         lock(&self.links)
             .iter()
-            .filter(|l| l.acked.len() == target.len() && l.acked.iter().zip(target).all(|(a, t)| a >= t))
+            .filter(|l| {
+                l.acked.len() == target.len() && l.acked.iter().zip(target).all(|(a, t)| a >= t)
+            })
             .count()
     }
 
@@ -355,8 +387,7 @@ impl Repl {
         loop {
             let notified = self.acked.notified();
             let have = self.caught_up(&target);
-            if have >= wanted || lock(&self.links).is_empty() && deadline.is_none() && wanted == 0
-            {
+            if have >= wanted || lock(&self.links).is_empty() && deadline.is_none() && wanted == 0 {
                 return have;
             }
             match deadline {
@@ -397,12 +428,7 @@ impl Repl {
 
     /// `INFO replication`.
     pub(crate) fn info(&self, replid: &str, out: &mut String) {
-        let join = |v: &[u64]| {
-            v.iter()
-                .map(u64::to_string)
-                .collect::<Vec<_>>()
-                .join(",")
-        };
+        let join = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
         let _ = write!(out, "# Replication\r\n");
         let following = lock(&self.following).clone();
         if let Some(f) = &following {
@@ -444,13 +470,14 @@ impl Repl {
         let offset: u64 = latest.iter().sum();
         let _ = write!(
             out,
-            "master_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:{}\r\nrepl_backlog_size:{}\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:{}\r\nrepl_shard_seqs:{}\r\nrepl_links_refused:{}\r\nrepl_sent_bytes:{}\r\n",
+            "master_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:{}\r\nrepl_backlog_size:{}\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:{}\r\nrepl_shard_seqs:{}\r\nrepl_links_refused:{}\r\nrepl_sent_bytes:{}\r\nrepl_shard_snapshots_sent:{}\r\n",
             u8::from(self.source.enabled()),
             self.config.backlog_bytes,
             self.backlog_bytes.load(Ordering::Relaxed),
             join(&latest),
             self.refused.load(Ordering::Relaxed),
             self.sent_bytes.load(Ordering::Relaxed),
+            self.snapshots_sent.load(Ordering::Relaxed),
         );
     }
 }

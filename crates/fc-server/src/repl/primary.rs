@@ -164,6 +164,7 @@ async fn send_snapshot(
         end.shard = shard as u32;
         end.first_seq = seq;
         send(writer, shared, &encoded(&end, shared)).await?;
+        shared.repl.snapshots_sent.fetch_add(1, Ordering::Relaxed);
         if let Ok(cursor) = backlog.0.borrow().since_index(shard, seq) {
             return Ok(cursor);
         }
@@ -264,7 +265,7 @@ async fn link(
         latest.len()
     );
     // Acknowledgements, read beside the sending.
-    let acks = {
+    let mut acks = {
         let shared = Arc::clone(shared);
         tokio::task::spawn_local(async move {
             let decoder = FrameDecoder::default();
@@ -286,7 +287,17 @@ async fn link(
             Ok::<(), String>(())
         })
     };
-    let result = stream_to(shared, backlog, &mut writer, &welcome.shards, &start, id, acks).await;
+    let result = stream_to(
+        shared,
+        backlog,
+        &mut writer,
+        &welcome.shards,
+        &start,
+        id,
+        &mut acks,
+    )
+    .await;
+    acks.abort();
     result
 }
 
@@ -299,9 +310,10 @@ async fn stream_to(
     plans: &[(Plan, u64)],
     start: &[u64],
     id: u64,
-    mut acks: tokio::task::JoinHandle<Result<(), String>>,
+    acks: &mut tokio::task::JoinHandle<Result<(), String>>,
 ) -> Result<(), String> {
     let mut fresh = shared.repl.fresh.subscribe();
+    let mut cut = shared.repl.cut_replicas.subscribe();
     let mut cursors = Vec::with_capacity(plans.len());
     let mut snapshots = Vec::new();
     for (shard, (plan, _)) in plans.iter().enumerate() {
@@ -346,7 +358,9 @@ async fn stream_to(
         }
         // A link the backlog left behind catches up from a snapshot of those shards.
         for shard in behind {
-            tracing::warn!("replica link {id}: shard {shard} fell out of the backlog; resending it");
+            tracing::warn!(
+                "replica link {id}: shard {shard} fell out of the backlog; resending it"
+            );
             cursors[shard] = send_snapshot(shared, backlog, writer, shard).await?;
         }
         tokio::select! {
@@ -355,11 +369,12 @@ async fn stream_to(
                     return Ok(());
                 }
             }
+            _ = cut.changed() => return Err("cut (CLIENT KILL TYPE replica)".into()),
             _ = heartbeat.tick() => {
                 let beat = watermarks_frame(Kind::Heartbeat, &shared.repl.source.latest());
                 send(writer, shared, &encoded(&beat, shared)).await?;
             }
-            done = &mut acks => {
+            done = &mut *acks => {
                 return match done {
                     Ok(Ok(())) => Ok(()),
                     Ok(Err(err)) => Err(err),

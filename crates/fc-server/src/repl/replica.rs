@@ -6,9 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fc_repl::{
-    Applier, FrameDecoder, Hello, Kind, LinkError, Plan, Welcome, watermarks_frame,
-};
+use fc_repl::{Applier, FrameDecoder, Hello, Kind, LinkError, Plan, Welcome, watermarks_frame};
 use fc_snapshot::Image;
 use fc_wal::Record;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -109,13 +107,10 @@ async fn session(
 ) -> Result<(), String> {
     let repl = &shared.repl;
     let shards = shared.config.shards;
-    let mut stream = tokio::time::timeout(
-        Duration::from_secs(5),
-        TcpStream::connect((host, port)),
-    )
-    .await
-    .map_err(|_| "connect timed out".to_string())?
-    .map_err(|e| format!("cannot connect: {e}"))?;
+    let mut stream = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect((host, port)))
+        .await
+        .map_err(|_| "connect timed out".to_string())?
+        .map_err(|e| format!("cannot connect: {e}"))?;
     let _ = stream.set_nodelay(true);
     let hello = Hello {
         token: repl.token.clone(),
@@ -195,10 +190,14 @@ async fn session(
     let mut images: Vec<Option<Vec<u8>>> = vec![None; shards];
     let mut pending: Vec<Vec<(usize, Record)>> = vec![Vec::new(); shared.workers];
     let mut acked = progress.applier.watermarks().to_vec();
+    let mut cut = repl.cut_primary.subscribe();
     loop {
         // Every whole frame read so far.
         let mut failure = None;
-        while let Some((frame, used)) = decoder.decode_slice(&buf[at..]).map_err(|e| e.to_string())? {
+        while let Some((frame, used)) = decoder
+            .decode_slice(&buf[at..])
+            .map_err(|e| e.to_string())?
+        {
             at += used;
             let shard = frame.shard as usize;
             match frame.kind {
@@ -217,7 +216,8 @@ async fn session(
                 Kind::SnapshotChunk if shard < shards => match &mut images[shard] {
                     Some(image) => image.extend_from_slice(&frame.payload),
                     None => {
-                        failure = Some(format!("shard {shard}: a snapshot chunk without its start"));
+                        failure =
+                            Some(format!("shard {shard}: a snapshot chunk without its start"));
                         break;
                     }
                 },
@@ -292,10 +292,13 @@ async fn session(
         }
         buf.drain(..at);
         at = 0;
-        let n = tokio::time::timeout(Duration::from_secs(30), stream.read_buf(&mut buf))
-            .await
-            .map_err(|_| "no word from the primary in 30 s".to_string())?
-            .map_err(|e| e.to_string())?;
+        let read = tokio::time::timeout(Duration::from_secs(30), stream.read_buf(&mut buf));
+        let n = tokio::select! {
+            read = read => read
+                .map_err(|_| "no word from the primary in 30 s".to_string())?
+                .map_err(|e| e.to_string())?,
+            _ = cut.changed() => return Err("cut (CLIENT KILL TYPE master)".into()),
+        };
         if n == 0 {
             return Err("the primary closed the link".into());
         }

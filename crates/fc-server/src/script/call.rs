@@ -271,7 +271,9 @@ pub(crate) fn command<T>(
             ));
         }
         if write && ctx.worker.shared.repl.read_only() {
-            return done(Err(b"READONLY You can't write against a read only replica."));
+            return done(Err(
+                b"READONLY You can't write against a read only replica.",
+            ));
         }
         let mut argv = argv;
         command::into_db(spec, &mut argv, ctx.db);
