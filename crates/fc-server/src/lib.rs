@@ -75,6 +75,7 @@ mod persist;
 mod process;
 mod pubsub;
 mod repl;
+mod repl_links;
 mod reply;
 mod save;
 mod script;
@@ -364,7 +365,7 @@ impl Server {
                     })?,
             );
         }
-        handles.push(repl::start(
+        handles.push(repl_links::start(
             Arc::clone(&shared),
             repl_listener,
             stopped.clone(),

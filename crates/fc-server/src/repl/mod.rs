@@ -1,13 +1,9 @@
-//! Native replication on the server (fc-repl's sans-IO core, with its links here): the
-//! primary's export ([`Source`]: per-shard lanes fed by the store's mutation sink, inside each
-//! shard's owner), the replication thread (`fc-repl`: the pump that seals batches into the
-//! backlog, the replica links a primary serves, the link a replica follows), and what the
+//! Native replication's shared state (fc-repl's sans-IO core; the links are in
+//! [`crate::repl_links`]): the primary's export ([`Source`]: per-shard lanes fed by the
+//! store's mutation sink, inside each shard's owner), what the links report, and what the
 //! commands see (`REPLICAOF`, `ROLE`, `INFO replication`, `WAIT`, `READONLY` refusals).
 //!
 //! Protocol and guarantees: `docs/REPLICATION.md`.
-
-mod primary;
-mod replica;
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -20,7 +16,6 @@ use tokio::sync::{Notify, mpsc, watch};
 
 use crate::ReplicationConfig;
 use crate::reply::Reply as _;
-use crate::shared::Shared;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -37,12 +32,12 @@ pub(crate) struct Source {
     lanes: Box<[Mutex<Lane>]>,
     /// Per shard: already in `dirty` (the pump has not taken it yet).
     queued: Box<[AtomicBool]>,
-    dirty: Mutex<Vec<usize>>,
+    pub(crate) dirty: Mutex<Vec<usize>>,
     /// Per worker, the transaction its shards are inside (markers are per shard on the wire:
     /// each changed shard gets its own begin and end).
     open: Box<[Mutex<Option<OpenTx>>]>,
     workers: usize,
-    wake: Notify,
+    pub(crate) wake: Notify,
 }
 
 struct Lane {
@@ -172,7 +167,7 @@ impl Source {
 
     /// The pump's side: shard `shard`'s sealed batches, and the one due by `now`; with when
     /// its open batch is due.
-    fn take(&self, shard: usize, now: Instant) -> (Vec<Sealed>, Option<Instant>) {
+    pub(crate) fn take(&self, shard: usize, now: Instant) -> (Vec<Sealed>, Option<Instant>) {
         self.queued[shard].store(false, Ordering::Release);
         let mut lane = lock(&self.lanes[shard]);
         let mut ready = std::mem::take(&mut lane.ready);
@@ -228,7 +223,7 @@ pub(crate) struct Repl {
     /// What replicas present, and this server presents to its primary.
     pub(crate) token: Vec<u8>,
     control: mpsc::UnboundedSender<Control>,
-    control_rx: Mutex<Option<mpsc::UnboundedReceiver<Control>>>,
+    pub(crate) control_rx: Mutex<Option<mpsc::UnboundedReceiver<Control>>>,
     pub(crate) links: Mutex<Vec<LinkInfo>>,
     pub(crate) next_link: AtomicU64,
     /// Woken by every replica acknowledgement (`WAIT`).
@@ -306,7 +301,7 @@ impl Repl {
         self.stale.load(Ordering::Relaxed)
     }
 
-    fn set_link_up(&self, up: bool) {
+    pub(crate) fn set_link_up(&self, up: bool) {
         let following = self.read_only.load(Ordering::Relaxed);
         self.stale.store(
             following && !up && !self.config.serve_stale_data,
@@ -364,9 +359,14 @@ impl Repl {
             .map(|f| (f.host.clone(), f.port))
     }
 
-    /// Sum of the shards' sequences: one growing offset, as Redis's `master_repl_offset`.
+    /// Sum of the shards' sequences: one growing offset, as Redis's `master_repl_offset`
+    /// (0 until replication starts, as Redis's is until its backlog exists).
     pub(crate) fn offset(&self) -> u64 {
-        self.source.latest().iter().sum()
+        if self.source.enabled() {
+            self.source.latest().iter().sum()
+        } else {
+            0
+        }
     }
 
     /// Replicas whose acknowledgements reached `target` on every shard.
@@ -467,7 +467,7 @@ impl Repl {
                 l.last_ack.elapsed().as_secs()
             );
         }
-        let offset: u64 = latest.iter().sum();
+        let offset = self.offset();
         let _ = write!(
             out,
             "master_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:{}\r\nrepl_backlog_size:{}\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:{}\r\nrepl_shard_seqs:{}\r\nrepl_links_refused:{}\r\nrepl_sent_bytes:{}\r\nrepl_shard_snapshots_sent:{}\r\n",
@@ -488,80 +488,4 @@ pub(crate) fn split_addr(text: &str) -> Option<(String, u16)> {
     let port = port.parse().ok()?;
     let host = host.trim_start_matches('[').trim_end_matches(']');
     (!host.is_empty()).then(|| (host.to_string(), port))
-}
-
-/// Starts the replication thread (`fc-repl`): the pump, the replica port, replica links, and
-/// the link to a primary; it stops when `stopped` changes.
-pub(crate) fn start(
-    shared: Arc<Shared>,
-    listener: Option<std::net::TcpListener>,
-    mut stopped: watch::Receiver<bool>,
-) -> std::io::Result<std::thread::JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name("fc-repl".into())
-        .spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("the replication thread's runtime");
-            let local = tokio::task::LocalSet::new();
-            local.block_on(&runtime, async move {
-                let repl = &shared.repl;
-                let Some(mut control) = lock(&repl.control_rx).take() else {
-                    return;
-                };
-                let backlog = primary::Backlog::new(&shared);
-                tokio::task::spawn_local(primary::pump(Arc::clone(&shared), backlog.clone()));
-                if let Some(listener) = listener.and_then(|l| tokio::net::TcpListener::from_std(l).ok()) {
-                    let (shared, backlog) = (Arc::clone(&shared), backlog.clone());
-                    tokio::task::spawn_local(async move {
-                        loop {
-                            let Ok((stream, peer)) = listener.accept().await else {
-                                continue;
-                            };
-                            tokio::task::spawn_local(primary::serve(
-                                Arc::clone(&shared),
-                                backlog.clone(),
-                                stream,
-                                Vec::new(),
-                                peer,
-                            ));
-                        }
-                    });
-                }
-                if let Some((host, port)) = repl.config.replica_of.as_deref().and_then(split_addr) {
-                    repl.follow(Some((host, port)));
-                }
-                let mut follower: Option<tokio::task::JoinHandle<()>> = None;
-                loop {
-                    tokio::select! {
-                        message = control.recv() => match message {
-                            Some(Control::Follow(target)) => {
-                                if let Some(task) = follower.take() {
-                                    task.abort();
-                                }
-                                follower = target.map(|(host, port)| {
-                                    tokio::task::spawn_local(replica::follow(Arc::clone(&shared), host, port))
-                                });
-                            }
-                            Some(Control::Incoming(stream, pending)) => {
-                                let Ok(peer) = stream.peer_addr() else { continue };
-                                let _ = stream.set_nonblocking(true);
-                                if let Ok(stream) = tokio::net::TcpStream::from_std(stream) {
-                                    tokio::task::spawn_local(primary::serve(
-                                        Arc::clone(&shared),
-                                        backlog.clone(),
-                                        stream,
-                                        pending,
-                                        peer,
-                                    ));
-                                }
-                            }
-                            None => break,
-                        },
-                        _ = stopped.changed() => break,
-                    }
-                }
-            });
-        })
 }

@@ -15,7 +15,7 @@ use tokio::net::TcpStream;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::oneshot;
 
-use super::{LinkInfo, lock};
+use crate::repl::{LinkInfo, lock};
 use crate::shared::{Job, Shared};
 
 /// The backlog, shared by the pump and the links (all on the replication thread).

@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
-use super::{Following, lock};
+use crate::repl::{Following, lock};
 use crate::shared::{Job, Shared};
 
 /// What survives a reconnect: the watermarks reached, under which primary.
