@@ -63,6 +63,10 @@ enum Task {
     /// Kill -9 durability soak: the fc-server binary with a data directory, writers, SIGKILL at
     /// random moments, restart, every acknowledged write checked (CI runs 20 cycles).
     Crash(CrashArgs),
+    /// Replication chaos soak: a primary with a data directory and a replica (the fc-server
+    /// binary), writers of every type, and links cut, replicas and primaries killed with
+    /// SIGKILL at random moments; `DEBUG DIGEST` must agree once writes stop (CI runs 6).
+    ReplChaos(CrashArgs),
     /// Differential test against a real redis-server (installed when missing): the same seeded
     /// random command sequences to both, replies compared byte for byte after the
     /// normalizations docs/REDIS-COMPAT.md documents; fails on any mismatch.
@@ -141,7 +145,8 @@ fn main() -> anyhow::Result<()> {
         Task::BenchMemoryChild(args) => bench::memory_child(args),
         Task::Fuzz(args) => fuzz::fuzz(args),
         Task::Hitratio(args) => hitratio::hitratio(args),
-        Task::Crash(args) => crash(&args),
+        Task::Crash(args) => soak("crash", "FC_CRASH_CYCLES", args.cycles),
+        Task::ReplChaos(args) => soak("repl_chaos", "FC_REPL_CHAOS_CYCLES", args.cycles),
         Task::DiffRedis(args) => diff_redis::diff_redis(&args),
         Task::BenchServer(args) => server_bench::bench_server(*args),
         Task::BenchWal(args) => persist_bench::bench_wal(args),
@@ -157,8 +162,9 @@ struct CrashArgs {
     cycles: usize,
 }
 
-/// Runs `crates/fc-server/tests/crash.rs` (release build) with `FC_CRASH_CYCLES`.
-fn crash(args: &CrashArgs) -> anyhow::Result<()> {
+/// Runs the soak test `crates/fc-server/tests/<test>.rs` (release build) with `cycles` in the
+/// environment variable `var`.
+fn soak(test: &str, var: &str, cycles: usize) -> anyhow::Result<()> {
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args([
             "test",
@@ -166,15 +172,15 @@ fn crash(args: &CrashArgs) -> anyhow::Result<()> {
             "-p",
             "fc-server",
             "--test",
-            "crash",
+            test,
             "--",
             "--nocapture",
         ])
-        .env("FC_CRASH_CYCLES", args.cycles.to_string())
+        .env(var, cycles.to_string())
         .status()
         .context("running cargo test")?;
     if !status.success() {
-        bail!("the crash soak failed");
+        bail!("the {test} soak failed");
     }
     Ok(())
 }

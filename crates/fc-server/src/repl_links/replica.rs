@@ -52,12 +52,13 @@ pub(crate) async fn follow(shared: Arc<Shared>, host: String, port: u16) {
             }
         }
         shared.repl.set_link_up(false);
-        // A link that stayed up a while reconnects at once; failures back off to 5 s.
+        // A link that stayed up a while reconnects at once; failures back off to 1 s (as
+        // Redis retries its primary every second).
         if started.elapsed() > Duration::from_secs(5) {
             backoff = Duration::from_millis(100);
         }
         tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(5));
+        backoff = (backoff * 2).min(Duration::from_secs(1));
     }
 }
 

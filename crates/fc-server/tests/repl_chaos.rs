@@ -1,0 +1,319 @@
+//! Replication under chaos: the real `fc-server` binary as a primary (with a data directory)
+//! and a replica, writers changing every data type without pause, and at random moments the
+//! link cut (`CLIENT KILL TYPE master`), the replica killed with SIGKILL and restarted, or
+//! the primary killed with SIGKILL and restarted on its port from its data. Once the writes
+//! stop, the replica must catch up and `DEBUG DIGEST` must agree on both sides.
+//! `FC_REPL_CHAOS_CYCLES` sets the number of events (`cargo xtask repl-chaos --cycles N` runs
+//! it long; CI runs a short one).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+/// A failed check must not leave a server running.
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn(args: &[String]) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fc-server"))
+        .args(["--threads", "2", "--shards", "8", "--save", ""])
+        .args(args)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("fc-server starts");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                let addr = rest.split(':').take(2).collect::<Vec<_>>().join(":");
+                let _ = tx.send(Ok(addr));
+            } else if line.contains("cannot") || line.contains("Error") {
+                let _ = tx.send(Err(line));
+            }
+        }
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(Ok(addr)) => Server { child, addr },
+        Ok(Err(line)) => panic!("fc-server failed to start: {line}"),
+        Err(_) => panic!("fc-server did not report its address"),
+    }
+}
+
+fn kill9(server: Server) {
+    // SIGKILL: `Child::kill` sends it on Unix.
+    drop(server);
+}
+
+fn connect(addr: &str) -> redis::Connection {
+    let client = redis::Client::open(format!("redis://{addr}/")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match client.get_connection_with_timeout(Duration::from_secs(2)) {
+            Ok(c) => {
+                c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                return c;
+            }
+            Err(e) if Instant::now() > deadline => panic!("cannot connect to {addr}: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// One random write of any type over a small keyspace (each name keeps one type).
+fn one_write(con: &mut redis::Connection, rng: &mut Rng) -> redis::RedisResult<()> {
+    let n = rng.below(40);
+    let cmd = match rng.below(16) {
+        0 => redis::cmd("SET")
+            .arg(format!("s{n}"))
+            .arg(rng.next())
+            .clone(),
+        1 => redis::cmd("INCRBY")
+            .arg(format!("c{n}"))
+            .arg(rng.below(100))
+            .clone(),
+        2 => redis::cmd("APPEND").arg(format!("s{n}")).arg("x").clone(),
+        3 => redis::cmd("RPUSH")
+            .arg(format!("l{n}"))
+            .arg(rng.next())
+            .arg(n)
+            .clone(),
+        4 => redis::cmd("LPOP").arg(format!("l{n}")).clone(),
+        5 => redis::cmd("LMOVE")
+            .arg(format!("l{n}"))
+            .arg(format!("l{}", rng.below(40)))
+            .arg("LEFT")
+            .arg("RIGHT")
+            .clone(),
+        6 => redis::cmd("HSET")
+            .arg(format!("h{n}"))
+            .arg(format!("f{}", rng.below(8)))
+            .arg(rng.next())
+            .clone(),
+        7 => redis::cmd("HINCRBY")
+            .arg(format!("h{n}"))
+            .arg("n")
+            .arg(1)
+            .clone(),
+        8 => redis::cmd("SADD")
+            .arg(format!("t{n}"))
+            .arg(rng.below(50))
+            .clone(),
+        9 => redis::cmd("SPOP").arg(format!("t{n}")).clone(),
+        10 => redis::cmd("ZADD")
+            .arg(format!("z{n}"))
+            .arg(rng.below(1000))
+            .arg(format!("m{}", rng.below(30)))
+            .clone(),
+        11 => redis::cmd("ZINCRBY")
+            .arg(format!("z{n}"))
+            .arg(1.5)
+            .arg("m1")
+            .clone(),
+        12 => redis::cmd("XADD")
+            .arg(format!("x{n}"))
+            .arg("MAXLEN")
+            .arg(50)
+            .arg("*")
+            .arg("v")
+            .arg(rng.next())
+            .clone(),
+        13 => redis::cmd("EXPIRE")
+            .arg(format!("s{n}"))
+            .arg(100_000)
+            .clone(),
+        14 => redis::cmd("DEL")
+            .arg(format!("s{n}"))
+            .arg(format!("l{n}"))
+            .clone(),
+        _ => {
+            // A transaction over several workers.
+            return redis::pipe()
+                .atomic()
+                .cmd("SET")
+                .arg(format!("s{n}"))
+                .arg(rng.next())
+                .ignore()
+                .cmd("INCR")
+                .arg(format!("c{}", rng.below(40)))
+                .ignore()
+                .cmd("RPUSH")
+                .arg(format!("l{}", rng.below(40)))
+                .arg("tx")
+                .ignore()
+                .query(con);
+        }
+    };
+    cmd.query::<redis::Value>(con).map(|_| ())
+}
+
+/// Writes until `stop`, reconnecting whenever the primary goes away.
+fn writer(addr: String, seed: u64, stop: Arc<AtomicBool>, done: Arc<AtomicU64>) {
+    let mut rng = Rng(seed | 1);
+    while !stop.load(Ordering::Acquire) {
+        let Ok(client) = redis::Client::open(format!("redis://{addr}/")) else {
+            return;
+        };
+        let Ok(mut con) = client.get_connection_with_timeout(Duration::from_millis(500)) else {
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        };
+        let _ = con.set_read_timeout(Some(Duration::from_secs(5)));
+        while !stop.load(Ordering::Acquire) {
+            match one_write(&mut con, &mut rng) {
+                Ok(()) => {
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+                // A type error is an answer; a broken connection is not.
+                Err(e) if e.kind() == redis::ErrorKind::TypeError || e.code().is_some() => {}
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+fn info(con: &mut redis::Connection) -> String {
+    redis::cmd("INFO")
+        .arg("replication")
+        .query(con)
+        .unwrap_or_default()
+}
+
+#[test]
+fn replication_survives_cut_links_and_killed_servers() {
+    let cycles: usize = std::env::var("FC_REPL_CHAOS_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6);
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    eprintln!("repl chaos: {cycles} events, seed {seed}");
+    let mut rng = Rng(seed | 1);
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let primary_args: Vec<String> = vec![
+        "--bind".into(),
+        format!("127.0.0.1:{port}"),
+        "--data-dir".into(),
+        dir.path().display().to_string(),
+        "--appendfsync".into(),
+        "everysec".into(),
+    ];
+    let replica_args: Vec<String> = vec![
+        "--bind".into(),
+        "127.0.0.1:0".into(),
+        "--replicaof".into(),
+        format!("127.0.0.1:{port}"),
+    ];
+    let mut primary = spawn(&primary_args);
+    let mut replica = spawn(&replica_args);
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let writers: Vec<_> = (0..2)
+        .map(|i| {
+            let (addr, stop, done) = (primary.addr.clone(), Arc::clone(&stop), Arc::clone(&done));
+            let seed = seed.wrapping_add(i * 7919);
+            std::thread::spawn(move || writer(addr, seed, stop, done))
+        })
+        .collect();
+    let mut events = [0usize; 3];
+    for event in 0..cycles {
+        std::thread::sleep(Duration::from_millis(150 + rng.below(500)));
+        let what = rng.below(3) as usize;
+        events[what] += 1;
+        match what {
+            0 => {
+                let mut r = connect(&replica.addr);
+                let _: redis::RedisResult<i64> = redis::cmd("CLIENT")
+                    .arg("KILL")
+                    .arg("TYPE")
+                    .arg("master")
+                    .query(&mut r);
+            }
+            1 => {
+                kill9(replica);
+                replica = spawn(&replica_args);
+            }
+            _ => {
+                kill9(primary);
+                primary = spawn(&primary_args);
+            }
+        }
+        eprintln!(
+            "event {event}: {}; {} writes so far",
+            ["cut link", "kill -9 replica", "kill -9 primary"][what],
+            done.load(Ordering::Relaxed)
+        );
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Release);
+    for w in writers {
+        w.join().unwrap();
+    }
+    // Writes have stopped: the replica must catch up and agree.
+    let (mut p, mut r) = (connect(&primary.addr), connect(&replica.addr));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let acked: i64 = redis::cmd("WAIT").arg(1).arg(1000).query(&mut p).unwrap();
+        let pd: String = redis::cmd("DEBUG").arg("DIGEST").query(&mut p).unwrap();
+        let rd: String = redis::cmd("DEBUG").arg("DIGEST").query(&mut r).unwrap();
+        if acked == 1 && pd == rd {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no convergence (seed {seed}):\nprimary {pd}\n{}\nreplica {rd}\n{}",
+            info(&mut p),
+            info(&mut r)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let keys: i64 = redis::cmd("DBSIZE").query(&mut p).unwrap();
+    assert!(keys > 0, "the writers wrote");
+    assert!(done.load(Ordering::Relaxed) > 0);
+    eprintln!(
+        "repl chaos: converged after {} cut links, {} replica kills, {} primary kills; {} writes, {keys} keys",
+        events[0],
+        events[1],
+        events[2],
+        done.load(Ordering::Relaxed)
+    );
+}
