@@ -58,6 +58,11 @@ enum Task {
     /// contiguous pinned copy and the naive path (needs an NVIDIA GPU; writes
     /// `bench-matrix/<run-id>/gpu.csv`); `--build-only` builds the binary to carry.
     BenchGpu(gpu_bench::GpuBenchArgs),
+    /// Native replication: a primary's SET throughput and CPU with 0, 1 and 2 replicas,
+    /// zstd on and off, replica lag, catch-up of 1M keys from snapshots (against
+    /// `redis-server --replicaof` in the same run) and from the backlog →
+    /// bench-matrix/<run>/repl.csv.
+    BenchRepl(server_bench::repl::ReplBenchArgs),
     /// Run the cargo-fuzz targets (fc-resp's request parser and reply decoder) for a bounded time.
     Fuzz(fuzz::FuzzArgs),
     /// Kill -9 durability soak: the fc-server binary with a data directory, writers, SIGKILL at
@@ -152,6 +157,7 @@ fn main() -> anyhow::Result<()> {
         Task::BenchWal(args) => persist_bench::bench_wal(args),
         Task::BenchRestart(args) => persist_bench::bench_restart(args),
         Task::BenchGpu(args) => gpu_bench::bench_gpu(&args),
+        Task::BenchRepl(args) => server_bench::repl::bench_repl(args),
     }
 }
 

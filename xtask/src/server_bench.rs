@@ -35,6 +35,7 @@ use crate::bench::report;
 
 mod memcached;
 mod patterns;
+pub(crate) mod repl;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct ServerBenchArgs {

@@ -1,0 +1,642 @@
+//! `cargo xtask bench-repl`: what native replication costs a primary and how fast a replica
+//! follows and catches up, published to `bench-matrix/<run>/repl.csv` and `summary.md`.
+//!
+//! Rows:
+//! - `throughput`: 64 B `SET`s (the xtask load, pipelines 1 and 16) on a primary with 0, 1
+//!   and 2 replicas; operations per second, the primary's CPU (cores), operations per primary
+//!   core-second, replication bytes per write; the ratio to 0 replicas in the same run.
+//! - `compression`: the same with one replica at pipeline 16, `compression = "none"` and
+//!   `"zstd"`: bytes sent per write and the primary's CPU.
+//! - `lag`: a probe `SET`s a key on the primary and times until the replica serves it, 2,000
+//!   times, while half the connections load the primary at pipeline 1.
+//! - `catchup-snapshot`: a replica started empty against a primary holding `--catchup-keys`
+//!   64 B keys, until its link is up with every key; the same for `redis-server --replicaof`
+//!   (diskless sync, `repl-diskless-sync-delay 0`) in the same run.
+//! - `catchup-backlog`: a replica stopped (SIGSTOP) and cut off while the primary takes
+//!   `--catchup-keys` writes, then resumed (SIGCONT): until the primary's `WAIT 1` counts it
+//!   (from the backlog: no shard snapshot is sent, checked).
+//!
+//! On a 2-core machine the replicas share a core with the load (`--replica-cores`): the
+//! throughput ratio then includes that contention; the primary's own CPU per write is the
+//! cleaner figure.
+
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+use super::{
+    Load, Mix, Sample, ServerBenchArgs, build_fc_server, free_port, pin_self, preload, run_dir,
+    run_load,
+};
+use crate::bench::report;
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct ReplBenchArgs {
+    /// Seconds measured per sample.
+    #[arg(long, default_value_t = 3.0)]
+    duration: f64,
+    /// Samples per throughput row (the median is published).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Keys a replica catches up on.
+    #[arg(long, default_value_t = 1_000_000)]
+    catchup_keys: u64,
+    /// Load connections.
+    #[arg(long, default_value_t = 50)]
+    connections: usize,
+    /// CPUs of the primary (its worker count).
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    server_cores: Vec<usize>,
+    /// CPUs of the load.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    load_cores: Vec<usize>,
+    /// CPUs of the replicas.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    replica_cores: Vec<usize>,
+    /// A short run (1 s samples, 1 round, 100k catch-up keys).
+    #[arg(long)]
+    quick: bool,
+    /// Output directory (default `bench-matrix/<run>`).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+/// A server process, killed when dropped.
+struct Proc {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_for_ping(addr: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while query(addr, &["PING"])
+        .map(|r| r != b"+PONG\r\n")
+        .unwrap_or(true)
+    {
+        if Instant::now() > deadline {
+            bail!("no PONG from {addr}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+/// Starts `program` pinned to `cores`, listening on a free port (`port_args` places it).
+fn spawn(
+    program: &Path,
+    cores: &[usize],
+    port_args: impl FnOnce(u16) -> Vec<String>,
+    args: &[String],
+) -> anyhow::Result<Proc> {
+    let port = free_port()?;
+    let before = crate::bench::driver::allowed_cpus();
+    pin_self(cores);
+    let child = Command::new(program)
+        .args(port_args(port))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {}", program.display()));
+    pin_self(&before);
+    let proc = Proc {
+        child: child?,
+        addr: format!("127.0.0.1:{port}"),
+    };
+    wait_for_ping(&proc.addr)?;
+    Ok(proc)
+}
+
+fn fc(bin: &Path, cores: &[usize], args: &[String]) -> anyhow::Result<Proc> {
+    let threads = cores.len().to_string();
+    spawn(
+        bin,
+        cores,
+        |port| {
+            vec![
+                "--bind".into(),
+                format!("127.0.0.1:{port}"),
+                "--threads".into(),
+                threads,
+                "--save".into(),
+                String::new(),
+            ]
+        },
+        args,
+    )
+}
+
+fn redis_server(cores: &[usize], args: &[&str]) -> anyhow::Result<Proc> {
+    let args: Vec<String> = args.iter().map(|s| (*s).to_string()).collect();
+    spawn(
+        Path::new("redis-server"),
+        cores,
+        |port| {
+            vec![
+                "--port".into(),
+                port.to_string(),
+                "--bind".into(),
+                "127.0.0.1".into(),
+                "--save".into(),
+                String::new(),
+                "--appendonly".into(),
+                "no".into(),
+                "--protected-mode".into(),
+                "no".into(),
+            ]
+        },
+        &args,
+    )
+}
+
+/// One command on a new connection; its whole reply (simple, error, integer or bulk).
+fn query(addr: &str, parts: &[&str]) -> anyhow::Result<Vec<u8>> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(60)))?;
+    let mut request = format!("*{}\r\n", parts.len());
+    for p in parts {
+        let _ = write!(request, "${}\r\n{p}\r\n", p.len());
+    }
+    s.write_all(request.as_bytes())?;
+    let mut reader = BufReader::new(s);
+    let mut line = Vec::new();
+    reader.read_until(b'\n', &mut line)?;
+    if line.first() == Some(&b'$') {
+        let len: i64 = std::str::from_utf8(&line[1..line.len() - 2])?.parse()?;
+        if len >= 0 {
+            let mut body = vec![0u8; len as usize + 2];
+            std::io::Read::read_exact(&mut reader, &mut body)?;
+            line.extend_from_slice(&body);
+        }
+    }
+    Ok(line)
+}
+
+/// A field of `INFO replication` (or `INFO keyspace`'s db0 keys with `field = "keys"`).
+fn info(addr: &str, section: &str, field: &str) -> anyhow::Result<String> {
+    let text = String::from_utf8(query(addr, &["INFO", section])?)?;
+    Ok(text
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_default()
+        .trim()
+        .to_string())
+}
+
+fn dbsize(addr: &str) -> anyhow::Result<u64> {
+    let reply = query(addr, &["DBSIZE"])?;
+    Ok(std::str::from_utf8(&reply[1..reply.len() - 2])?.parse()?)
+}
+
+fn wait_link(replica: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while info(replica, "replication", "master_link_status")? != "up" {
+        if Instant::now() > deadline {
+            bail!("{replica} never linked to its primary");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(())
+}
+
+fn load_args(args: &ReplBenchArgs, connections: usize) -> ServerBenchArgs {
+    #[derive(clap::Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        inner: ServerBenchArgs,
+    }
+    let mut load = <Wrap as clap::Parser>::parse_from(["bench-repl"]).inner;
+    load.duration = args.duration;
+    load.warmup = if args.quick { 0.5 } else { 1.0 };
+    load.connections = connections;
+    load.keys = 100_000;
+    load.server_cores.clone_from(&args.server_cores);
+    load.load_cores.clone_from(&args.load_cores);
+    load
+}
+
+/// One CSV row.
+#[derive(Default)]
+struct Row {
+    row: &'static str,
+    server: &'static str,
+    replicas: usize,
+    pipeline: usize,
+    compression: &'static str,
+    ops: f64,
+    cpu: f64,
+    bytes_per_op: f64,
+    ratio: f64,
+    p50_us: f64,
+    p99_us: f64,
+    seconds: f64,
+    keys: u64,
+}
+
+/// A primary with `replicas` replicas (linked), `extra` flags on the primary.
+fn cluster(
+    bin: &Path,
+    args: &ReplBenchArgs,
+    replicas: usize,
+    extra: &[String],
+) -> anyhow::Result<(Proc, Vec<Proc>)> {
+    let primary = fc(bin, &args.server_cores, extra)?;
+    let mut followers = Vec::new();
+    for _ in 0..replicas {
+        let r = fc(
+            bin,
+            &args.replica_cores,
+            &["--replicaof".into(), primary.addr.clone()],
+        )?;
+        wait_link(&r.addr)?;
+        followers.push(r);
+    }
+    Ok((primary, followers))
+}
+
+fn throughput(
+    bin: &Path,
+    args: &ReplBenchArgs,
+    replicas: usize,
+    pipeline: usize,
+    compression: &'static str,
+) -> anyhow::Result<Row> {
+    let extra = vec![
+        "--replication-compression".to_string(),
+        compression.to_string(),
+    ];
+    let (primary, _replicas) = cluster(bin, args, replicas, &extra)?;
+    let pid = primary.child.id();
+    let load = load_args(args, args.connections);
+    let mut samples = Vec::new();
+    let sent0: f64 = info(&primary.addr, "replication", "repl_sent_bytes")?
+        .parse()
+        .unwrap_or(0.0);
+    for _ in 0..args.rounds.max(1) {
+        samples.push(run_load(
+            (&primary.addr, pid),
+            &load,
+            Mix::Set,
+            64,
+            pipeline,
+            Load::Resp,
+        )?);
+    }
+    let sent1: f64 = info(&primary.addr, "replication", "repl_sent_bytes")?
+        .parse()
+        .unwrap_or(0.0);
+    // Writes over the whole run (warm-ups included): the offset counts every mutation.
+    let writes: f64 = info(&primary.addr, "replication", "master_repl_offset")?
+        .parse()
+        .unwrap_or(0.0);
+    let s = Sample::median(&samples);
+    Ok(Row {
+        row: if compression == "none" || replicas == 0 {
+            "throughput"
+        } else {
+            "compression"
+        },
+        server: "fc-server",
+        replicas,
+        pipeline,
+        compression,
+        ops: s.ops,
+        cpu: s.cpu,
+        bytes_per_op: if writes > 0.0 && replicas > 0 {
+            (sent1 - sent0) / writes / replicas as f64
+        } else {
+            0.0
+        },
+        ..Row::default()
+    })
+}
+
+fn lag(bin: &Path, args: &ReplBenchArgs) -> anyhow::Result<Row> {
+    let (primary, replicas) = cluster(bin, args, 1, &[])?;
+    let replica = &replicas[0];
+    let pid = primary.child.id();
+    let half = load_args(args, (args.connections / 2).max(1));
+    let addr = primary.addr.clone();
+    let background =
+        std::thread::spawn(move || run_load((&addr, pid), &half, Mix::Set, 64, 1, Load::Resp));
+    std::thread::sleep(Duration::from_millis(if args.quick { 500 } else { 1000 }));
+    let mut p = BufReader::new(TcpStream::connect(&primary.addr)?);
+    let mut r = BufReader::new(TcpStream::connect(&replica.addr)?);
+    let mut lags = Vec::new();
+    let probes = if args.quick { 300 } else { 2000 };
+    let mut line = Vec::new();
+    for i in 0..probes {
+        let key = format!("lag:{i}");
+        let set = format!("*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n$1\r\n1\r\n", key.len());
+        let get = format!("*2\r\n$6\r\nEXISTS\r\n${}\r\n{key}\r\n", key.len());
+        let t0 = Instant::now();
+        p.get_mut().write_all(set.as_bytes())?;
+        line.clear();
+        p.read_until(b'\n', &mut line)?;
+        loop {
+            r.get_mut().write_all(get.as_bytes())?;
+            line.clear();
+            r.read_until(b'\n', &mut line)?;
+            if line == b":1\r\n" {
+                break;
+            }
+            if t0.elapsed() > Duration::from_secs(10) {
+                bail!("the replica never served {key}");
+            }
+        }
+        lags.push(t0.elapsed().as_secs_f64() * 1e6);
+    }
+    let load = background
+        .join()
+        .map_err(|_| anyhow::anyhow!("the load thread panicked"))??;
+    lags.sort_by(f64::total_cmp);
+    let pct = |q: f64| lags[((lags.len() as f64 * q) as usize).min(lags.len() - 1)];
+    Ok(Row {
+        row: "lag",
+        server: "fc-server",
+        replicas: 1,
+        pipeline: 1,
+        compression: "none",
+        ops: load.ops,
+        cpu: load.cpu,
+        p50_us: pct(0.5),
+        p99_us: pct(0.99),
+        ..Row::default()
+    })
+}
+
+fn until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> anyhow::Result<f64> {
+    let t0 = Instant::now();
+    while !done() {
+        if t0.elapsed() > limit {
+            bail!("{what}: not done in {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    Ok(t0.elapsed().as_secs_f64())
+}
+
+fn catchup_snapshot(bin: &Path, args: &ReplBenchArgs, keys: u64) -> anyhow::Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    // fast-cache.
+    let primary = fc(bin, &args.server_cores, &[])?;
+    preload(&primary.addr, keys, 64, None)?;
+    let t0 = Instant::now();
+    let replica = fc(
+        bin,
+        &args.replica_cores,
+        &["--replicaof".into(), primary.addr.clone()],
+    )?;
+    until(
+        "fast-cache snapshot catch-up",
+        Duration::from_secs(600),
+        || {
+            info(&replica.addr, "replication", "master_link_status").is_ok_and(|s| s == "up")
+                && dbsize(&replica.addr).is_ok_and(|n| n == keys)
+        },
+    )?;
+    let seconds = t0.elapsed().as_secs_f64();
+    rows.push(Row {
+        row: "catchup-snapshot",
+        server: "fc-server",
+        replicas: 1,
+        compression: "none",
+        seconds,
+        keys,
+        ..Row::default()
+    });
+    drop((replica, primary));
+    // Redis: the same keys, a replica started empty with --replicaof.
+    let primary = redis_server(
+        &args.server_cores,
+        &[
+            "--repl-diskless-sync",
+            "yes",
+            "--repl-diskless-sync-delay",
+            "0",
+        ],
+    )?;
+    preload(&primary.addr, keys, 64, None)?;
+    let (host, port) = primary.addr.split_once(':').context("address")?;
+    let t0 = Instant::now();
+    let replica = redis_server(&args.replica_cores, &["--replicaof", host, port])?;
+    until("redis full sync", Duration::from_secs(600), || {
+        info(&replica.addr, "replication", "master_link_status").is_ok_and(|s| s == "up")
+            && dbsize(&replica.addr).is_ok_and(|n| n == keys)
+    })?;
+    let redis_seconds = t0.elapsed().as_secs_f64();
+    rows.push(Row {
+        row: "catchup-snapshot",
+        server: "redis",
+        replicas: 1,
+        compression: "none",
+        seconds: redis_seconds,
+        ratio: redis_seconds / seconds,
+        keys,
+        ..Row::default()
+    });
+    Ok(rows)
+}
+
+fn signal(pid: u32, sig: &str) -> anyhow::Result<()> {
+    let ok = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()?
+        .success();
+    if !ok {
+        bail!("kill {sig} {pid} failed");
+    }
+    Ok(())
+}
+
+fn catchup_backlog(bin: &Path, args: &ReplBenchArgs, keys: u64) -> anyhow::Result<Row> {
+    let dir = std::env::temp_dir().join(format!("fc-bench-repl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let config = dir.join("primary.toml");
+    // Room for every write the replica misses (about 90 bytes a 64 B SET).
+    std::fs::write(
+        &config,
+        format!(
+            "[replication]\nenabled = true\nbacklog_bytes = {}\n",
+            (keys * 256).max(64 << 20)
+        ),
+    )?;
+    let (primary, replicas) = cluster(
+        bin,
+        args,
+        1,
+        &["--config".into(), config.display().to_string()],
+    )?;
+    let replica = &replicas[0];
+    let snapshots0 = info(&primary.addr, "replication", "repl_shard_snapshots_sent")?;
+    signal(replica.child.id(), "-STOP")?;
+    let cut = query(&primary.addr, &["CLIENT", "KILL", "TYPE", "replica"]);
+    preload(&primary.addr, keys, 64, None)?;
+    let t0 = Instant::now();
+    signal(replica.child.id(), "-CONT")?;
+    cut?;
+    until("backlog catch-up", Duration::from_secs(600), || {
+        query(&primary.addr, &["WAIT", "1", "50"]).is_ok_and(|r| r == b":1\r\n")
+    })?;
+    let seconds = t0.elapsed().as_secs_f64();
+    let snapshots1 = info(&primary.addr, "replication", "repl_shard_snapshots_sent")?;
+    if snapshots0 != snapshots1 {
+        bail!("the backlog catch-up sent snapshots ({snapshots0} → {snapshots1})");
+    }
+    if dbsize(&replica.addr)? != keys {
+        bail!("the replica does not hold the {keys} keys");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(Row {
+        row: "catchup-backlog",
+        server: "fc-server",
+        replicas: 1,
+        compression: "none",
+        seconds,
+        keys,
+        ..Row::default()
+    })
+}
+
+pub(crate) fn bench_repl(mut args: ReplBenchArgs) -> anyhow::Result<()> {
+    if args.quick {
+        args.duration = 1.0;
+        args.rounds = 1;
+        args.catchup_keys = args.catchup_keys.min(100_000);
+    }
+    let (root, run_id, out) = run_dir(args.out.as_deref())?;
+    let bin = build_fc_server(&root, "bench-repl")?;
+    let mut rows: Vec<Row> = Vec::new();
+    for pipeline in [1, 16] {
+        let mut base = 0.0;
+        for replicas in 0..=2 {
+            eprintln!("bench-repl: SET 64 B, pipeline {pipeline}, {replicas} replicas");
+            let mut row = throughput(&bin, &args, replicas, pipeline, "none")?;
+            if replicas == 0 {
+                base = row.ops;
+            }
+            row.ratio = row.ops / base;
+            rows.push(row);
+        }
+    }
+    eprintln!("bench-repl: zstd, pipeline 16, 1 replica");
+    let mut zstd = throughput(&bin, &args, 1, 16, "zstd")?;
+    let base = rows
+        .iter()
+        .find(|r| r.replicas == 1 && r.pipeline == 16)
+        .map_or(1.0, |r| r.ops);
+    zstd.ratio = zstd.ops / base;
+    rows.push(zstd);
+    eprintln!("bench-repl: lag");
+    rows.push(lag(&bin, &args)?);
+    eprintln!(
+        "bench-repl: catch-up from snapshots ({} keys)",
+        args.catchup_keys
+    );
+    rows.extend(catchup_snapshot(&bin, &args, args.catchup_keys)?);
+    eprintln!(
+        "bench-repl: catch-up from the backlog ({} keys)",
+        args.catchup_keys
+    );
+    rows.push(catchup_backlog(&bin, &args, args.catchup_keys)?);
+    write(&out, &run_id, &args, &rows)?;
+    eprintln!("bench-repl: wrote {}", out.join("repl.csv").display());
+    Ok(())
+}
+
+fn write(out: &Path, run_id: &str, args: &ReplBenchArgs, rows: &[Row]) -> anyhow::Result<()> {
+    let mut csv = String::from(
+        "row,server,replicas,pipeline,compression,ops_per_sec,primary_cpu_cores,ops_per_primary_core,repl_bytes_per_write,ratio,p50_us,p99_us,seconds,keys\n",
+    );
+    for r in rows {
+        let per_core = if r.cpu > 0.0 { r.ops / r.cpu } else { 0.0 };
+        let _ = writeln!(
+            csv,
+            "{},{},{},{},{},{:.0},{:.3},{:.0},{:.1},{:.3},{:.1},{:.1},{:.3},{}",
+            r.row,
+            r.server,
+            r.replicas,
+            r.pipeline,
+            r.compression,
+            r.ops,
+            r.cpu,
+            per_core,
+            r.bytes_per_op,
+            r.ratio,
+            r.p50_us,
+            r.p99_us,
+            r.seconds,
+            r.keys
+        );
+    }
+    std::fs::write(out.join("repl.csv"), csv)?;
+    let mut md = format!(
+        "# bench-repl {run_id}\n\nPrimary on CPUs {:?}, load on {:?}, replicas on {:?}; {} connections; {} s samples, median of {}.\n\n",
+        args.server_cores,
+        args.load_cores,
+        args.replica_cores,
+        args.connections,
+        args.duration,
+        args.rounds.max(1)
+    );
+    md.push_str("| row | replicas | pipeline | compression | SET/s | primary CPU | SET per primary core-s | repl bytes/write | vs 0 replicas |\n|---|---|---|---|---|---|---|---|---|\n");
+    for r in rows
+        .iter()
+        .filter(|r| r.row == "throughput" || r.row == "compression")
+    {
+        let per_core = if r.cpu > 0.0 { r.ops / r.cpu } else { 0.0 };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {:.0} | {:.2} | {:.0} | {:.1} | {:.2}x |",
+            r.row,
+            r.replicas,
+            r.pipeline,
+            r.compression,
+            r.ops,
+            r.cpu,
+            per_core,
+            r.bytes_per_op,
+            r.ratio
+        );
+    }
+    for r in rows.iter().filter(|r| r.row == "lag") {
+        let _ = writeln!(
+            md,
+            "\nLag (SET on the primary until the replica serves it), under {:.0} SET/s at pipeline 1: p50 {:.0} µs, p99 {:.0} µs.",
+            r.ops, r.p50_us, r.p99_us
+        );
+    }
+    md.push_str(
+        "\n| catch-up | server | keys | seconds | redis ÷ fast-cache |\n|---|---|---|---|---|\n",
+    );
+    for r in rows.iter().filter(|r| r.row.starts_with("catchup")) {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {:.3} | {} |",
+            r.row,
+            r.server,
+            r.keys,
+            r.seconds,
+            if r.ratio > 0.0 {
+                format!("{:.2}x", r.ratio)
+            } else {
+                String::new()
+            }
+        );
+    }
+    std::fs::write(out.join("summary.md"), md)?;
+    report::write_meta(out, run_id, &report::command_line(), 0)?;
+    Ok(())
+}
