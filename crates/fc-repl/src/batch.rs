@@ -19,7 +19,6 @@ pub struct BatchBuilder {
     last_seq: u64,
     records: u32,
     payload: Vec<u8>,
-    scratch: Vec<u8>,
 }
 
 impl BatchBuilder {
@@ -32,24 +31,24 @@ impl BatchBuilder {
             last_seq: 0,
             records: 0,
             payload: Vec::new(),
-            scratch: Vec::new(),
         }
     }
 
     /// Adds a mutation with its sequence number (0 for transaction markers).
     pub fn push(&mut self, seq: u64, mutation: &Mutation<'_>) {
-        self.scratch.clear();
-        fc_wal::encode_mutation(mutation, &mut self.scratch);
         if seq != 0 {
             if self.first_seq == 0 {
                 self.first_seq = seq;
             }
             self.last_seq = seq;
         }
+        // Encoded in place after a length placeholder (no second copy).
         self.payload.extend_from_slice(&seq.to_le_bytes());
-        self.payload
-            .extend_from_slice(&(self.scratch.len() as u32).to_le_bytes());
-        self.payload.extend_from_slice(&self.scratch);
+        let at = self.payload.len();
+        self.payload.extend_from_slice(&[0; 4]);
+        fc_wal::encode_mutation(mutation, &mut self.payload);
+        let len = (self.payload.len() - at - 4) as u32;
+        self.payload[at..at + 4].copy_from_slice(&len.to_le_bytes());
         self.records += 1;
     }
 
@@ -337,7 +336,14 @@ impl Batcher {
         }
     }
 
-    /// Adds a mutation; returns the batch when it is to leave now.
+    /// Whether a batch is open (a caller that reads the clock only to open one checks).
+    #[must_use]
+    pub fn is_open(&self) -> bool {
+        self.opened.is_some()
+    }
+
+    /// Adds a mutation; returns the batch when it is to leave now. `now` matters only when
+    /// this opens a batch.
     pub fn push(&mut self, seq: u64, mutation: &Mutation<'_>, now: Instant) -> Option<Sealed> {
         self.builder.push(seq, mutation);
         self.opened.get_or_insert(now);

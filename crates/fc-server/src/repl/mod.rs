@@ -14,6 +14,8 @@ use fc_repl::{Batcher, Compression, Sealed, SendPolicy};
 use fc_shard::Mutation;
 use tokio::sync::{Notify, mpsc, watch};
 
+pub(crate) use fc_repl::Backlog;
+
 use crate::ReplicationConfig;
 use crate::reply::Reply as _;
 
@@ -34,10 +36,18 @@ pub(crate) struct Source {
     queued: Box<[AtomicBool]>,
     pub(crate) dirty: Mutex<Vec<usize>>,
     /// Per worker, the transaction its shards are inside (markers are per shard on the wire:
-    /// each changed shard gets its own begin and end).
+    /// each changed shard gets its own begin and end); `in_tx` says whether to look.
     open: Box<[Mutex<Option<OpenTx>>]>,
+    in_tx: Box<[AtomicBool]>,
     workers: usize,
-    pub(crate) wake: Notify,
+    /// Every mutation leaves in a batch of its own (`send_policy = "immediate"`).
+    immediate: bool,
+    /// The pump sleeps until told (nothing was pending at its last sweep): the next push
+    /// wakes it. A busy pump sweeps on its own clock, so a write costs no wake-up.
+    pub(crate) pump_idle: AtomicBool,
+    pub(crate) pump: Mutex<Option<std::thread::Thread>>,
+    /// Any instant (what a push into an open batch passes for "now": unused).
+    epoch: Instant,
 }
 
 struct Lane {
@@ -74,8 +84,12 @@ impl Source {
             queued: (0..shards).map(|_| AtomicBool::new(false)).collect(),
             dirty: Mutex::new(Vec::new()),
             open: (0..workers).map(|_| Mutex::new(None)).collect(),
+            in_tx: (0..workers).map(|_| AtomicBool::new(false)).collect(),
             workers: workers.max(1),
-            wake: Notify::new(),
+            immediate: config.batch.is_none(),
+            pump_idle: AtomicBool::new(true),
+            pump: Mutex::new(None),
+            epoch: Instant::now(),
         }
     }
 
@@ -125,9 +139,11 @@ impl Source {
                     id: *id,
                     shards: Vec::new(),
                 });
+                self.in_tx[worker].store(true, Ordering::Release);
                 return;
             }
             Mutation::TxEnd { id } if seq == 0 => {
+                self.in_tx[worker].store(false, Ordering::Release);
                 let open = lock(&self.open[worker]).take();
                 for shard in open.map(|o| o.shards).unwrap_or_default() {
                     self.push(shard, 0, &Mutation::TxEnd { id: *id });
@@ -136,7 +152,7 @@ impl Source {
             }
             _ => {}
         }
-        let begin = {
+        let begin = if self.in_tx[worker].load(Ordering::Acquire) {
             let mut open = lock(&self.open[worker]);
             match open.as_mut() {
                 Some(tx) if !tx.shards.contains(&shard) => {
@@ -145,6 +161,8 @@ impl Source {
                 }
                 _ => None,
             }
+        } else {
+            None
         };
         if let Some(id) = begin {
             self.push(shard, 0, &Mutation::TxBegin { id });
@@ -153,15 +171,30 @@ impl Source {
     }
 
     fn push(&self, shard: usize, seq: u64, mutation: &Mutation<'_>) {
-        {
+        let sealed = {
             let mut lane = lock(&self.lanes[shard]);
-            if let Some(sealed) = lane.batcher.push(seq, mutation, Instant::now()) {
-                lane.ready.push(sealed);
+            // The clock only when this opens a batch (its delay counts from there).
+            let now = if lane.batcher.is_open() {
+                self.epoch
+            } else {
+                Instant::now()
+            };
+            match lane.batcher.push(seq, mutation, now) {
+                Some(sealed) => {
+                    lane.ready.push(sealed);
+                    true
+                }
+                None => false,
             }
-        }
+        };
         if !self.queued[shard].swap(true, Ordering::AcqRel) {
             lock(&self.dirty).push(shard);
-            self.wake.notify_one();
+        }
+        // Wake the pump when it sleeps, or when this batch is to leave at once.
+        if (self.pump_idle.swap(false, Ordering::AcqRel) || (sealed && self.immediate))
+            && let Some(pump) = lock(&self.pump).as_ref()
+        {
+            pump.unpark();
         }
     }
 
@@ -239,6 +272,8 @@ pub(crate) struct Repl {
     pub(crate) fresh: watch::Sender<u64>,
     /// Bytes the backlog holds (`repl_backlog_histlen`).
     pub(crate) backlog_bytes: AtomicU64,
+    /// The backlog: the pump pushes, the links read.
+    pub(crate) backlog: Mutex<Backlog>,
     /// Bytes sent to replicas.
     pub(crate) sent_bytes: AtomicU64,
     /// Shard snapshots sent to replicas (catch-ups the backlog could not serve).
@@ -255,6 +290,7 @@ impl Repl {
         config: ReplicationConfig,
         requirepass: Option<&str>,
     ) -> Self {
+        let shards = source.last.len();
         let token = config
             .auth_token
             .as_deref()
@@ -277,6 +313,7 @@ impl Repl {
             refused: AtomicU64::new(0),
             fresh: watch::channel(0).0,
             backlog_bytes: AtomicU64::new(0),
+            backlog: Mutex::new(Backlog::new(shards, config.backlog_bytes)),
             sent_bytes: AtomicU64::new(0),
             snapshots_sent: AtomicU64::new(0),
             cut_replicas: watch::channel(0).0,

@@ -7,6 +7,7 @@ mod primary;
 mod replica;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::watch;
 
@@ -20,6 +21,13 @@ pub(crate) fn start(
     listener: Option<std::net::TcpListener>,
     mut stopped: watch::Receiver<bool>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let pump = {
+        let (shared, stop) = (Arc::clone(&shared), Arc::clone(&stop));
+        std::thread::Builder::new()
+            .name("fc-repl-pump".into())
+            .spawn(move || primary::pump(&shared, &stop))?
+    };
     std::thread::Builder::new()
         .name("fc-repl".into())
         .spawn(move || {
@@ -33,10 +41,8 @@ pub(crate) fn start(
                 let Some(mut control) = lock(&repl.control_rx).take() else {
                     return;
                 };
-                let backlog = primary::Backlog::new(&shared);
-                tokio::task::spawn_local(primary::pump(Arc::clone(&shared), backlog.clone()));
                 if let Some(listener) = listener.and_then(|l| tokio::net::TcpListener::from_std(l).ok()) {
-                    let (shared, backlog) = (Arc::clone(&shared), backlog.clone());
+                    let shared = Arc::clone(&shared);
                     tokio::task::spawn_local(async move {
                         loop {
                             let Ok((stream, peer)) = listener.accept().await else {
@@ -44,7 +50,6 @@ pub(crate) fn start(
                             };
                             tokio::task::spawn_local(primary::serve(
                                 Arc::clone(&shared),
-                                backlog.clone(),
                                 stream,
                                 Vec::new(),
                                 peer,
@@ -73,8 +78,7 @@ pub(crate) fn start(
                                 if let Ok(stream) = tokio::net::TcpStream::from_std(stream) {
                                     tokio::task::spawn_local(primary::serve(
                                         Arc::clone(&shared),
-                                        backlog.clone(),
-                                        stream,
+                                                stream,
                                         pending,
                                         peer,
                                     ));
@@ -86,5 +90,8 @@ pub(crate) fn start(
                     }
                 }
             });
+            stop.store(true, Ordering::Release);
+            pump.thread().unpark();
+            let _ = pump.join();
         })
 }

@@ -2,11 +2,9 @@
 //! backlog) and one task per replica link (handshake, snapshots of the shards it lacks, then
 //! the backlog from its cursors on, heartbeats, its acknowledgements).
 
-use std::cell::RefCell;
 use std::net::SocketAddr;
-use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use fc_repl::{Frame, FrameDecoder, Hello, Kind, Plan, decode_watermarks, watermarks_frame};
@@ -18,63 +16,65 @@ use tokio::sync::oneshot;
 use crate::repl::{LinkInfo, lock};
 use crate::shared::{Job, Shared};
 
-/// The backlog, shared by the pump and the links (all on the replication thread).
-#[derive(Clone)]
-pub(crate) struct Backlog(Rc<RefCell<fc_repl::Backlog>>);
-
-impl Backlog {
-    pub(crate) fn new(shared: &Shared) -> Self {
-        let shards = shared.config.shards;
-        Self(Rc::new(RefCell::new(fc_repl::Backlog::new(
-            shards,
-            shared.repl.config.backlog_bytes,
-        ))))
-    }
-}
-
-/// Seals what the lanes hold into encoded frames in the backlog, and tells the links.
-pub(crate) async fn pump(shared: Arc<Shared>, backlog: Backlog) {
+/// The pump (thread `fc-repl-pump`): seals what the lanes hold into encoded frames in the
+/// backlog, and tells the links. A busy pump sweeps every `batch_max_delay_us` on its own
+/// clock (writers wake nobody); an idle one sleeps until a write wakes it. Stops when `stop`
+/// is set.
+pub(crate) fn pump(shared: &Shared, stop: &AtomicBool) {
     let repl = &shared.repl;
     let source = &repl.source;
     let compression = repl.compression();
     let shards = shared.config.shards;
+    let tick = repl
+        .config
+        .batch
+        .map_or(Duration::from_micros(50), |(_, _, us)| {
+            Duration::from_micros(us.max(20))
+        });
+    *lock(&source.pump) = Some(std::thread::current());
     let mut deadlines: Vec<Option<Instant>> = vec![None; shards];
-    loop {
-        let next = deadlines.iter().flatten().min().copied();
-        match next {
-            Some(at) => {
-                tokio::select! {
-                    () = source.wake.notified() => {}
-                    () = tokio::time::sleep_until(at.into()) => {}
-                }
+    let mut busy = false;
+    while !stop.load(Ordering::Acquire) {
+        if busy {
+            std::thread::sleep(tick);
+        } else {
+            source.pump_idle.store(true, Ordering::Release);
+            // Whatever a write added between the last sweep and `pump_idle` is swept now.
+            if lock(&source.dirty).is_empty() {
+                std::thread::park_timeout(Duration::from_millis(100));
             }
-            None => source.wake.notified().await,
+            source.pump_idle.store(false, Ordering::Release);
         }
         let now = Instant::now();
         let mut check = std::mem::take(&mut *lock(&source.dirty));
         for (shard, deadline) in deadlines.iter().enumerate() {
-            if deadline.is_some_and(|d| d <= now) && !check.contains(&shard) {
+            if deadline.is_some() && !check.contains(&shard) {
                 check.push(shard);
             }
         }
-        let mut pushed = false;
-        let mut log = backlog.0.borrow_mut();
+        let mut sealed = Vec::new();
         for shard in check {
             let (ready, deadline) = source.take(shard, now);
             deadlines[shard] = deadline;
-            for sealed in ready {
-                let mut wire = Vec::with_capacity(sealed.frame.payload.len() + fc_repl::HEADER_LEN);
-                sealed.frame.encode(compression, &mut wire);
-                log.push(shard, sealed.first_seq, sealed.last_seq, wire.into());
-                pushed = true;
+            for batch in ready {
+                let mut wire = Vec::with_capacity(batch.frame.payload.len() + fc_repl::HEADER_LEN);
+                batch.frame.encode(compression, &mut wire);
+                sealed.push((shard, batch.first_seq, batch.last_seq, wire));
             }
         }
-        repl.backlog_bytes
-            .store(log.bytes() as u64, Ordering::Relaxed);
-        drop(log);
-        if pushed {
-            repl.fresh.send_modify(|g| *g = g.wrapping_add(1));
+        busy = !sealed.is_empty() || deadlines.iter().any(Option::is_some);
+        if sealed.is_empty() {
+            continue;
         }
+        {
+            let mut log = lock(&repl.backlog);
+            for (shard, first, last, wire) in sealed {
+                log.push(shard, first, last, wire.into());
+            }
+            repl.backlog_bytes
+                .store(log.bytes() as u64, Ordering::Relaxed);
+        }
+        repl.fresh.send_modify(|g| *g = g.wrapping_add(1));
     }
 }
 
@@ -140,7 +140,6 @@ async fn export(shared: &Arc<Shared>, shard: usize) -> Result<(u64, Vec<u8>), St
 /// snapshot's sequence), retrying while the backlog lost them during the transfer.
 async fn send_snapshot(
     shared: &Arc<Shared>,
-    backlog: &Backlog,
     writer: &mut OwnedWriteHalf,
     shard: usize,
 ) -> Result<u64, String> {
@@ -165,7 +164,7 @@ async fn send_snapshot(
         end.first_seq = seq;
         send(writer, shared, &encoded(&end, shared)).await?;
         shared.repl.snapshots_sent.fetch_add(1, Ordering::Relaxed);
-        if let Ok(cursor) = backlog.0.borrow().since_index(shard, seq) {
+        if let Ok(cursor) = lock(&shared.repl.backlog).since_index(shard, seq) {
             return Ok(cursor);
         }
     }
@@ -183,14 +182,13 @@ fn set_state(shared: &Shared, id: u64, state: &'static str) {
 /// Serves one replica: the whole life of its link.
 pub(crate) async fn serve(
     shared: Arc<Shared>,
-    backlog: Backlog,
     stream: TcpStream,
     pending: Vec<u8>,
     peer: SocketAddr,
 ) {
     let _ = stream.set_nodelay(true);
     let id = shared.repl.next_link.fetch_add(1, Ordering::Relaxed);
-    if let Err(err) = link(&shared, &backlog, stream, pending, peer, id).await {
+    if let Err(err) = link(&shared, stream, pending, peer, id).await {
         tracing::warn!("replica {peer}: link closed: {err}");
     }
     lock(&shared.repl.links).retain(|l| l.id != id);
@@ -199,7 +197,6 @@ pub(crate) async fn serve(
 
 async fn link(
     shared: &Arc<Shared>,
-    backlog: &Backlog,
     stream: TcpStream,
     mut buf: Vec<u8>,
     peer: SocketAddr,
@@ -226,7 +223,7 @@ async fn link(
     repl.source.enable();
     let latest = repl.source.latest();
     let oldest: Vec<Option<u64>> = {
-        let log = backlog.0.borrow();
+        let log = lock(&shared.repl.backlog);
         (0..latest.len()).map(|s| log.oldest(s)).collect()
     };
     let welcome = match hello.answer(&repl.token, &shared.replid, &latest, &oldest) {
@@ -287,16 +284,7 @@ async fn link(
             Ok::<(), String>(())
         })
     };
-    let result = stream_to(
-        shared,
-        backlog,
-        &mut writer,
-        &welcome.shards,
-        &start,
-        id,
-        &mut acks,
-    )
-    .await;
+    let result = stream_to(shared, &mut writer, &welcome.shards, &start, id, &mut acks).await;
     acks.abort();
     result
 }
@@ -305,7 +293,6 @@ async fn link(
 /// link lives.
 async fn stream_to(
     shared: &Arc<Shared>,
-    backlog: &Backlog,
     writer: &mut OwnedWriteHalf,
     plans: &[(Plan, u64)],
     start: &[u64],
@@ -318,7 +305,9 @@ async fn stream_to(
     let mut snapshots = Vec::new();
     for (shard, (plan, _)) in plans.iter().enumerate() {
         let cursor = match plan {
-            Plan::Backlog => backlog.0.borrow().since_index(shard, start[shard]).ok(),
+            Plan::Backlog => lock(&shared.repl.backlog)
+                .since_index(shard, start[shard])
+                .ok(),
             Plan::Snapshot => None,
         };
         if cursor.is_none() {
@@ -330,7 +319,7 @@ async fn stream_to(
         set_state(shared, id, "send_bulk");
     }
     for shard in snapshots {
-        cursors[shard] = send_snapshot(shared, backlog, writer, shard).await?;
+        cursors[shard] = send_snapshot(shared, writer, shard).await?;
     }
     set_state(shared, id, "online");
     let mut heartbeat = tokio::time::interval(Duration::from_secs(1));
@@ -339,7 +328,7 @@ async fn stream_to(
         fresh.borrow_and_update();
         let mut behind = Vec::new();
         {
-            let log = backlog.0.borrow();
+            let log = lock(&shared.repl.backlog);
             for (shard, cursor) in cursors.iter_mut().enumerate() {
                 match log.from_index(shard, *cursor) {
                     Ok(frames) => {
@@ -361,7 +350,7 @@ async fn stream_to(
             tracing::warn!(
                 "replica link {id}: shard {shard} fell out of the backlog; resending it"
             );
-            cursors[shard] = send_snapshot(shared, backlog, writer, shard).await?;
+            cursors[shard] = send_snapshot(shared, writer, shard).await?;
         }
         tokio::select! {
             changed = fresh.changed() => {
