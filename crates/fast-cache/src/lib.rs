@@ -213,6 +213,17 @@ pub mod persistence {
     };
 }
 
+/// Reading the write-ahead log's bytes: segment headers, `FCW2` frames and their mutations,
+/// as segment files hold them and as the server's WAL TCP export streams them
+/// (`examples/wal-tail.rs` tails an export with these). In every build.
+pub mod wal {
+    pub use fc_wal::{
+        FLAG_BATCH, FLAG_SHARD, FRAME_HEADER_LEN, FRAME_MAGIC, FRAME_TRAILER_LEN, FrameRead,
+        PayloadError, Record, SEGMENT_HEADER_LEN, SEGMENT_MAGIC, SegmentHeader, StreamRecord,
+        decode_frame,
+    };
+}
+
 /// Configuration from TOML (`fast-cache.toml`; every field documented in
 /// `fast-cache.toml.example`): load, validate (every problem with its field name), store, and
 /// build an embedded store sized by its `[storage]` section (the memory tier: shards, budget,

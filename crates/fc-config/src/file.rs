@@ -375,6 +375,8 @@ pub struct PersistenceSection {
     pub save: String,
     /// `tolerate-tail`, `strict` or `point-in-time`.
     pub recovery: String,
+    /// The WAL TCP export (`[persistence.tcp_export]`).
+    pub tcp_export: TcpExportSection,
 }
 
 impl Default for PersistenceSection {
@@ -385,6 +387,43 @@ impl Default for PersistenceSection {
             segment_bytes: Size::Text("64mb".into()),
             save: "3600 1 300 100 60 10000".into(),
             recovery: "tolerate-tail".into(),
+            tcp_export: TcpExportSection::default(),
+        }
+    }
+}
+
+/// `[persistence.tcp_export]`: live WAL frames over TCP, as the specification's example
+/// writes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TcpExportSection {
+    /// Export at all (false).
+    pub enabled: bool,
+    /// `listen` (subscribers connect) or `connect` (to one collector).
+    pub mode: String,
+    /// The address to listen on or connect to (`127.0.0.1:7630`).
+    pub addr: Option<String>,
+    /// The token a subscriber presents (`listen`) or this server presents (`connect`).
+    pub auth_token: Option<String>,
+    /// Runs of frames queued for the export, and for each subscriber (16384).
+    pub channel_capacity: usize,
+    /// Most subscribers at once (64).
+    pub max_subscribers: usize,
+    /// `true`: a full queue slows the writers; `false` (the default): the export drops what a
+    /// full queue cannot take, counted, and the disk WAL goes on.
+    pub backpressure_on_full: bool,
+}
+
+impl Default for TcpExportSection {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            mode: "listen".into(),
+            addr: None,
+            auth_token: None,
+            channel_capacity: 16_384,
+            max_subscribers: 64,
+            backpressure_on_full: false,
         }
     }
 }
@@ -614,6 +653,72 @@ impl FastCacheConfig {
             staging_bytes,
             streams: c.streams,
             alignment: c.alignment,
+        })
+    }
+
+    /// `[persistence.tcp_export]` resolved (`None`: off), its problems reported to `problem`.
+    fn tcp_export_config(
+        &self,
+        problem: &mut impl FnMut(&'static str, String),
+    ) -> Option<crate::TcpExportConfig> {
+        let t = &self.persistence.tcp_export;
+        if !t.enabled {
+            return None;
+        }
+        let listen = match t.mode.as_str() {
+            "listen" => true,
+            "connect" => false,
+            other => {
+                problem(
+                    "persistence.tcp_export.mode",
+                    format!("'{other}': expected listen or connect"),
+                );
+                true
+            }
+        };
+        let addr = match &t.addr {
+            None => {
+                problem(
+                    "persistence.tcp_export.addr",
+                    "an enabled export needs an address such as 127.0.0.1:7630".into(),
+                );
+                None
+            }
+            Some(text) => text
+                .parse::<SocketAddr>()
+                .map_err(|_| {
+                    problem(
+                        "persistence.tcp_export.addr",
+                        format!("'{text}' is not an address such as 127.0.0.1:7630"),
+                    );
+                })
+                .ok(),
+        };
+        if self.persistence.data_dir.is_none() {
+            problem(
+                "persistence.tcp_export.enabled",
+                "the export streams the write-ahead log: give persistence.data_dir too".into(),
+            );
+        }
+        if t.channel_capacity == 0 {
+            problem(
+                "persistence.tcp_export.channel_capacity",
+                "must be at least 1".into(),
+            );
+        }
+        if t.max_subscribers == 0 {
+            problem(
+                "persistence.tcp_export.max_subscribers",
+                "must be at least 1".into(),
+            );
+        }
+        Some(crate::TcpExportConfig {
+            listen,
+            addr: addr?,
+            auth_token: t.auth_token.clone().filter(|s| !s.is_empty()),
+            channel_capacity: t.channel_capacity.max(1),
+            max_subscribers: t.max_subscribers.max(1),
+            backpressure_on_full: t.backpressure_on_full,
         })
     }
 
@@ -925,6 +1030,7 @@ impl FastCacheConfig {
             }
         };
         let replication = self.replication_config(&mut problem);
+        let tcp_export = self.tcp_export_config(&mut problem);
         let tls = self.tls_config(bind, &mut problem);
         if !s.plaintext && tls.is_none() {
             problem(
@@ -972,6 +1078,7 @@ impl FastCacheConfig {
                 save,
                 recovery,
                 faults: fc_wal::Faults::none(),
+                tcp_export,
             },
         })
     }

@@ -46,10 +46,10 @@ pub use fc_wal::{FsyncPolicy, RecoveryMode};
 pub use file::{
     AclSection, AdminSection, ConfigError, CudaConfig, CudaSection, Endpoint, FastCacheConfig,
     PersistenceSection, Problem, ReplicationSection, ServerSection, Setting, Size, StorageSection,
-    TlsSection, Value, rewrite,
+    TcpExportSection, TlsSection, Value, rewrite,
 };
 pub use settings::{
     DEFAULT_SLOWLOG_MAX_LEN, DEFAULT_SLOWLOG_SLOWER_THAN, MIN_PROTOCOL_LIMIT, OutputLimit,
-    PersistenceConfig, ReplicationConfig, ServerConfig, TlsAuthClients, TlsConfig, TlsProtocol,
-    parse_recovery, parse_save_rules, parse_size, parse_tls_protocols,
+    PersistenceConfig, ReplicationConfig, ServerConfig, TcpExportConfig, TlsAuthClients, TlsConfig,
+    TlsProtocol, parse_recovery, parse_save_rules, parse_size, parse_tls_protocols,
 };

@@ -284,6 +284,26 @@ pub struct PersistenceConfig {
     pub recovery: RecoveryMode,
     /// Fault injection into the log's file operations (tests; none by default).
     pub faults: fc_wal::Faults,
+    /// The WAL TCP export (`None`: off).
+    pub tcp_export: Option<TcpExportConfig>,
+}
+
+/// The WAL TCP export's settings (`[persistence.tcp_export]`; `docs/DURABILITY.md`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TcpExportConfig {
+    /// Subscribers connect to `addr` (`true`), or the server connects to one collector there.
+    pub listen: bool,
+    /// The address.
+    pub addr: SocketAddr,
+    /// The token subscribers present, or this server presents to its collector.
+    pub auth_token: Option<String>,
+    /// Runs of frames queued for the export, and for each subscriber.
+    pub channel_capacity: usize,
+    /// Most subscribers at once (`listen`).
+    pub max_subscribers: usize,
+    /// A full queue slows the writers (`true`) or loses those frames from the export only
+    /// (`false`, counted).
+    pub backpressure_on_full: bool,
 }
 
 impl Default for PersistenceConfig {
@@ -295,6 +315,7 @@ impl Default for PersistenceConfig {
             save: vec![(3600, 1), (300, 100), (60, 10_000)],
             recovery: RecoveryMode::TolerateTail,
             faults: fc_wal::Faults::none(),
+            tcp_export: None,
         }
     }
 }

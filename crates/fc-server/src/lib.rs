@@ -62,6 +62,7 @@ mod command;
 mod conn;
 mod cross;
 mod edge;
+mod export;
 mod fcnp;
 mod info;
 mod knobs;
@@ -94,14 +95,15 @@ mod worker;
 const WORKER_STACK: usize = 16 << 20;
 pub use fc_config::{
     MIN_PROTOCOL_LIMIT, OutputLimit, PersistenceConfig, ReplicationConfig, ServerConfig,
-    TlsAuthClients, TlsConfig, TlsProtocol, parse_save_rules, parse_size,
+    TcpExportConfig, TlsAuthClients, TlsConfig, TlsProtocol, parse_save_rules, parse_size,
 };
 
 /// The TOML configuration (fc-config's, re-exported: `fc_server::config::FastCacheConfig`).
 pub mod config {
     pub use fc_config::{
         AdminSection, ConfigError, Endpoint, FastCacheConfig, PersistenceSection, Problem,
-        ReplicationSection, ServerSection, Size, StorageSection, TlsSection, parse_recovery,
+        ReplicationSection, ServerSection, Size, StorageSection, TcpExportSection, TlsSection,
+        parse_recovery,
     };
 }
 
@@ -577,7 +579,23 @@ fn open_store(
         );
     }
     sink.ids_above(loaded.wal.last_txn_id);
-    let persist = persist::Persist::new(wal, settings, dir.clone(), loaded);
+    let export = settings
+        .tcp_export
+        .as_ref()
+        .map(|c| export::start(&wal, c))
+        .transpose()?;
+    if let Some(export) = &export {
+        tracing::info!(
+            "WAL export: {} {}",
+            if export.listen {
+                "listening on"
+            } else {
+                "connecting to"
+            },
+            export.addr
+        );
+    }
+    let persist = persist::Persist::new(wal, settings, dir.clone(), loaded, export);
     Ok((store, Some(Arc::new(persist)), sink))
 }
 
@@ -697,6 +715,17 @@ impl ServerHandle {
     #[must_use]
     pub fn memcached_addr(&self) -> Option<SocketAddr> {
         self.memcached_addr
+    }
+
+    /// The WAL TCP export's address (`listen`: the bound subscription port; `connect`: the
+    /// collector's), when the export is on.
+    #[must_use]
+    pub fn wal_export_addr(&self) -> Option<SocketAddr> {
+        self.shared
+            .persist
+            .as_ref()
+            .and_then(|p| p.export.as_ref())
+            .map(|e| e.addr)
     }
 
     /// The replication port's address (`[replication] bind_addr`), if one was asked for.

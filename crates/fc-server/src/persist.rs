@@ -40,6 +40,8 @@ pub(crate) struct Persist {
     /// Commits a waiter had to run itself because none came within [`COMMIT_FALLBACK`]
     /// (every write path schedules its worker's commit, so this stays 0).
     pub(crate) fallback_commits: AtomicU64,
+    /// The WAL TCP export, when configured.
+    pub(crate) export: Option<crate::export::Export>,
 }
 
 /// How long a connection waits for its frames' commit before running one itself.
@@ -51,6 +53,7 @@ impl Persist {
         config: &PersistenceConfig,
         dir: PathBuf,
         loaded: LoadReport,
+        export: Option<crate::export::Export>,
     ) -> Self {
         Self {
             dir,
@@ -66,6 +69,7 @@ impl Persist {
             wanted: (0..wal.log_count()).map(|_| Notify::new()).collect(),
             committed: (0..wal.log_count()).map(|_| Notify::new()).collect(),
             fallback_commits: AtomicU64::new(0),
+            export,
             wal,
         }
     }
@@ -206,6 +210,21 @@ impl Persist {
             self.loaded.wal.torn_transactions,
             self.loaded.elapsed.as_millis(),
         );
+        if let Some(export) = &self.export {
+            let s = &export.stats;
+            let _ = write!(
+                text,
+                "wal_export_mode:{}\r\nwal_export_addr:{}\r\nwal_export_subscribers:{}\r\nwal_export_frames_sent:{}\r\nwal_export_bytes_sent:{}\r\nwal_export_frames_dropped:{}\r\nwal_export_bytes_dropped:{}\r\nwal_export_refused:{}\r\n",
+                if export.listen { "listen" } else { "connect" },
+                export.addr,
+                s.subscribers.load(Ordering::Relaxed),
+                s.frames_sent.load(Ordering::Relaxed),
+                s.bytes_sent.load(Ordering::Relaxed),
+                s.frames_dropped.load(Ordering::Relaxed),
+                s.bytes_dropped.load(Ordering::Relaxed),
+                s.refused.load(Ordering::Relaxed),
+            );
+        }
     }
 }
 

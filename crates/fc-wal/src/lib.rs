@@ -54,7 +54,7 @@ pub use frame::{
 };
 pub use log::{
     FsyncPolicy, PREALLOC_BYTES, SYNC_BUCKETS_MICROS, ShardLog, SyncTicket, WalConfig, WalSink,
-    WalStatsSnapshot, segment_name,
+    WalStatsSnapshot, WalTap, segment_name,
 };
 pub use record::{PayloadError, Record, StreamRecord, encode_mutation};
 pub use recover::{Damage, LogRecovery, RecoveryMode, RecoveryReport, recover, recover_from};

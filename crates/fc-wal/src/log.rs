@@ -303,6 +303,17 @@ pub struct ShardLog {
     failed: Arc<AtomicBool>,
     stats: WalStatsSnapshot,
     faults: Faults,
+    /// Told of every run of whole frames once it is written to the OS (the WAL TCP export).
+    tap: Option<Arc<dyn WalTap>>,
+}
+
+/// Receives a log's frames as they are written to the OS: the same bytes as the segment,
+/// whole frames only, in order. Called on the writing thread, so it must be quick (copy into
+/// a queue); it may block to slow the writers down (an export that backpressures them).
+pub trait WalTap: Send + Sync + std::fmt::Debug {
+    /// Log `log` wrote `frames` (one or more whole `FCW2` frames); its next frame will have
+    /// sequence number `next_seq`.
+    fn frames(&self, log: usize, next_seq: u64, frames: &[u8]);
 }
 
 /// A segment file grows in steps of this many bytes: a write reaching past the file's end
@@ -376,6 +387,7 @@ impl ShardLog {
             failed: Arc::new(AtomicBool::new(false)),
             stats: WalStatsSnapshot::default(),
             faults: config.faults.clone(),
+            tap: None,
         })
     }
 
@@ -564,6 +576,11 @@ impl ShardLog {
                     .and(Err(fault.error))
             }
         };
+        if written.is_ok()
+            && let Some(tap) = &self.tap
+        {
+            tap.frames(self.shard as usize, self.next_seq, &self.pending[..frames]);
+        }
         self.pending.clear();
         if let Err(e) = written {
             let err = io_error(path, &e);
@@ -1166,6 +1183,31 @@ impl WalSink {
     #[must_use]
     pub fn log_count(&self) -> usize {
         self.logs.len()
+    }
+
+    /// Tells `tap` every run of frames each log writes from now on (the WAL TCP export).
+    pub fn set_tap(&self, tap: &Arc<dyn WalTap>) {
+        for log in &self.logs {
+            log.lock().tap = Some(Arc::clone(tap));
+        }
+    }
+
+    /// Each log's segment header as a segment started now would carry it (its next frame's
+    /// sequence): what a live reader of the frames is told first.
+    #[must_use]
+    pub fn headers_now(&self) -> Vec<SegmentHeader> {
+        self.logs
+            .iter()
+            .map(|log| {
+                let log = log.lock();
+                SegmentHeader {
+                    shard: log.shard,
+                    shard_count: log.shard_count,
+                    first_seq: log.next_seq,
+                    logs: log.logs,
+                }
+            })
+            .collect()
     }
 
     /// Counters summed over shards.
