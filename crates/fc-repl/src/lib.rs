@@ -14,8 +14,8 @@
 //! **Must not depend on:** a runtime or sockets (the server owns the links), or anything above
 //! fc-snapshot.
 //!
-//! **Not yet here** (the rest of W2-4): snapshot catch-up chunks, the server's links
-//! (`REPLICAOF`, `ROLE`, `INFO replication`, `WAIT`), reconnects, and the WAL TCP export.
+//! The server's links (`REPLICAOF`, `ROLE`, `INFO replication`, `WAIT`, snapshot catch-up,
+//! reconnects) use this core; see `docs/REPLICATION.md`.
 //!
 //! ## Example
 //! ```
