@@ -536,3 +536,30 @@ fn zstd_and_immediate_batches_replicate_the_same() {
         "zstd shrank the big value's frame"
     );
 }
+
+#[test]
+fn a_replicas_memcached_port_refuses_writes_and_serves_reads() {
+    let primary = start(config(ReplicationConfig::default()));
+    let replica = start(ServerConfig {
+        memcached_bind: Some("127.0.0.1:0".parse().unwrap()),
+        ..config(ReplicationConfig {
+            replica_of: Some(primary.addr().to_string()),
+            ..ReplicationConfig::default()
+        })
+    });
+    let (mut p, mut r) = (client(&primary), client(&replica));
+    let _: () = p.set("mc", "from-primary").unwrap();
+    converged(&mut p, &mut r);
+    let mut mc = TcpStream::connect(replica.memcached_addr().unwrap()).unwrap();
+    mc.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut ask = |request: &[u8], expect: &[u8]| {
+        mc.write_all(request).unwrap();
+        let mut got = vec![0u8; expect.len()];
+        mc.read_exact(&mut got).unwrap();
+        assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(expect));
+    };
+    ask(b"set k 0 0 1\r\nv\r\n", b"SERVER_ERROR read only replica\r\n");
+    ask(b"delete mc\r\n", b"SERVER_ERROR read only replica\r\n");
+    ask(b"ms k 1\r\nv\r\n", b"SERVER_ERROR read only replica\r\n");
+    ask(b"get mc\r\n", b"VALUE mc 0 12\r\nfrom-primary\r\nEND\r\n");
+}

@@ -222,6 +222,24 @@ fn put_value(out: &mut BytesMut, key: &[u8], item: &Item, cas: bool) {
 
 async fn run(worker: &Rc<Worker>, scratch: &mut Replies, command: Command, out: &mut BytesMut) {
     let stats: &McStats = &worker.shared.memcached;
+    // A replica's data changes only through its primary (RESP's `READONLY`).
+    let writes = match &command {
+        Command::Get { touch, .. } => touch.is_some(),
+        Command::MetaGet { flags, .. } => has(flags, b'T'),
+        Command::Store { .. }
+        | Command::Delta { .. }
+        | Command::Touch { .. }
+        | Command::Delete { .. }
+        | Command::FlushAll { .. }
+        | Command::MetaSet { .. }
+        | Command::MetaDelete { .. }
+        | Command::MetaArithmetic { .. } => true,
+        _ => false,
+    };
+    if writes && worker.shared.repl.read_only() {
+        out.extend_from_slice(b"SERVER_ERROR read only replica\r\n");
+        return;
+    }
     match command {
         Command::Get { keys, cas, touch } => {
             let touch = touch.map(|t| Expiry::from_exptime(t, now_unix()));
