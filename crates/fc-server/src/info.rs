@@ -619,6 +619,8 @@ enum Change {
     Percentiles(Vec<f64>),
     /// `tracking-table-max-keys`.
     TrackingMaxKeys(u64),
+    /// `replica-serve-stale-data` (`slave-serve-stale-data`).
+    ServeStale(bool),
     /// Set to what it already is.
     Unchanged,
 }
@@ -687,6 +689,7 @@ pub(crate) async fn config<R: Reply>(
                     Change::MaxClients(n) => live.maxclients.store(n, Ordering::Relaxed),
                     Change::Timeout(s) => live.timeout.store(s, Ordering::Relaxed),
                     Change::Hz(n) => live.hz.store(n, Ordering::Relaxed),
+                    Change::ServeStale(yes) => worker.shared.repl.set_serve_stale(yes),
                     Change::BusyThreshold(ms) => {
                         worker
                             .shared
@@ -912,6 +915,14 @@ fn parameters(worker: &Worker) -> Vec<(&'static str, String)> {
         ("timeout", live.timeout.load(Ordering::Relaxed).to_string()),
         ("hz", live.hz.load(Ordering::Relaxed).to_string()),
         (
+            "replica-serve-stale-data",
+            yes_no(shared.repl.serve_stale()).to_string(),
+        ),
+        (
+            "slave-serve-stale-data",
+            yes_no(shared.repl.serve_stale()).to_string(),
+        ),
+        (
             "busy-reply-threshold",
             shared
                 .scripts
@@ -1060,6 +1071,13 @@ fn change(worker: &Worker, name: &[u8], value: &[u8]) -> Result<Change, String> 
             )),
             Err(_) => Err(failed("argument couldn't be parsed into an integer")),
         },
+        "replica-serve-stale-data" | "slave-serve-stale-data" => {
+            match text.to_ascii_lowercase().as_str() {
+                "yes" => Ok(Change::ServeStale(true)),
+                "no" => Ok(Change::ServeStale(false)),
+                _ => Err(failed("argument must be 'yes' or 'no'")),
+            }
+        }
         "latency-tracking" => match text.to_ascii_lowercase().as_str() {
             "yes" => Ok(Change::LatencyTracking(true)),
             "no" => Ok(Change::LatencyTracking(false)),
@@ -1280,4 +1298,8 @@ pub(crate) async fn latency<R: Reply>(
         }
         _ => subcommand_syntax_error(out, "LATENCY", &args[1]),
     }
+}
+
+fn yes_no(yes: bool) -> &'static str {
+    if yes { "yes" } else { "no" }
 }

@@ -298,7 +298,7 @@ pub(crate) async fn dispatch(
         Some(Cow::Borrowed(
             b"READONLY You can't write against a read only replica.",
         ))
-    } else if worker.shared.repl.stale() && !spec.has(F::STALE) {
+    } else if worker.shared.repl.stale() && command::slot_flags(slot) & F::STALE == 0 {
         Some(Cow::Borrowed(
             b"MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
         ))

@@ -556,10 +556,57 @@ fn a_replicas_memcached_port_refuses_writes_and_serves_reads() {
         mc.write_all(request).unwrap();
         let mut got = vec![0u8; expect.len()];
         mc.read_exact(&mut got).unwrap();
-        assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(expect));
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(expect)
+        );
     };
-    ask(b"set k 0 0 1\r\nv\r\n", b"SERVER_ERROR read only replica\r\n");
+    ask(
+        b"set k 0 0 1\r\nv\r\n",
+        b"SERVER_ERROR read only replica\r\n",
+    );
     ask(b"delete mc\r\n", b"SERVER_ERROR read only replica\r\n");
     ask(b"ms k 1\r\nv\r\n", b"SERVER_ERROR read only replica\r\n");
     ask(b"get mc\r\n", b"VALUE mc 0 12\r\nfrom-primary\r\nEND\r\n");
+}
+
+#[test]
+fn a_replica_without_its_primary_refuses_data_commands_when_told_not_to_serve_stale_data() {
+    // A primary that is not there.
+    let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = gone.local_addr().unwrap();
+    drop(gone);
+    let replica = start(config(ReplicationConfig {
+        replica_of: Some(addr.to_string()),
+        serve_stale_data: false,
+        ..ReplicationConfig::default()
+    }));
+    let mut r = client(&replica);
+    let refused = r.get::<_, Option<String>>("k").unwrap_err();
+    assert_eq!(refused.code(), Some("MASTERDOWN"));
+    assert_eq!(
+        refused.detail(),
+        Some("Link with MASTER is down and replica-serve-stale-data is set to 'no'.")
+    );
+    // Commands flagged stale still run.
+    assert_eq!(info_text(&mut r, "master_link_status"), "down");
+    let served: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("replica-serve-stale-data")
+        .query(&mut r)
+        .unwrap();
+    assert_eq!(served, ["replica-serve-stale-data", "no"]);
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("replica-serve-stale-data")
+        .arg("yes")
+        .query(&mut r)
+        .unwrap();
+    assert_eq!(r.get::<_, Option<String>>("k").unwrap(), None);
+    let bad: redis::RedisResult<()> = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("replica-serve-stale-data")
+        .arg("maybe")
+        .query(&mut r);
+    assert!(bad.is_err());
 }

@@ -48,12 +48,23 @@ pub(crate) struct Source {
     pub(crate) pump: Mutex<Option<std::thread::Thread>>,
     /// Any instant (what a push into an open batch passes for "now": unused).
     epoch: Instant,
+    /// Times a writer waited for a saturated lane (`repl_lane_waits`).
+    pub(crate) lane_waits: AtomicU64,
 }
 
 struct Lane {
     batcher: Batcher,
     ready: Vec<Sealed>,
+    /// Payload bytes in `ready`.
+    ready_bytes: usize,
 }
+
+/// Sealed bytes a lane may hold for the pump before its writers wait (a saturated lane
+/// slows its own shard's writers, and nobody else's).
+const LANE_LIMIT: usize = 8 << 20;
+/// Longest a writer waits for the pump to drain its lane (then it goes on: a stopped pump
+/// never stops writes).
+const LANE_WAIT: Duration = Duration::from_millis(100);
 
 struct OpenTx {
     id: u64,
@@ -78,6 +89,7 @@ impl Source {
                     Mutex::new(Lane {
                         batcher: Batcher::new(s as u32, policy),
                         ready: Vec::new(),
+                        ready_bytes: 0,
                     })
                 })
                 .collect(),
@@ -90,6 +102,7 @@ impl Source {
             pump_idle: AtomicBool::new(true),
             pump: Mutex::new(None),
             epoch: Instant::now(),
+            lane_waits: AtomicU64::new(0),
         }
     }
 
@@ -171,7 +184,7 @@ impl Source {
     }
 
     fn push(&self, shard: usize, seq: u64, mutation: &Mutation<'_>) {
-        let sealed = {
+        let (sealed, saturated) = {
             let mut lane = lock(&self.lanes[shard]);
             // The clock only when this opens a batch (its delay counts from there).
             let now = if lane.batcher.is_open() {
@@ -181,10 +194,11 @@ impl Source {
             };
             match lane.batcher.push(seq, mutation, now) {
                 Some(sealed) => {
+                    lane.ready_bytes += sealed.frame.payload.len();
                     lane.ready.push(sealed);
-                    true
+                    (true, lane.ready_bytes > LANE_LIMIT)
                 }
-                None => false,
+                None => (false, false),
             }
         };
         if !self.queued[shard].swap(true, Ordering::AcqRel) {
@@ -196,6 +210,23 @@ impl Source {
         {
             pump.unpark();
         }
+        if saturated {
+            self.wait_for_pump(shard);
+        }
+    }
+
+    /// A saturated lane: its writer waits (at most [`LANE_WAIT`]) until the pump has taken
+    /// half of it.
+    fn wait_for_pump(&self, shard: usize) {
+        self.lane_waits.fetch_add(1, Ordering::Relaxed);
+        let started = Instant::now();
+        while lock(&self.lanes[shard]).ready_bytes > LANE_LIMIT / 2 && started.elapsed() < LANE_WAIT
+        {
+            if let Some(pump) = lock(&self.pump).as_ref() {
+                pump.unpark();
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
     }
 
     /// The pump's side: shard `shard`'s sealed batches, and the one due by `now`; with when
@@ -203,6 +234,7 @@ impl Source {
     pub(crate) fn take(&self, shard: usize, now: Instant) -> (Vec<Sealed>, Option<Instant>) {
         self.queued[shard].store(false, Ordering::Release);
         let mut lane = lock(&self.lanes[shard]);
+        lane.ready_bytes = 0;
         let mut ready = std::mem::take(&mut lane.ready);
         if let Some(due) = lane.batcher.due(now) {
             ready.push(due);
@@ -266,6 +298,8 @@ pub(crate) struct Repl {
     read_only: AtomicBool,
     /// A replica with `serve_stale_data` off whose link is not up: data commands refused.
     stale: AtomicBool,
+    link_up: AtomicBool,
+    serve_stale: AtomicBool,
     /// Links refused (bad token, bad frames, watermarks from the future).
     pub(crate) refused: AtomicU64,
     /// The pump's generation (a link waits for a new one).
@@ -310,6 +344,8 @@ impl Repl {
             following: Mutex::new(None),
             read_only: AtomicBool::new(false),
             stale: AtomicBool::new(false),
+            link_up: AtomicBool::new(false),
+            serve_stale: AtomicBool::new(config.serve_stale_data),
             refused: AtomicU64::new(0),
             fresh: watch::channel(0).0,
             backlog_bytes: AtomicU64::new(0),
@@ -339,11 +375,28 @@ impl Repl {
     }
 
     pub(crate) fn set_link_up(&self, up: bool) {
+        self.link_up.store(up, Ordering::Relaxed);
+        self.restale();
+    }
+
+    /// Recomputes whether data commands are refused.
+    fn restale(&self) {
         let following = self.read_only.load(Ordering::Relaxed);
-        self.stale.store(
-            following && !up && !self.config.serve_stale_data,
-            Ordering::Relaxed,
-        );
+        let up = self.link_up.load(Ordering::Relaxed);
+        let serve = self.serve_stale.load(Ordering::Relaxed);
+        self.stale
+            .store(following && !up && !serve, Ordering::Relaxed);
+    }
+
+    /// `replica-serve-stale-data` now.
+    pub(crate) fn serve_stale(&self) -> bool {
+        self.serve_stale.load(Ordering::Relaxed)
+    }
+
+    /// `CONFIG SET replica-serve-stale-data`.
+    pub(crate) fn set_serve_stale(&self, yes: bool) {
+        self.serve_stale.store(yes, Ordering::Relaxed);
+        self.restale();
     }
 
     /// `REPLICAOF host port` / `REPLICAOF NO ONE`.
@@ -507,7 +560,7 @@ impl Repl {
         let offset = self.offset();
         let _ = write!(
             out,
-            "master_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:{}\r\nrepl_backlog_size:{}\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:{}\r\nrepl_shard_seqs:{}\r\nrepl_links_refused:{}\r\nrepl_sent_bytes:{}\r\nrepl_shard_snapshots_sent:{}\r\n",
+            "master_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:{}\r\nrepl_backlog_size:{}\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:{}\r\nrepl_shard_seqs:{}\r\nrepl_links_refused:{}\r\nrepl_sent_bytes:{}\r\nrepl_shard_snapshots_sent:{}\r\nrepl_lane_waits:{}\r\n",
             u8::from(self.source.enabled()),
             self.config.backlog_bytes,
             self.backlog_bytes.load(Ordering::Relaxed),
@@ -515,6 +568,7 @@ impl Repl {
             self.refused.load(Ordering::Relaxed),
             self.sent_bytes.load(Ordering::Relaxed),
             self.snapshots_sent.load(Ordering::Relaxed),
+            self.source.lane_waits.load(Ordering::Relaxed),
         );
     }
 }
@@ -525,4 +579,51 @@ pub(crate) fn split_addr(text: &str) -> Option<(String, u16)> {
     let port = port.parse().ok()?;
     let host = host.trim_start_matches('[').trim_end_matches(']');
     (!host.is_empty()).then(|| (host.to_string(), port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_saturated_lane_makes_its_writer_wait_and_the_pump_frees_it() {
+        let config = ReplicationConfig {
+            batch: None,
+            ..ReplicationConfig::default()
+        };
+        let source = Arc::new(Source::new(2, 1, &config));
+        source.enable();
+        let value = vec![7u8; 1 << 20];
+        let set = |key: &'static [u8]| Mutation::Set {
+            key,
+            value: &value,
+            expire_at_ms: None,
+        };
+        // Seven 1 MiB batches nearly fill shard 0's lane (8 MiB); nothing waits yet.
+        for seq in 1..=7 {
+            source.on_mutation(0, seq, &set(b"k"));
+        }
+        assert_eq!(source.lane_waits.load(Ordering::Relaxed), 0);
+        // Shard 1's lane is its own: its writers do not wait.
+        source.on_mutation(1, 1, &set(b"j"));
+        assert_eq!(source.lane_waits.load(Ordering::Relaxed), 0);
+        // The eighth overflows the lane: with no pump its writer waits out LANE_WAIT, then
+        // goes on (a stopped pump never stops writes).
+        source.on_mutation(0, 8, &set(b"k"));
+        assert_eq!(source.lane_waits.load(Ordering::Relaxed), 1);
+        // A pump taking the lane frees a waiting writer.
+        let pump = {
+            let source = Arc::clone(&source);
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(20));
+                source.take(0, Instant::now()).0.len()
+            })
+        };
+        source.on_mutation(0, 9, &set(b"k"));
+        assert_eq!(source.lane_waits.load(Ordering::Relaxed), 2);
+        let taken = pump.join().unwrap();
+        assert_eq!(taken, 9);
+        assert_eq!(lock(&source.lanes[0]).ready_bytes, 0);
+        assert_eq!(source.latest(), [9, 1]);
+    }
 }
