@@ -138,8 +138,17 @@ fn fc(bin: &Path, cores: &[usize], args: &[String]) -> anyhow::Result<Proc> {
     )
 }
 
+/// A redis-server in a directory of its own: a replica's full sync writes `dump.rdb` there,
+/// which a later server started in the same directory would load.
 fn redis_server(cores: &[usize], args: &[&str]) -> anyhow::Result<Proc> {
-    let args: Vec<String> = args.iter().map(|s| (*s).to_string()).collect();
+    let dir = std::env::temp_dir().join(format!(
+        "fc-bench-repl-redis-{}-{}",
+        std::process::id(),
+        free_port()?
+    ));
+    std::fs::create_dir_all(&dir)?;
+    let mut args: Vec<String> = args.iter().map(|s| (*s).to_string()).collect();
+    args.extend(["--dir".to_string(), dir.display().to_string()]);
     spawn(
         Path::new("redis-server"),
         cores,
@@ -383,6 +392,7 @@ fn until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> anyhow:
         if t0.elapsed() > limit {
             bail!("{what}: not done in {limit:?}");
         }
+
         std::thread::sleep(Duration::from_millis(2));
     }
     Ok(t0.elapsed().as_secs_f64())
@@ -401,7 +411,7 @@ fn catchup_snapshot(bin: &Path, args: &ReplBenchArgs, keys: u64) -> anyhow::Resu
     )?;
     until(
         "fast-cache snapshot catch-up",
-        Duration::from_secs(600),
+        Duration::from_secs(120),
         || {
             info(&replica.addr, "replication", "master_link_status").is_ok_and(|s| s == "up")
                 && dbsize(&replica.addr).is_ok_and(|n| n == keys)
@@ -432,7 +442,7 @@ fn catchup_snapshot(bin: &Path, args: &ReplBenchArgs, keys: u64) -> anyhow::Resu
     let (host, port) = primary.addr.split_once(':').context("address")?;
     let t0 = Instant::now();
     let replica = redis_server(&args.replica_cores, &["--replicaof", host, port])?;
-    until("redis full sync", Duration::from_secs(600), || {
+    until("redis full sync", Duration::from_secs(120), || {
         info(&replica.addr, "replication", "master_link_status").is_ok_and(|s| s == "up")
             && dbsize(&replica.addr).is_ok_and(|n| n == keys)
     })?;
@@ -487,7 +497,7 @@ fn catchup_backlog(bin: &Path, args: &ReplBenchArgs, keys: u64) -> anyhow::Resul
     let t0 = Instant::now();
     signal(replica.child.id(), "-CONT")?;
     cut?;
-    until("backlog catch-up", Duration::from_secs(600), || {
+    until("backlog catch-up", Duration::from_secs(120), || {
         query(&primary.addr, &["WAIT", "1", "50"]).is_ok_and(|r| r == b":1\r\n")
     })?;
     let seconds = t0.elapsed().as_secs_f64();
