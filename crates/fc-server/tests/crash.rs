@@ -6,12 +6,13 @@
 //! mid-run, so recovery goes through images and log tails. `FC_CRASH_CYCLES` sets the number
 //! of cycles (`cargo xtask crash --cycles N` runs it long).
 
+mod common;
+
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use common::{Binary, spawn_binary};
 
 use redis::Commands;
 
@@ -24,65 +25,28 @@ struct Known {
 
 type Ledger = Arc<Mutex<HashMap<String, Known>>>;
 
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-/// A failed check must not leave the server running.
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn spawn(dir: &std::path::Path, fsync: &str) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fc-server"))
-        .args(["--bind", "127.0.0.1:0", "--threads", "2", "--shards", "8"])
-        .arg("--data-dir")
-        .arg(dir)
-        .args([
-            "--appendfsync",
-            fsync,
-            "--save",
-            "",
-            "--wal-segment-bytes",
-            "65536",
-        ])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("fc-server starts");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(rest) = line.split("listening on ").nth(1) {
-                let addr = rest.split(':').take(2).collect::<Vec<_>>().join(":");
-                let _ = tx.send(Ok(addr));
-            } else if line.contains("cannot load") || line.contains("Error") {
-                let _ = tx.send(Err(line));
-            }
-        }
-    });
-    match rx.recv_timeout(Duration::from_secs(60)) {
-        Ok(Ok(addr)) => Server { child, addr },
-        Ok(Err(line)) => panic!("fc-server failed to start: {line}"),
-        Err(_) => panic!("fc-server did not report its address"),
-    }
+fn spawn(dir: &std::path::Path, fsync: &str) -> Binary {
+    let dir = dir.display().to_string();
+    spawn_binary([
+        "--bind",
+        "127.0.0.1:0",
+        "--threads",
+        "2",
+        "--shards",
+        "8",
+        "--data-dir",
+        &dir,
+        "--appendfsync",
+        fsync,
+        "--save",
+        "",
+        "--wal-segment-bytes",
+        "65536",
+    ])
 }
 
 fn connect(addr: &str) -> redis::Connection {
-    let client = redis::Client::open(format!("redis://{addr}/")).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        match client.get_connection() {
-            Ok(c) => return c,
-            Err(e) if Instant::now() > deadline => panic!("cannot connect: {e}"),
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
+    common::connect_retrying(addr)
 }
 
 /// The database writer `id` writes in (0, 1 or 2: databases other than 0 are logged and

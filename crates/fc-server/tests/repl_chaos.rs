@@ -6,71 +6,22 @@
 //! `FC_REPL_CHAOS_CYCLES` sets the number of events (`cargo xtask repl-chaos --cycles N` runs
 //! it long; CI runs a short one).
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-struct Server {
-    child: Child,
-    addr: String,
+use common::{Binary, connect_retrying, spawn_binary};
+
+fn spawn(args: &[String]) -> Binary {
+    let base = ["--threads", "2", "--shards", "8", "--save", ""].map(String::from);
+    spawn_binary(base.iter().chain(args))
 }
 
-/// A failed check must not leave a server running.
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn spawn(args: &[String]) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fc-server"))
-        .args(["--threads", "2", "--shards", "8", "--save", ""])
-        .args(args)
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("fc-server starts");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(rest) = line.split("listening on ").nth(1) {
-                let addr = rest.split(':').take(2).collect::<Vec<_>>().join(":");
-                let _ = tx.send(Ok(addr));
-            } else if line.contains("cannot") || line.contains("Error") {
-                let _ = tx.send(Err(line));
-            }
-        }
-    });
-    match rx.recv_timeout(Duration::from_secs(60)) {
-        Ok(Ok(addr)) => Server { child, addr },
-        Ok(Err(line)) => panic!("fc-server failed to start: {line}"),
-        Err(_) => panic!("fc-server did not report its address"),
-    }
-}
-
-fn kill9(server: Server) {
+fn kill9(server: Binary) {
     // SIGKILL: `Child::kill` sends it on Unix.
     drop(server);
-}
-
-fn connect(addr: &str) -> redis::Connection {
-    let client = redis::Client::open(format!("redis://{addr}/")).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match client.get_connection_with_timeout(Duration::from_secs(2)) {
-            Ok(c) => {
-                c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-                return c;
-            }
-            Err(e) if Instant::now() > deadline => panic!("cannot connect to {addr}: {e}"),
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
-        }
-    }
 }
 
 fn free_port() -> u16 {
@@ -261,7 +212,7 @@ fn replication_survives_cut_links_and_killed_servers() {
         events[what] += 1;
         match what {
             0 => {
-                let mut r = connect(&replica.addr);
+                let mut r = connect_retrying(&replica.addr);
                 let _: redis::RedisResult<i64> = redis::cmd("CLIENT")
                     .arg("KILL")
                     .arg("TYPE")
@@ -289,7 +240,10 @@ fn replication_survives_cut_links_and_killed_servers() {
         w.join().unwrap();
     }
     // Writes have stopped: the replica must catch up and agree.
-    let (mut p, mut r) = (connect(&primary.addr), connect(&replica.addr));
+    let (mut p, mut r) = (
+        connect_retrying(&primary.addr),
+        connect_retrying(&replica.addr),
+    );
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let acked: i64 = redis::cmd("WAIT").arg(1).arg(1000).query(&mut p).unwrap();

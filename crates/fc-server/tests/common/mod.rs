@@ -160,3 +160,69 @@ pub(crate) fn expect_replies<'a>(
         );
     }
 }
+
+/// The real `fc-server` binary, started with `args`, killed (SIGKILL) when dropped: the soak
+/// tests kill it at random moments and restart it.
+pub(crate) struct Binary {
+    pub(crate) child: std::process::Child,
+    /// The address it reported listening on.
+    pub(crate) addr: String,
+}
+
+impl Drop for Binary {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the binary with `args` and waits (up to 60 s) for the address it listens on.
+pub(crate) fn spawn_binary<I, S>(args: I) -> Binary
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fc-server"))
+        .args(args)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("fc-server starts");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                let addr = rest.split(':').take(2).collect::<Vec<_>>().join(":");
+                let _ = tx.send(Ok(addr));
+            } else if line.contains("cannot load") || line.contains("Error") {
+                let _ = tx.send(Err(line));
+            }
+        }
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(Ok(addr)) => Binary { child, addr },
+        Ok(Err(line)) => panic!("fc-server failed to start: {line}"),
+        Err(_) => panic!("fc-server did not report its address"),
+    }
+}
+
+/// A connection to `addr`, retried for up to 20 s (a server just restarted), with a 20 s
+/// read timeout.
+pub(crate) fn connect_retrying(addr: &str) -> redis::Connection {
+    let client = redis::Client::open(format!("redis://{addr}/")).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        match client.get_connection_with_timeout(Duration::from_secs(2)) {
+            Ok(c) => {
+                c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                return c;
+            }
+            Err(e) if std::time::Instant::now() > deadline => {
+                panic!("cannot connect to {addr}: {e}")
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
