@@ -2,6 +2,7 @@
 //! backoff, hello, snapshots, batches handed to the workers that own their shards,
 //! acknowledgements), for as long as `REPLICAOF` says.
 
+use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -79,22 +80,42 @@ async fn on_owner(
     finished.await.map_err(|_| "a worker stopped".to_string())
 }
 
-/// Hands each worker the records of its shards, in order (without waiting: a worker's
-/// inbox keeps them in order with what follows).
-fn dispatch(shared: &Shared, pending: &mut [Vec<(usize, Record)>]) {
+/// Batches a worker may have queued and not yet applied before the link stops reading: a
+/// replica whose workers fall behind slows its link (and so, through TCP, its primary's
+/// sending) instead of queueing without bound.
+const MAX_IN_FLIGHT: usize = 64;
+
+/// Hands each worker the records of its shards, in order (a worker's inbox keeps them in
+/// order with what follows), waiting while a worker has [`MAX_IN_FLIGHT`] batches queued.
+async fn dispatch(
+    shared: &Shared,
+    pending: &mut [Vec<(usize, Record)>],
+    in_flight: &mut [VecDeque<oneshot::Receiver<()>>],
+) {
     for (worker, records) in pending.iter_mut().enumerate() {
         if records.is_empty() {
             continue;
         }
         let records = std::mem::take(records);
+        let (done, applied) = oneshot::channel();
         let job = Job::Local(Box::new(move |store| {
             for (shard, record) in records {
                 if let Err(err) = record.apply_local(store, shard) {
                     tracing::error!("replica: shard {shard}: cannot apply a change: {err}");
                 }
             }
+            let _ = done.send(());
         }));
-        let _ = shared.inboxes[worker].send(job);
+        if shared.inboxes[worker].send(job).is_err() {
+            continue;
+        }
+        let queue = &mut in_flight[worker];
+        queue.push_back(applied);
+        while queue.len() > MAX_IN_FLIGHT {
+            if let Some(oldest) = queue.pop_front() {
+                let _ = oldest.await;
+            }
+        }
     }
 }
 
@@ -190,6 +211,8 @@ async fn session(
     );
     let mut images: Vec<Option<Vec<u8>>> = vec![None; shards];
     let mut pending: Vec<Vec<(usize, Record)>> = vec![Vec::new(); shared.workers];
+    let mut in_flight: Vec<VecDeque<oneshot::Receiver<()>>> =
+        (0..shared.workers).map(|_| VecDeque::new()).collect();
     let mut acked = progress.applier.watermarks().to_vec();
     let mut cut = repl.cut_primary.subscribe();
     loop {
@@ -240,7 +263,7 @@ async fn session(
                         }
                     };
                     // What came before it for this worker goes first.
-                    dispatch(shared, &mut pending);
+                    dispatch(shared, &mut pending, &mut in_flight).await;
                     let _ = shared.inboxes[shard % shared.workers].send(Job::Local(Box::new(
                         move |store| {
                             store.clear_shard(shard);
@@ -276,7 +299,7 @@ async fn session(
                 }
             }
         }
-        dispatch(shared, &mut pending);
+        dispatch(shared, &mut pending, &mut in_flight).await;
         let marks = progress.applier.watermarks();
         update(shared, |f| {
             f.watermarks.clone_from(&marks.to_vec());
