@@ -1624,10 +1624,9 @@ fn replica_of(worker: &Worker, args: &[Bytes], out: &mut Resp) {
         repl.follow(None);
         return out.ok();
     }
-    let Some(port) = fc_resp::number::parse_i64(&args[2]) else {
-        return out.error(b"ERR value is not an integer or out of range");
-    };
-    let Ok(port) = u16::try_from(port) else {
+    // Redis answers one error for a port that is not a number and one out of range.
+    let Some(port) = fc_resp::number::parse_i64(&args[2]).and_then(|p| u16::try_from(p).ok())
+    else {
         return out.error(b"ERR Invalid master port");
     };
     let host = String::from_utf8_lossy(&args[1]).into_owned();
