@@ -63,6 +63,13 @@ enum Task {
     /// `redis-server --replicaof` in the same run) and from the backlog →
     /// bench-matrix/<run>/repl.csv.
     BenchRepl(server_bench::repl::ReplBenchArgs),
+    /// fc-server's worker runtimes A/B: tokio (the default) against monoio (io_uring) with
+    /// each reply writer, GET and SET at pipelines 1, 16, 64, same binary and pinning →
+    /// bench-matrix/<run>/runtime.csv.
+    BenchRuntime(server_bench::runtime::RuntimeBenchArgs),
+    /// The fc-server test suite on the monoio runtime (`cargo test -p fc-server --features
+    /// monoio` with `FAST_CACHE_USE_MONOIO=1`), once per reply writer asked for.
+    TestMonoio(TestMonoioArgs),
     /// Run the cargo-fuzz targets (fc-resp's request parser and reply decoder) for a bounded time.
     Fuzz(fuzz::FuzzArgs),
     /// Kill -9 durability soak: the fc-server binary with a data directory, writers, SIGKILL at
@@ -158,7 +165,43 @@ fn main() -> anyhow::Result<()> {
         Task::BenchRestart(args) => persist_bench::bench_restart(args),
         Task::BenchGpu(args) => gpu_bench::bench_gpu(&args),
         Task::BenchRepl(args) => server_bench::repl::bench_repl(args),
+        Task::BenchRuntime(args) => server_bench::runtime::bench_runtime(args),
+        Task::TestMonoio(args) => test_monoio(&args),
     }
+}
+
+#[derive(clap::Args)]
+struct TestMonoioArgs {
+    /// Reply writers to run the suite with (inline, split, writev).
+    #[arg(long, value_delimiter = ',', default_value = "inline,split,writev")]
+    writers: Vec<String>,
+    /// Test targets of fc-server to run (`--test NAME` each); all of them when absent.
+    #[arg(long, value_delimiter = ',')]
+    tests: Vec<String>,
+}
+
+/// `cargo xtask test-monoio`: fc-server's tests with every server they start on monoio.
+fn test_monoio(args: &TestMonoioArgs) -> anyhow::Result<()> {
+    let root = bench::report::workspace_root()?;
+    for writer in &args.writers {
+        if !matches!(writer.as_str(), "inline" | "split" | "writev") {
+            anyhow::bail!("test-monoio: unknown writer {writer} (inline, split, writev)");
+        }
+        eprintln!("test-monoio: fc-server's tests on monoio, writer {writer}");
+        let mut cmd =
+            std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        cmd.args(["test", "-p", "fc-server", "--features", "monoio"])
+            .current_dir(&root)
+            .env("FAST_CACHE_USE_MONOIO", "1")
+            .env("FAST_CACHE_MONOIO_SAFE_WRITER", writer);
+        for test in &args.tests {
+            cmd.args(["--test", test]);
+        }
+        if !cmd.status()?.success() {
+            anyhow::bail!("test-monoio: the tests failed on monoio with writer {writer}");
+        }
+    }
+    Ok(())
 }
 
 #[derive(clap::Args)]

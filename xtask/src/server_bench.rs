@@ -36,6 +36,7 @@ use crate::bench::report;
 mod memcached;
 mod patterns;
 pub(crate) mod repl;
+pub(crate) mod runtime;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct ServerBenchArgs {
@@ -948,23 +949,48 @@ pub(crate) fn run_dir(out: Option<&Path>) -> anyhow::Result<(PathBuf, String, Pa
 /// `FC_SERVER_BIN`, when set, names a prebuilt binary to run instead (A/B comparisons of two
 /// builds with the same load).
 pub(crate) fn build_fc_server(root: &Path, task: &str) -> anyhow::Result<PathBuf> {
+    build_fc_server_with(root, task, &[])
+}
+
+/// [`build_fc_server`] with these fc-server features too. `FAST_CACHE_USE_MONOIO=1` in the
+/// environment adds `monoio` (the servers a task starts inherit the variable, so they run
+/// on monoio: `FAST_CACHE_USE_MONOIO=1 cargo xtask diff-redis`).
+pub(crate) fn build_fc_server_with(
+    root: &Path,
+    task: &str,
+    extra: &[&str],
+) -> anyhow::Result<PathBuf> {
     if let Some(bin) = std::env::var_os("FC_SERVER_BIN") {
         eprintln!("{task}: using FC_SERVER_BIN={}", bin.to_string_lossy());
         return Ok(PathBuf::from(bin));
     }
+    let mut features: Vec<&str> = extra.to_vec();
     // With xtask's `unsafe` feature, the server's reviewed `unsafe` paths too (SAFETY.md).
-    let features: &[&str] = if cfg!(feature = "unsafe") {
-        &["--features", "unsafe"]
-    } else {
-        &[]
-    };
+    if cfg!(feature = "unsafe") {
+        features.push("unsafe");
+    }
+    let monoio = std::env::var("FAST_CACHE_USE_MONOIO")
+        .is_ok_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"));
+    if monoio && !features.contains(&"monoio") {
+        features.push("monoio");
+    }
+    let features = features.join(",");
     eprintln!(
-        "{task}: building fc-server (release{})",
-        features.join(" ").replace("--features", ",")
+        "{task}: building fc-server (release{}{features})",
+        if features.is_empty() {
+            ""
+        } else {
+            ", features "
+        }
     );
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args(["build", "--release", "--quiet", "-p", "fc-server"])
-        .args(features)
+        .args(
+            (!features.is_empty())
+                .then(|| ["--features".to_string(), features.clone()])
+                .into_iter()
+                .flatten(),
+        )
         .current_dir(root)
         .status()?;
     if !status.success() {
@@ -1134,6 +1160,7 @@ fn memchr_crlf(buf: &[u8]) -> Option<usize> {
     (at > 0 && buf[at - 1] == b'\r').then(|| at - 1)
 }
 
+#[derive(Debug, Clone, Copy)]
 struct Sample {
     ops: f64,
     p50: f64,

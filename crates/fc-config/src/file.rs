@@ -28,8 +28,8 @@ use fc_wal::{FsyncPolicy, RecoveryMode};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    OutputLimit, PersistenceConfig, ServerConfig, TlsAuthClients, TlsConfig, parse_recovery,
-    parse_tls_protocols,
+    MonoioWriter, OutputLimit, PersistenceConfig, Runtime, ServerConfig, TlsAuthClients, TlsConfig,
+    parse_recovery, parse_tls_protocols,
 };
 
 /// A size: bytes, or a string Redis's config would read (`"64mb"`, `"1gb"`, `"500k"`).
@@ -308,6 +308,13 @@ pub struct ServerSection {
     pub memcached_bind: Option<String>,
     /// The largest value the memcached port stores (`1mb`, memcached's `-I`); 1kb to 1gb.
     pub memcached_item_size_max: Size,
+    /// The workers' runtime: `"tokio"` (the default, portable) or `"monoio"` (Linux
+    /// io_uring; the server must be built with the `monoio` feature).
+    pub runtime: String,
+    /// How a monoio worker writes replies: `"inline"` (the connection's task writes them),
+    /// `"split"` (a writer task per connection, one send per flush) or `"writev"` (a writer
+    /// task that gathers every flush waiting into one vectored send).
+    pub monoio_writer: String,
 }
 
 impl Default for ServerSection {
@@ -335,6 +342,8 @@ impl Default for ServerSection {
             direct_shard_base_port: None,
             memcached_bind: None,
             memcached_item_size_max: Size::Text("1mb".into()),
+            runtime: "tokio".into(),
+            monoio_writer: "inline".into(),
         }
     }
 }
@@ -1015,6 +1024,29 @@ impl FastCacheConfig {
             &s.memcached_bind,
             "127.0.0.1:11211",
         );
+        let writer = match s.monoio_writer.as_str() {
+            "inline" => MonoioWriter::Inline,
+            "split" => MonoioWriter::Split,
+            "writev" => MonoioWriter::Writev,
+            other => {
+                problem(
+                    "server.monoio_writer",
+                    format!("'{other}' is not one of inline, split, writev"),
+                );
+                MonoioWriter::Inline
+            }
+        };
+        let runtime = match s.runtime.as_str() {
+            "tokio" => Runtime::Tokio,
+            "monoio" => Runtime::Monoio(writer),
+            other => {
+                problem(
+                    "server.runtime",
+                    format!("'{other}' is not one of tokio, monoio"),
+                );
+                Runtime::Tokio
+            }
+        };
         let memcached_item_max = match s.memcached_item_size_max.bytes() {
             Ok(n) if (1024..=1 << 30).contains(&n) => n as usize,
             Ok(n) => {
@@ -1070,6 +1102,7 @@ impl FastCacheConfig {
             direct_shard_ports: s.direct_shard_ports.then_some(s.direct_shard_base_port),
             memcached_bind,
             memcached_item_max,
+            runtime,
             replication,
             persistence: PersistenceConfig {
                 data_dir: p.data_dir.clone(),
@@ -1241,6 +1274,46 @@ mod tests {
         assert_eq!(
             fields,
             ["cuda.staging_bytes", "cuda.streams", "cuda.alignment"]
+        );
+    }
+
+    #[test]
+    fn the_runtime_is_tokio_unless_monoio_is_asked_for() {
+        let none = FastCacheConfig::from_toml_str("")
+            .unwrap()
+            .server_config()
+            .unwrap();
+        assert_eq!(none.runtime, Runtime::Tokio);
+        let on = |toml: &str| {
+            FastCacheConfig::from_toml_str(toml)
+                .unwrap()
+                .server_config()
+                .unwrap()
+                .runtime
+        };
+        assert_eq!(
+            on("[server]\nruntime = \"monoio\"\n"),
+            Runtime::Monoio(MonoioWriter::Inline)
+        );
+        assert_eq!(
+            on("[server]\nruntime = \"monoio\"\nmonoio_writer = \"writev\"\n"),
+            Runtime::Monoio(MonoioWriter::Writev)
+        );
+        // The writer alone does not switch the runtime.
+        assert_eq!(on("[server]\nmonoio_writer = \"split\"\n"), Runtime::Tokio);
+        let bad = FastCacheConfig::from_toml_str(
+            "[server]\nruntime = \"uring\"\nmonoio_writer = \"vectored\"\n",
+        )
+        .unwrap();
+        let Err(ConfigError::Invalid(problems)) = bad.validate() else {
+            panic!("expected problems");
+        };
+        let fields: Vec<&str> = problems.iter().map(|p| p.field).collect();
+        assert_eq!(fields, ["server.monoio_writer", "server.runtime"]);
+        assert!(
+            problems[1]
+                .message
+                .contains("'uring' is not one of tokio, monoio")
         );
     }
 

@@ -49,7 +49,8 @@ pub use file::{
     TcpExportSection, TlsSection, Value, rewrite,
 };
 pub use settings::{
-    DEFAULT_SLOWLOG_MAX_LEN, DEFAULT_SLOWLOG_SLOWER_THAN, MIN_PROTOCOL_LIMIT, OutputLimit,
-    PersistenceConfig, ReplicationConfig, ServerConfig, TcpExportConfig, TlsAuthClients, TlsConfig,
-    TlsProtocol, parse_recovery, parse_save_rules, parse_size, parse_tls_protocols,
+    DEFAULT_SLOWLOG_MAX_LEN, DEFAULT_SLOWLOG_SLOWER_THAN, MIN_PROTOCOL_LIMIT, MonoioWriter,
+    OutputLimit, PersistenceConfig, ReplicationConfig, Runtime, ServerConfig, TcpExportConfig,
+    TlsAuthClients, TlsConfig, TlsProtocol, parse_recovery, parse_save_rules, parse_size,
+    parse_tls_protocols,
 };

@@ -92,8 +92,45 @@ pub struct ServerConfig {
     pub memcached_bind: Option<SocketAddr>,
     /// The largest value the memcached port stores (memcached's `-I`, 1 MiB).
     pub memcached_item_max: usize,
+    /// The workers' async runtime (`[server] runtime`, `--use-monoio`).
+    pub runtime: Runtime,
     /// Native replication (`[replication]`).
     pub replication: ReplicationConfig,
+}
+
+/// The runtime the workers' connections run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Runtime {
+    /// tokio's current-thread runtime (epoll): portable, the default.
+    #[default]
+    Tokio,
+    /// monoio's io_uring runtime (Linux; fc-server's `monoio` feature), with this reply writer.
+    Monoio(MonoioWriter),
+}
+
+/// How a monoio worker writes a connection's replies (`FAST_CACHE_MONOIO_SAFE_WRITER`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MonoioWriter {
+    /// The connection's own task sends each flush and waits for it before reading on.
+    #[default]
+    Inline,
+    /// A writer task per connection sends each flush while the connection reads and runs
+    /// the next requests (at most one flush waits behind the one being sent).
+    Split,
+    /// As `Split`, but every flush waiting is gathered into one vectored send.
+    Writev,
+}
+
+impl MonoioWriter {
+    /// Its name in the configuration.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Inline => "inline",
+            Self::Split => "split",
+            Self::Writev => "writev",
+        }
+    }
 }
 
 /// Native replication's settings (`[replication]`; `docs/REPLICATION.md`).
@@ -263,6 +300,7 @@ impl Default for ServerConfig {
             direct_shard_ports: None,
             memcached_bind: None,
             memcached_item_max: 1 << 20,
+            runtime: Runtime::Tokio,
             replication: ReplicationConfig::default(),
         }
     }

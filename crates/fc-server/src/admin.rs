@@ -203,7 +203,7 @@ async fn scrape(shared: &Arc<Shared>) -> Result<String, String> {
     let (sender, gathered) = oneshot::channel();
     let work = Box::new(move || {
         let worker = crate::worker::current();
-        tokio::task::spawn_local(async move {
+        crate::rt::spawn_local(async move {
             let gathered = crate::stats::uncounted(gather(&worker)).await;
             let _ = sender.send(gathered);
         });

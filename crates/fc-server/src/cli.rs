@@ -122,6 +122,13 @@ struct Cli {
     /// protocol has none.
     #[arg(long, env = "FAST_CACHE_MEMCACHED_BIND")]
     memcached_bind: Option<String>,
+    /// Run the workers' connections on monoio's io_uring runtime (1/true/yes; Linux, needs
+    /// the `monoio` feature) [default: tokio].
+    #[arg(long, env = "FAST_CACHE_USE_MONOIO", value_parser = clap::builder::BoolishValueParser::new())]
+    use_monoio: Option<bool>,
+    /// How monoio workers write replies: inline, split or writev [default: inline].
+    #[arg(long, env = "FAST_CACHE_MONOIO_SAFE_WRITER")]
+    monoio_writer: Option<String>,
     /// The largest value the memcached port stores, as memcached's -I [default: 1mb].
     #[arg(long, env = "FAST_CACHE_MEMCACHED_ITEM_SIZE_MAX")]
     memcached_item_size_max: Option<String>,
@@ -207,6 +214,12 @@ impl Cli {
         }
         if let Some(v) = self.direct_shard_ports {
             server.direct_shard_ports = v;
+        }
+        if let Some(v) = self.use_monoio {
+            server.runtime = if v { "monoio" } else { "tokio" }.into();
+        }
+        if let Some(v) = self.monoio_writer {
+            server.monoio_writer = v;
         }
         if self.direct_shard_base_port.is_some() {
             server.direct_shard_base_port = self.direct_shard_base_port;

@@ -10,7 +10,6 @@ use std::sync::atomic::Ordering;
 
 use bytes::{Bytes, BytesMut};
 use fc_resp::{Limits, RequestParser};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::futures::Notified;
 
@@ -23,52 +22,12 @@ use crate::pubsub::{Message, Subscriptions};
 use crate::reply::Resp;
 use crate::session::{self, ClientState};
 use crate::shared::Shared;
+use crate::socket::Socket;
 use crate::stats::Ticks;
 use crate::worker::{Parsed, Worker};
 
 /// Replies are written out once this many bytes are pending, even mid-pipeline.
 const FLUSH_AT: usize = 64 * 1024;
-
-/// A connection's byte stream: a TCP socket, or TLS over one.
-pub(crate) trait Socket: AsyncRead + AsyncWrite + Unpin {
-    /// Reads what has already arrived, without waiting (a client draining at shutdown).
-    fn read_ready(&mut self, buf: &mut BytesMut) -> std::io::Result<usize>;
-
-    /// The plain TCP stream underneath, to hand to another thread (a replica that came to a
-    /// RESP port); `Err(self)` for a TLS one.
-    fn into_tcp(self) -> Result<TcpStream, Self>
-    where
-        Self: Sized;
-}
-
-impl Socket for TcpStream {
-    fn read_ready(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
-        self.try_read_buf(buf)
-    }
-
-    fn into_tcp(self) -> Result<TcpStream, Self> {
-        Ok(self)
-    }
-}
-
-#[cfg(feature = "tls")]
-impl Socket for tokio_rustls::server::TlsStream<TcpStream> {
-    fn read_ready(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
-        use std::task::{Context, Poll, Waker};
-        // One poll with a waker that wakes no one: what the socket and the TLS buffers hold
-        // now, decrypted, or nothing.
-        let mut cx = Context::from_waker(Waker::noop());
-        let read = std::pin::pin!(self.read_buf(buf));
-        match read.poll(&mut cx) {
-            Poll::Ready(read) => read,
-            Poll::Pending => Err(std::io::ErrorKind::WouldBlock.into()),
-        }
-    }
-
-    fn into_tcp(self) -> Result<TcpStream, Self> {
-        Err(self)
-    }
-}
 
 /// How long a TLS client has to complete its handshake.
 #[cfg(feature = "tls")]
@@ -92,10 +51,21 @@ pub(crate) async fn serve(
     if let Some(user) = handover.user.take() {
         state.set_user(user);
     }
+    let _ = stream.set_nodelay(true);
+    // A monoio worker serves plaintext RESP and FCNP through io_uring; TLS goes on through
+    // tokio (the shared runtime's, see `rt`).
+    #[cfg(feature = "monoio")]
+    if let Some(writer) = crate::rt::monoio_writer()
+        && !handover.tls
+    {
+        if let Ok(socket) = crate::uring::UringSocket::new(stream, writer, true) {
+            start(socket, &worker, &mut state, handover).await;
+        }
+        return;
+    }
     let Ok(stream) = TcpStream::from_std(stream) else {
         return;
     };
-    let _ = stream.set_nodelay(true);
     #[cfg(feature = "tls")]
     if handover.tls {
         let Some(acceptor) = shared.tls.clone() else {
@@ -151,7 +121,7 @@ async fn start<S: Socket>(
         // A replica of this server: the replication thread serves it.
         match stream.into_tcp() {
             Ok(tcp) => {
-                if let Ok(std) = tcp.into_std() {
+                if let Ok(std) = tcp {
                     worker.shared.repl.incoming(std, handover.pending.to_vec());
                 }
                 return;
@@ -159,6 +129,7 @@ async fn start<S: Socket>(
             Err(back) => stream = back,
         }
     }
+    stream.settled();
     if handover.pending.first() == Some(&fc_fcnp::MAGIC) {
         run(stream, worker, state, handover, FcnpEdge::default()).await;
     } else {
@@ -210,7 +181,7 @@ async fn run<S: Socket, E: Edge>(
     let mut draining = false;
     loop {
         if draining {
-            match stream.read_ready(&mut rbuf) {
+            match stream.read_ready(&mut rbuf).await {
                 Ok(n) if n > 0 => {}
                 _ => return,
             }
@@ -663,11 +634,20 @@ async fn send<S: Socket>(
     figures.net_out.fetch_add(pending, Ordering::Relaxed);
     figures.writes.fetch_add(1, Ordering::Relaxed);
     // A client that does not read is ended by the sweeper while this waits.
-    let sent = tokio::select! {
-        biased;
-        // TLS holds records until flushed; a TCP socket's flush does nothing.
-        sent = async { stream.write_all(wbuf).await?; stream.flush().await } => sent.is_ok(),
-        () = kill => false,
+    let sent = {
+        let write = stream.write_all(wbuf);
+        tokio::pin!(write);
+        tokio::select! {
+            biased;
+            sent = &mut write => sent.is_ok(),
+            // A kill cuts the replies short; a shutdown lets those of requests already read
+            // leave (an io_uring send is never done at its first poll, so a shutdown that
+            // came meanwhile would otherwise always win).
+            () = kill => {
+                client.ended.load(Ordering::Acquire) == Ended::Shutdown as u8
+                    && write.await.is_ok()
+            }
+        }
     };
     if watch_stall {
         client.stalled_ms.store(0, Ordering::Relaxed);

@@ -336,7 +336,7 @@ pub(crate) async fn info<R: Reply>(
         let now_us = fc_snapshot::unix_ms() * 1000;
         let _ = write!(
             text,
-            "# Server\r\nredis_version:{}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:{:016x}\r\nredis_mode:standalone\r\nos:{} {} {}\r\narch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\nmultiplexing_api:epoll\r\natomicvar_api:c11-builtin\r\ngcc_version:0.0.0\r\nprocess_id:{}\r\nprocess_supervised:no\r\nrun_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{now_us}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nhz:{}\r\nconfigured_hz:{}\r\nlru_clock:{}\r\nexecutable:{}\r\nconfig_file:{}\r\nio_threads_active:0\r\nfast_cache_version:{}\r\nworker_threads:{}\r\n",
+            "# Server\r\nredis_version:{}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:{:016x}\r\nredis_mode:standalone\r\nos:{} {} {}\r\narch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\nmultiplexing_api:{}\r\natomicvar_api:c11-builtin\r\ngcc_version:0.0.0\r\nprocess_id:{}\r\nprocess_supervised:no\r\nrun_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{now_us}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nhz:{}\r\nconfigured_hz:{}\r\nlru_clock:{}\r\nexecutable:{}\r\nconfig_file:{}\r\nio_threads_active:0\r\nfast_cache_version:{}\r\nworker_threads:{}\r\nworker_runtime:{}\r\n",
             crate::REDIS_VERSION,
             {
                 use std::hash::{Hash, Hasher};
@@ -352,6 +352,7 @@ pub(crate) async fn info<R: Reply>(
             },
             os("osrelease"),
             std::env::consts::ARCH,
+            crate::rt::multiplexing_api(),
             std::process::id(),
             shared.run_id,
             shared.port,
@@ -370,6 +371,7 @@ pub(crate) async fn info<R: Reply>(
                 .unwrap_or_default(),
             env!("CARGO_PKG_VERSION"),
             shared.workers,
+            crate::rt::name(shared.config.runtime),
         );
         sections.push(std::mem::take(&mut text));
     }

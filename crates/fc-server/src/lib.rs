@@ -1,6 +1,7 @@
 //! # fc-server — the fast-cache Redis-compatible server
 //!
-//! **Owns:** the runtime (tokio, one single-threaded runtime per worker thread), the listener,
+//! **Owns:** the runtime (one single-threaded runtime per worker thread: tokio's, or with the
+//! `monoio` feature and `FAST_CACHE_USE_MONOIO=1` monoio's io_uring one, see `rt`), the listener,
 //! connections, the command table (`command/table.rs`: every command's name, arity, Redis 7
 //! flags, ACL categories, key positions, docs and route; `command/sub_table.rs`: the same for
 //! each container's subcommands; `COMMAND` is generated from both),
@@ -34,7 +35,9 @@
 //! `maxmemory` with an eviction policy, the idle timeout, output limits, persistence (`--data-dir`),
 //! the TOML configuration ([`config::FastCacheConfig`]), active expiry (`hz`), logs through
 //! `tracing` and graceful shutdown, scripting (`script`), ACL users (`acl`), the TLS port
-//! (`tls`), the admin HTTP port (`admin`). Not yet: replication.
+//! (`tls`), the admin HTTP port (`admin`), native replication and the WAL TCP export
+//! (`repl`, `repl_links`, `export`), FCNP and direct shard ports (`fcnp`), the memcached port
+//! (`memcache`).
 //!
 //! ## Example
 //! ```no_run
@@ -78,16 +81,20 @@ mod pubsub;
 mod repl;
 mod repl_links;
 mod reply;
+mod rt;
 mod save;
 mod script;
 mod scripts;
 mod session;
 mod shared;
+mod socket;
 mod stats;
 #[cfg(feature = "tls")]
 mod tls;
 mod tracking;
 mod txn;
+#[cfg(feature = "monoio")]
+mod uring;
 mod watched;
 mod worker;
 
@@ -101,9 +108,9 @@ pub use fc_config::{
 /// The TOML configuration (fc-config's, re-exported: `fc_server::config::FastCacheConfig`).
 pub mod config {
     pub use fc_config::{
-        AdminSection, ConfigError, Endpoint, FastCacheConfig, PersistenceSection, Problem,
-        ReplicationSection, ServerSection, Size, StorageSection, TcpExportSection, TlsSection,
-        parse_recovery,
+        AdminSection, ConfigError, Endpoint, FastCacheConfig, MonoioWriter, PersistenceSection,
+        Problem, ReplicationSection, Runtime, ServerSection, Size, StorageSection,
+        TcpExportSection, TlsSection, parse_recovery,
     };
 }
 
@@ -174,6 +181,7 @@ impl Server {
     /// An unusable shard or thread count, or the address cannot be bound.
     pub fn start(config: ServerConfig) -> anyhow::Result<ServerHandle> {
         let threads = config.threads.clamp(1, config.shards.max(1));
+        rt::check(config.runtime)?;
         let (stop, mut stopped) = watch::channel(false);
         // The admin port answers `/health` (and `/ready`: 503) while the data loads.
         #[cfg(feature = "telemetry")]

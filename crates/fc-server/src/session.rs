@@ -703,7 +703,7 @@ async fn run_command(
                     .error(b"ERR persistence is not configured (start fc-server with --data-dir)");
             }
             let shared = Arc::clone(shared);
-            tokio::task::spawn_local(async move {
+            crate::rt::spawn_local(async move {
                 if let Err(err) = crate::save::snapshot(&shared).await {
                     tracing::error!("BGSAVE failed: {err}");
                 }
@@ -713,7 +713,7 @@ async fn run_command(
         Session::Bgrewriteaof => {
             if shared.persist.is_some() {
                 let shared = Arc::clone(shared);
-                tokio::task::spawn_local(async move {
+                crate::rt::spawn_local(async move {
                     if let Err(err) = crate::save::snapshot(&shared).await {
                         tracing::error!("BGREWRITEAOF failed: {err}");
                     }

@@ -221,7 +221,7 @@ impl Worker {
         crate::stats::hop();
         let _ = self.shared.inboxes[owner].send(job);
         let (shared, waiter, home) = (Arc::clone(&self.shared), Arc::clone(waiter), self.index);
-        tokio::task::spawn_local(async move {
+        crate::rt::spawn_local(async move {
             let (answer, undo) = done(pushed.await.unwrap_or_else(|_| shutting_down()));
             if undo {
                 let (reply, _) = oneshot::channel();
@@ -456,11 +456,7 @@ pub(crate) fn run<F, Fut>(
     F: Fn(std::net::TcpStream, Rc<Worker>, crate::shared::Handover) -> Fut,
     Fut: Future<Output = ()> + 'static,
 {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a worker's runtime");
-    let local = tokio::task::LocalSet::new();
+    let runtime = shared.config.runtime;
     let own_logs = match &shared.persist {
         Some(persist) if persist.fsync == fc_wal::FsyncPolicy::Always => {
             let mut logs: Vec<usize> = store
@@ -473,11 +469,13 @@ pub(crate) fn run<F, Fut>(
         }
         _ => Vec::new(),
     };
-    if let Some(persist) = &shared.persist {
-        for log in own_logs {
-            local.spawn_local(crate::persist::committer(Arc::clone(persist), log));
-        }
-    }
+    let committers: Vec<_> = match &shared.persist {
+        Some(persist) => own_logs
+            .into_iter()
+            .map(|log| crate::persist::committer(Arc::clone(persist), log))
+            .collect(),
+        None => Vec::new(),
+    };
     let ticks = shared.observe.ticks().clone();
     let stats = Rc::new(crate::stats::WorkerStats::new(&ticks));
     crate::stats::set_current(Rc::clone(&stats));
@@ -492,8 +490,11 @@ pub(crate) fn run<F, Fut>(
         ticks,
     });
     CURRENT.with_borrow_mut(|w| *w = Some(Rc::clone(&worker)));
-    local.spawn_local(active_expiry(Rc::clone(&worker)));
-    local.block_on(&runtime, async move {
+    crate::rt::block_on(runtime, async move {
+        for committer in committers {
+            crate::rt::spawn_local(committer);
+        }
+        crate::rt::spawn_local(active_expiry(Rc::clone(&worker)));
         while let Some(job) = inbox.recv().await {
             match job {
                 Job::Exec {
@@ -532,11 +533,11 @@ pub(crate) fn run<F, Fut>(
                     worker.unlock();
                 }
                 Job::Conn(stream, handover) => {
-                    tokio::task::spawn_local(serve(stream, Rc::clone(&worker), handover));
+                    crate::rt::spawn_local(serve(stream, Rc::clone(&worker), handover));
                 }
                 Job::Snapshot { reply } => {
                     let worker = Rc::clone(&worker);
-                    tokio::task::spawn_local(async move {
+                    crate::rt::spawn_local(async move {
                         let _ = reply.send(worker.snapshot().await);
                     });
                 }

@@ -93,6 +93,30 @@ fn every_section_has_redis_fields_in_redis_order() {
     server.shutdown();
 }
 
+/// `INFO server` names the workers' runtime and what their sockets wait on: tokio's epoll, or
+/// monoio's io_uring (`cargo xtask test-monoio` runs this on monoio; its epoll fallback would
+/// show `epoll`).
+#[test]
+fn info_server_names_the_runtime() {
+    use fc_server::config::{MonoioWriter, Runtime};
+    let server = two_workers();
+    let mut con = client(&server);
+    let runtime = field(&mut con, "server", "worker_runtime");
+    let api = field(&mut con, "server", "multiplexing_api");
+    match common::runtime_from_env() {
+        Runtime::Tokio => assert_eq!((runtime.as_str(), api.as_str()), ("tokio", "epoll")),
+        Runtime::Monoio(writer) => {
+            let name = match writer {
+                MonoioWriter::Inline => "monoio-inline",
+                MonoioWriter::Split => "monoio-split",
+                MonoioWriter::Writev => "monoio-writev",
+            };
+            assert_eq!(runtime, name);
+            assert!(api == "io_uring" || api == "epoll", "{api}");
+        }
+    }
+}
+
 #[test]
 fn rates_traffic_memory_and_cpu_move_with_the_load() {
     let server = two_workers();

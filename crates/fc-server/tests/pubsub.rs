@@ -324,3 +324,50 @@ fn keyspace_notifications_name_events_as_redis() {
     let _: () = redis::cmd("SET").arg("a").arg("3").query(&mut con).unwrap();
     assert!(sub.silent_for(100));
 }
+
+/// A subscriber's connection waits on its socket and on its message queue at once: a message
+/// delivered while a request is half sent must not lose the bytes already read, nor those
+/// arriving after. (On the monoio runtime the read stays in flight in the kernel meanwhile:
+/// `cargo xtask test-monoio` runs this there.)
+#[test]
+fn messages_between_the_pieces_of_a_request_lose_no_byte() {
+    let server = server();
+    let mut publisher = client(&server);
+    let mut sub = Raw::open(server.addr());
+    sub.send(&["SUBSCRIBE", "news"]);
+    sub.expect(b"*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n");
+    let request = b"*2\r\n$4\r\nPING\r\n$5\r\nhello\r\n";
+    let mut expected = Vec::new();
+    // The request in three pieces, a message published after each of the first two: every
+    // message arrives whole and first, then the request's reply.
+    for (n, piece) in [&request[..3], &request[3..17], &request[17..]]
+        .into_iter()
+        .enumerate()
+    {
+        std::io::Write::write_all(&mut sub.0, piece).unwrap();
+        if n < 2 {
+            let message = format!("m{n}");
+            assert_eq!(publish(&mut publisher, "news", &message), 1);
+            expected.extend_from_slice(
+                format!("*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$2\r\n{message}\r\n").as_bytes(),
+            );
+            // Delivered before the rest of the request is sent.
+            sub.expect(&expected);
+            expected.clear();
+        }
+    }
+    sub.expect(b"*2\r\n$4\r\npong\r\n$5\r\nhello\r\n");
+    // And the same with a larger request split across many messages.
+    let big = "x".repeat(100_000);
+    let request = format!("*2\r\n$4\r\nPING\r\n${}\r\n{big}\r\n", big.len());
+    let pieces: Vec<&[u8]> = request.as_bytes().chunks(7_001).collect();
+    let (last, pieces) = pieces.split_last().unwrap();
+    for (n, piece) in pieces.iter().enumerate() {
+        std::io::Write::write_all(&mut sub.0, piece).unwrap();
+        let message = format!("b{:02}", n % 100);
+        assert_eq!(publish(&mut publisher, "news", &message), 1);
+        sub.expect(format!("*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$3\r\n{message}\r\n").as_bytes());
+    }
+    std::io::Write::write_all(&mut sub.0, last).unwrap();
+    sub.expect(format!("*2\r\n$4\r\npong\r\n${}\r\n{big}\r\n", big.len()).as_bytes());
+}

@@ -67,9 +67,9 @@ pub(crate) struct ReplBenchArgs {
 }
 
 /// A server process, killed when dropped.
-struct Proc {
-    child: Child,
-    addr: String,
+pub(super) struct Proc {
+    pub(super) child: Child,
+    pub(super) addr: String,
 }
 
 impl Drop for Proc {
@@ -119,7 +119,7 @@ fn spawn(
     Ok(proc)
 }
 
-fn fc(bin: &Path, cores: &[usize], args: &[String]) -> anyhow::Result<Proc> {
+pub(super) fn fc(bin: &Path, cores: &[usize], args: &[String]) -> anyhow::Result<Proc> {
     let threads = cores.len().to_string();
     spawn(
         bin,

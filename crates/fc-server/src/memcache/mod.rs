@@ -17,12 +17,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::command::{Handler, store};
 use crate::mc_meta::McStats;
 use crate::reply::{Replies, Reply};
+use crate::socket::Socket;
 use crate::worker::Worker;
 use ops::{Expiry, Item, MC};
 use proto::{Command, MetaFlag, StoreOp};
@@ -94,14 +94,27 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
         id,
         client: shared.registry.register(id, &stream),
     };
-    let client = &registered.client;
-    let Ok(mut stream) = TcpStream::from_std(stream) else {
+    let _ = stream.set_nodelay(true);
+    // A monoio worker serves it through io_uring (see `rt`).
+    #[cfg(feature = "monoio")]
+    if let Some(writer) = crate::rt::monoio_writer() {
+        if let Ok(socket) = crate::uring::UringSocket::new(stream, writer, false) {
+            run_loop(socket, &worker, &registered).await;
+        }
+        return;
+    }
+    let Ok(stream) = TcpStream::from_std(stream) else {
         return;
     };
+    run_loop(stream, &worker, &registered).await;
+}
+
+/// The connection's loop over its socket.
+async fn run_loop<S: Socket>(mut stream: S, worker: &Rc<Worker>, registered: &Registered<'_>) {
+    let (shared, client) = (registered.shared, &registered.client);
     // Ended from outside (`CLIENT KILL`, the idle timeout, the server stopping).
     let kill = client.kill.notified();
     tokio::pin!(kill);
-    let _ = stream.set_nodelay(true);
     let item_max = shared.config.memcached_item_max;
     let mut rbuf = BytesMut::with_capacity(16 * 1024);
     let mut out = BytesMut::with_capacity(16 * 1024);
@@ -148,7 +161,7 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
                         close = true;
                         break;
                     }
-                    run(&worker, &mut scratch, command, &mut out).await;
+                    run(worker, &mut scratch, command, &mut out).await;
                 }
                 Err(refusal) => {
                     pos += refusal.used.min(view.len());
@@ -167,7 +180,7 @@ pub(crate) async fn serve(stream: std::net::TcpStream, worker: Rc<Worker>) {
                 .memcached
                 .bytes_written
                 .fetch_add(out.len() as u64, Ordering::Relaxed);
-            if stream.write_all(&out).await.is_err() {
+            if stream.write_all(&mut out).await.is_err() {
                 return;
             }
             out.clear();
@@ -392,7 +405,7 @@ async fn run(worker: &Rc<Worker>, scratch: &mut Replies, command: Command, out: 
             if delay > 0 {
                 // Later (the reply is now, as memcached's).
                 let worker = Rc::clone(worker);
-                tokio::task::spawn_local(async move {
+                crate::rt::spawn_local(async move {
                     tokio::time::sleep(Duration::from_secs(delay as u64)).await;
                     flush(&worker).await;
                 });

@@ -9,12 +9,35 @@ use std::time::Duration;
 
 use fc_server::{Server, ServerConfig, ServerHandle};
 
+/// Starts `config` on an ephemeral port. With `FAST_CACHE_USE_MONOIO=1` in the environment
+/// (and `FAST_CACHE_MONOIO_SAFE_WRITER`), on the monoio runtime: the whole suite runs on it
+/// with `cargo xtask test-monoio` (the fc-server binary the soak tests start reads the same
+/// variables).
 pub(crate) fn start(config: ServerConfig) -> ServerHandle {
     Server::start(ServerConfig {
         bind: "127.0.0.1:0".parse().unwrap(),
+        runtime: runtime_from_env(),
         ..config
     })
     .expect("server starts")
+}
+
+/// The runtime `FAST_CACHE_USE_MONOIO` and `FAST_CACHE_MONOIO_SAFE_WRITER` ask for.
+pub(crate) fn runtime_from_env() -> fc_server::config::Runtime {
+    use fc_server::config::{MonoioWriter, Runtime};
+    let on = std::env::var("FAST_CACHE_USE_MONOIO")
+        .is_ok_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"));
+    if !on {
+        return Runtime::Tokio;
+    }
+    Runtime::Monoio(
+        match std::env::var("FAST_CACHE_MONOIO_SAFE_WRITER").as_deref() {
+            Ok("split") => MonoioWriter::Split,
+            Ok("writev") => MonoioWriter::Writev,
+            Ok("inline") | Err(_) => MonoioWriter::Inline,
+            Ok(other) => panic!("FAST_CACHE_MONOIO_SAFE_WRITER={other}: inline, split or writev"),
+        },
+    )
 }
 
 pub(crate) fn two_workers() -> ServerHandle {
