@@ -117,6 +117,7 @@ fn describe(record: &Record) -> String {
         Record::Expire { key, expire_at_ms } => format!("EXPIRE {} at {expire_at_ms}", text(key)),
         Record::TxBegin { id } => format!("BEGIN {id}"),
         Record::TxEnd { id } => format!("END {id}"),
+        Record::ReplMark { primary, seq } => format!("REPLICA AT {} {seq}", text(primary)),
         other => format!("{other:?}"),
     }
 }

@@ -375,6 +375,8 @@ impl Server {
                     })?,
             );
         }
+        // A replica that restarts resumes from the watermarks its log ended on.
+        shared.repl.recover_marks(shared.persist.as_deref());
         handles.push(repl_links::start(
             Arc::clone(&shared),
             repl_listener,

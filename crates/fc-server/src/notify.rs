@@ -308,7 +308,10 @@ fn for_events(cmd: &[u8], mutation: &Mutation<'_>, mut emit: impl FnMut(&[u8], &
             };
             emit(key, event, STREAM);
         }
-        Mutation::Flush | Mutation::TxBegin { .. } | Mutation::TxEnd { .. } => {}
+        Mutation::Flush
+        | Mutation::TxBegin { .. }
+        | Mutation::TxEnd { .. }
+        | Mutation::ReplMark { .. } => {}
     }
 }
 

@@ -399,6 +399,9 @@ impl Worker {
                     (covered, n)
                 })
             };
+            // A replica's watermark of the shard goes after the image's coverage, so that
+            // the log trimmed up to the image still ends on one.
+            self.shared.repl.remark(persist, shard);
             let pause = started.elapsed().as_micros() as u64;
             let (dir, wal) = (persist.dir.clone(), Arc::clone(&persist.wal));
             let written = tokio::task::spawn_blocking(move || {

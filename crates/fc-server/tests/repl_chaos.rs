@@ -1,7 +1,9 @@
 //! Replication under chaos: the real `fc-server` binary as a primary (with a data directory)
 //! and a replica, writers changing every data type without pause, and at random moments the
-//! link cut (`CLIENT KILL TYPE master`), the replica killed with SIGKILL and restarted, or
-//! the primary killed with SIGKILL and restarted on its port from its data. Once the writes
+//! link cut (`CLIENT KILL TYPE master`), the replica (with a data directory too) killed with
+//! SIGKILL and restarted, resuming from the watermarks its log ended on, the replica's
+//! shards imaged (`BGSAVE`), or the primary killed with SIGKILL and restarted on its port
+//! from its data. Once the writes
 //! stop, the replica must catch up and `DEBUG DIGEST` must agree on both sides.
 //! `FC_REPL_CHAOS_CYCLES` sets the number of events (`cargo xtask repl-chaos --cycles N` runs
 //! it long; CI runs a short one).
@@ -188,11 +190,18 @@ fn replication_survives_cut_links_and_killed_servers() {
         "--appendfsync".into(),
         "everysec".into(),
     ];
+    // The replica has a data directory too: a killed replica restarts from its own data and
+    // resumes from the watermarks its log ended on (docs/REPLICATION.md, "Restarts").
+    let replica_dir = tempfile::tempdir().unwrap();
     let replica_args: Vec<String> = vec![
         "--bind".into(),
         "127.0.0.1:0".into(),
         "--replicaof".into(),
         format!("127.0.0.1:{port}"),
+        "--data-dir".into(),
+        replica_dir.path().display().to_string(),
+        "--appendfsync".into(),
+        "everysec".into(),
     ];
     let mut primary = spawn(&primary_args);
     let mut replica = spawn(&replica_args);
@@ -205,10 +214,11 @@ fn replication_survives_cut_links_and_killed_servers() {
             std::thread::spawn(move || writer(addr, seed, stop, done))
         })
         .collect();
-    let mut events = [0usize; 3];
+    let mut events = [0usize; 4];
+    let mut resumed = 0;
     for event in 0..cycles {
         std::thread::sleep(Duration::from_millis(150 + rng.below(500)));
-        let what = rng.below(3) as usize;
+        let what = rng.below(4) as usize;
         events[what] += 1;
         match what {
             0 => {
@@ -222,15 +232,36 @@ fn replication_survives_cut_links_and_killed_servers() {
             1 => {
                 kill9(replica);
                 replica = spawn(&replica_args);
+                // Whether it resumed (no full sync since its start), once its link is up.
+                let mut r = connect_retrying(&replica.addr);
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while Instant::now() < deadline {
+                    let text = info(&mut r);
+                    if text.contains("master_link_status:up") {
+                        resumed += usize::from(text.contains("repl_full_syncs:0"));
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
             }
-            _ => {
+            2 => {
                 kill9(primary);
                 primary = spawn(&primary_args);
+            }
+            _ => {
+                // An image of every replica shard: its log trimmed, its watermarks rewritten.
+                let mut r = connect_retrying(&replica.addr);
+                let _: redis::RedisResult<String> = redis::cmd("BGSAVE").query(&mut r);
             }
         }
         eprintln!(
             "event {event}: {}; {} writes so far",
-            ["cut link", "kill -9 replica", "kill -9 primary"][what],
+            [
+                "cut link",
+                "kill -9 replica",
+                "kill -9 primary",
+                "BGSAVE on the replica"
+            ][what],
             done.load(Ordering::Relaxed)
         );
     }
@@ -264,10 +295,11 @@ fn replication_survives_cut_links_and_killed_servers() {
     assert!(keys > 0, "the writers wrote");
     assert!(done.load(Ordering::Relaxed) > 0);
     eprintln!(
-        "repl chaos: converged after {} cut links, {} replica kills, {} primary kills; {} writes, {keys} keys",
+        "repl chaos: converged after {} cut links, {} replica kills ({resumed} resumed from their watermarks), {} primary kills, {} replica BGSAVEs; {} writes, {keys} keys",
         events[0],
         events[1],
         events[2],
+        events[3],
         done.load(Ordering::Relaxed)
     );
 }

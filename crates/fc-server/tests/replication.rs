@@ -613,3 +613,82 @@ fn a_replica_without_its_primary_refuses_data_commands_when_told_not_to_serve_st
         .query(&mut r);
     assert!(bad.is_err());
 }
+
+/// A replica with a data directory writes its watermarks into its own log after what it
+/// applied (and again after each image of a shard): restarted, it resumes from them through
+/// the primary's backlog, with no shard sent again, instead of syncing everything.
+#[test]
+fn a_restarted_replica_resumes_from_the_watermarks_in_its_data_directory() {
+    let primary = start(config(ReplicationConfig::default()));
+    let dir = tempfile::tempdir().unwrap();
+    let replica_config = || ServerConfig {
+        persistence: fc_server::PersistenceConfig {
+            data_dir: Some(dir.path().to_path_buf()),
+            save: Vec::new(),
+            ..fc_server::PersistenceConfig::default()
+        },
+        ..config(ReplicationConfig {
+            replica_of: Some(primary.addr().to_string()),
+            ..ReplicationConfig::default()
+        })
+    };
+    let replica = start(replica_config());
+    let (mut p, mut r) = (client(&primary), client(&replica));
+    for round in 0..4 {
+        mixed_writes(&mut p, round);
+    }
+    converged(&mut p, &mut r);
+    // An image of every shard: the log before it is trimmed, the watermarks written again.
+    let _: () = redis::cmd("SAVE").query(&mut r).unwrap();
+    for round in 4..8 {
+        mixed_writes(&mut p, round);
+    }
+    converged(&mut p, &mut r);
+    assert_eq!(info_field(&mut r, "replication", "repl_full_syncs"), 1);
+    replica.shutdown();
+
+    // Written while the replica is away: the backlog holds them.
+    for round in 8..12 {
+        mixed_writes(&mut p, round);
+    }
+    let sent = info_field(&mut p, "replication", "repl_shard_snapshots_sent");
+    let replica = start(replica_config());
+    let mut r = client(&replica);
+    eventually("the link again", || {
+        info_text(&mut r, "master_link_status") == "up"
+    });
+    converged(&mut p, &mut r);
+    assert_eq!(
+        info_field(&mut p, "replication", "repl_shard_snapshots_sent"),
+        sent,
+        "no shard was sent again"
+    );
+    assert_eq!(info_field(&mut r, "replication", "repl_full_syncs"), 0);
+    assert_eq!(r.get::<_, String>("renamed11").unwrap(), "1");
+    replica.shutdown();
+
+    // Promoted, it writes on its own: its watermarks no longer describe its data, and a
+    // restart as a replica of the same primary syncs from nothing again.
+    let replica = start(replica_config());
+    let mut r = client(&replica);
+    converged(&mut p, &mut r);
+    let _: String = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut r)
+        .unwrap();
+    for i in 0..64 {
+        let _: () = r.set(format!("local{i}"), i).unwrap();
+    }
+    replica.shutdown();
+    let replica = start(replica_config());
+    let mut r = client(&replica);
+    converged(&mut p, &mut r);
+    let local: Option<String> = r.get("local0").unwrap();
+    assert_eq!(
+        local, None,
+        "the promoted server's own writes are gone after a sync"
+    );
+    // Its 64 keys reach all 8 shards: no watermark is left to resume from.
+    assert_eq!(info_field(&mut r, "replication", "repl_full_syncs"), 1);
+}

@@ -188,6 +188,16 @@ pub enum Mutation<'a> {
         /// The transaction's id.
         id: u64,
     },
+    /// A replica's watermark: what precedes it on this shard's stream holds the changes of
+    /// primary `primary` up to its sequence number `seq` for this shard. Never emitted by a
+    /// store: a replicating server writes it to its own log after the changes it applied, so
+    /// that a restart resumes from there. Appliers ignore it.
+    ReplMark {
+        /// The primary's id (its run id).
+        primary: &'a [u8],
+        /// The primary's sequence number for this shard.
+        seq: u64,
+    },
 }
 
 impl Mutation<'_> {
@@ -215,7 +225,7 @@ impl Mutation<'_> {
             | Self::ZRem { key, .. }
             | Self::Stream { key, .. } => Some(key),
             Self::Rename { from, .. } => Some(from),
-            Self::Flush | Self::TxBegin { .. } | Self::TxEnd { .. } => None,
+            Self::Flush | Self::TxBegin { .. } | Self::TxEnd { .. } | Self::ReplMark { .. } => None,
         }
     }
 }

@@ -329,6 +329,11 @@ pub fn encode_mutation(mutation: &Mutation<'_>, out: &mut Vec<u8>) {
             out.push(22);
             out.extend_from_slice(&id.to_le_bytes());
         }
+        Mutation::ReplMark { primary, seq } => {
+            out.push(24);
+            put_bytes(out, primary);
+            put_uvar(out, seq);
+        }
     }
 }
 
@@ -431,6 +436,10 @@ pub enum Record {
     },
     TxEnd {
         id: u64,
+    },
+    ReplMark {
+        primary: Vec<u8>,
+        seq: u64,
     },
 }
 
@@ -840,8 +849,9 @@ macro_rules! apply_record {
                 $store.zrem(key, &refs(members))?;
             }
             Self::Stream { key, op } => op.with_op(|op| $store.stream_apply(key, op))?,
-            // Boundaries change nothing; recovery groups by them (see `crate::recover`).
-            Self::TxBegin { .. } | Self::TxEnd { .. } => {}
+            // Boundaries change nothing; recovery groups by them (see `crate::recover`). A
+            // replica's watermark is read by recovery, not applied.
+            Self::TxBegin { .. } | Self::TxEnd { .. } | Self::ReplMark { .. } => {}
         }
         Ok(())
     }};
@@ -993,6 +1003,10 @@ impl Record {
             },
             21 => Self::TxBegin { id: r.u64_le()? },
             22 => Self::TxEnd { id: r.u64_le()? },
+            24 => Self::ReplMark {
+                primary: r.bytes()?,
+                seq: r.uvar()?,
+            },
             other => return Err(PayloadError::UnknownTag(other)),
         };
         Ok(record)

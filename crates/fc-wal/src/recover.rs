@@ -57,6 +57,10 @@ pub struct LogRecovery {
     pub torn_groups: u64,
     /// The largest transaction id read in this log (0: none).
     pub last_txn_id: u64,
+    /// Replica watermarks ([`fc_shard::Mutation::ReplMark`]) by shard: the last one read
+    /// after the snapshot's coverage, `None` once a change of that shard other than an expiry
+    /// or an eviction followed it (what follows a watermark is not part of it).
+    pub repl_marks: std::collections::BTreeMap<usize, Option<(Vec<u8>, u64)>>,
 }
 
 /// What recovery did, per log.
@@ -78,6 +82,22 @@ pub struct RecoveryReport {
 }
 
 impl RecoveryReport {
+    /// The replica watermark each shard's data holds (see [`LogRecovery::repl_marks`]): the
+    /// primary's id and sequence number, or `None` where its log has none, or changes after
+    /// the last one.
+    #[must_use]
+    pub fn repl_marks(&self, shard_count: usize) -> Vec<Option<(Vec<u8>, u64)>> {
+        let mut marks = vec![None; shard_count];
+        for log in &self.logs {
+            for (&shard, mark) in &log.repl_marks {
+                if let Some(slot) = marks.get_mut(shard) {
+                    slot.clone_from(mark);
+                }
+            }
+        }
+        marks
+    }
+
     /// Frames replayed over all shards.
     #[must_use]
     pub fn frames(&self) -> u64 {
@@ -576,6 +596,11 @@ fn replay(
         ended.apply(store, found)?;
     }
     match record {
+        Record::ReplMark { primary, seq } => {
+            if !covered {
+                found.repl_marks.insert(shard, Some((primary, seq)));
+            }
+        }
         // An operation's group inside a transaction's adds nothing.
         Record::TxBegin { id: 0 } if group.is_some() => {}
         Record::TxBegin { id } => {
@@ -598,13 +623,35 @@ fn replay(
             _ => {}
         },
         _ if covered => {}
-        record => match group {
-            Some(g) => g.records.push((shard, record)),
-            None => {
-                at.apply(&record, store, shard)?;
-                found.mutations += 1;
+        record => {
+            // A change after a replica's watermark is not part of it (expiries and evictions
+            // are: the primary sends its own for those keys).
+            if !matches!(record, Record::Expired { .. } | Record::Evicted { .. })
+                && let Some(mark) = found.repl_marks.get_mut(&shard)
+            {
+                *mark = None;
             }
-        },
+            replay_change(store, found, group, shard, record, at)?;
+        }
+    }
+    Ok(())
+}
+
+/// A change (not a boundary) of `shard`: applied now, or held in the open group.
+fn replay_change(
+    store: &EmbeddedStore,
+    found: &mut LogRecovery,
+    group: &mut Option<Group>,
+    shard: usize,
+    record: Record,
+    at: &Position<'_>,
+) -> Result<(), WalError> {
+    match group {
+        Some(g) => g.records.push((shard, record)),
+        None => {
+            at.apply(&record, store, shard)?;
+            found.mutations += 1;
+        }
     }
     Ok(())
 }

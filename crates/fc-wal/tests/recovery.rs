@@ -1480,3 +1480,49 @@ fn an_lmove_torn_at_every_byte_moves_its_element_or_not() {
     assert_eq!(moved, 1, "only the whole log has the move");
     assert!(not > 50);
 }
+
+/// A replica's watermarks ([`Mutation::ReplMark`]) come back from recovery per shard: the
+/// last one of each shard, unless a change of that shard (an expiry or an eviction aside)
+/// follows it. They change nothing in the store.
+#[test]
+fn replica_watermarks_are_recovered_while_nothing_follows_them() {
+    use fc_shard::MutationSink;
+    let mark = |seq| Mutation::ReplMark {
+        primary: b"primary-1",
+        seq,
+    };
+    let (store, report) = transactions_case(|sink| {
+        // Shard 0: changes, a mark, an expiry (part of it), a later mark.
+        sink.on_mutation(0, 0, &set(b"a", b"1"));
+        sink.on_mutation(0, 0, &mark(4));
+        sink.on_mutation(0, 0, &Mutation::Expired { key: b"a" });
+        sink.on_mutation(0, 0, &set(b"b", b"2"));
+        sink.on_mutation(0, 0, &mark(9));
+        sink.on_mutation(0, 0, &Mutation::Evicted { key: b"b" });
+        // Shard 1: a mark, then a change of its own (a promoted replica's write).
+        sink.on_mutation(1, 0, &mark(3));
+        sink.on_mutation(1, 0, &set(b"c", b"3"));
+    });
+    let marks = report.repl_marks(2);
+    assert_eq!(marks[0], Some((b"primary-1".to_vec(), 9)));
+    assert_eq!(marks[1], None, "a change after the mark voids it");
+    assert_eq!(
+        report.mutations(),
+        5,
+        "marks are not mutations of the store"
+    );
+    assert_eq!(store.get(b"c").map(|v| v.to_vec()), Some(b"3".to_vec()));
+    // A shard without any mark has none.
+    let (_, report) = transactions_case(|sink| sink.on_mutation(1, 0, &set(b"x", b"1")));
+    assert_eq!(report.repl_marks(2), vec![None, None]);
+    // The payload round-trips.
+    let mut payload = Vec::new();
+    encode_mutation(&mark(u64::MAX), &mut payload);
+    assert_eq!(
+        Record::decode(&payload).unwrap(),
+        Record::ReplMark {
+            primary: b"primary-1".to_vec(),
+            seq: u64::MAX
+        }
+    );
+}

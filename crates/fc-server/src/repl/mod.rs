@@ -316,6 +316,33 @@ pub(crate) struct Repl {
     pub(crate) cut_replicas: watch::Sender<u64>,
     /// Bumped to cut the link to the primary (`CLIENT KILL TYPE master`).
     pub(crate) cut_primary: watch::Sender<u64>,
+    /// A replica's watermarks as its workers applied them (see [`Repl::mark_applied`]).
+    marks: Mutex<Marks>,
+    /// Watermarks recovered from the data directory at start, for the first link to
+    /// resume from (see [`Repl::recover_marks`]).
+    pub(crate) recovered: Mutex<Option<Recovered>>,
+}
+
+/// A replica's applied watermarks, per shard.
+#[derive(Debug, Default)]
+struct Marks {
+    /// Bumped whenever they stop counting (another primary, `REPLICAOF NO ONE`): a batch
+    /// queued on a worker under an older generation marks nothing.
+    generation: u64,
+    /// The primary they count in (its run id).
+    primary: Vec<u8>,
+    /// Per shard: the primary's sequence number applied (`None`: not marked).
+    seqs: Vec<Option<u64>>,
+}
+
+/// Watermarks a restarted replica found in its data directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Recovered {
+    /// The primary they count in.
+    pub(crate) primary: String,
+    /// Per shard: its sequence number (`None`: the shard's data is not at a watermark of
+    /// that primary, and must be synced again from nothing).
+    pub(crate) seqs: Vec<Option<u64>>,
 }
 
 impl Repl {
@@ -354,8 +381,109 @@ impl Repl {
             snapshots_sent: AtomicU64::new(0),
             cut_replicas: watch::channel(0).0,
             cut_primary: watch::channel(0).0,
+            marks: Mutex::new(Marks {
+                seqs: vec![None; shards],
+                ..Marks::default()
+            }),
+            recovered: Mutex::new(None),
             config,
         }
+    }
+
+    /// The generation of the watermarks (a replica's link reads it before queueing batches).
+    pub(crate) fn marks_generation(&self) -> u64 {
+        lock(&self.marks).generation
+    }
+
+    /// The watermarks stop counting (another primary, or none): nothing is marked until a
+    /// link applies batches again.
+    pub(crate) fn forget_marks(&self) {
+        let mut marks = lock(&self.marks);
+        marks.generation += 1;
+        marks.primary.clear();
+        marks.seqs.iter_mut().for_each(|s| *s = None);
+    }
+
+    /// On the worker owning `shard`, after it applied primary `primary`'s changes of the
+    /// shard up to `seq` (under watermark generation `generation`): writes the watermark to
+    /// the shard's log after them ([`Mutation::ReplMark`], with persistence) and keeps it
+    /// for the shard's next image. A restarted replica resumes from the last one its log
+    /// holds with nothing after it (`docs/REPLICATION.md`).
+    pub(crate) fn mark_applied(
+        &self,
+        persist: Option<&crate::persist::Persist>,
+        generation: u64,
+        shard: usize,
+        primary: &[u8],
+        seq: u64,
+    ) {
+        let mut marks = lock(&self.marks);
+        if marks.generation != generation {
+            return;
+        }
+        if marks.primary != primary {
+            marks.primary = primary.to_vec();
+            marks.seqs.iter_mut().for_each(|s| *s = None);
+        }
+        if let Some(slot) = marks.seqs.get_mut(shard) {
+            *slot = Some(seq);
+        }
+        if let Some(persist) = persist {
+            use fc_shard::MutationSink as _;
+            persist
+                .wal
+                .on_mutation(shard, 0, &Mutation::ReplMark { primary, seq });
+        }
+    }
+
+    /// On the worker owning `shard`, right after an image of it was cut: its watermark
+    /// again, after the image's coverage, so that trimming the log up to the image keeps one.
+    pub(crate) fn remark(&self, persist: &crate::persist::Persist, shard: usize) {
+        let marks = lock(&self.marks);
+        if let Some(Some(seq)) = marks.seqs.get(shard) {
+            use fc_shard::MutationSink as _;
+            persist.wal.on_mutation(
+                shard,
+                0,
+                &Mutation::ReplMark {
+                    primary: &marks.primary,
+                    seq: *seq,
+                },
+            );
+        }
+    }
+
+    /// At start: the watermarks the data directory's log ended on, kept for the first link
+    /// (a replica that restarts resumes where its data is instead of syncing it all again).
+    /// Shards whose watermark is of another primary than the first one found count as
+    /// unmarked.
+    pub(crate) fn recover_marks(&self, persist: Option<&crate::persist::Persist>) {
+        // Only a server that starts as a replica resumes; a primary's old watermarks would
+        // be written again after images holding its own writes.
+        let Some(persist) = persist.filter(|_| self.config.replica_of.is_some()) else {
+            return;
+        };
+        let found = persist.loaded.wal.repl_marks(self.source.last.len());
+        let Some(primary) = found.iter().flatten().map(|(p, _)| p.clone()).next() else {
+            return;
+        };
+        let seqs: Vec<Option<u64>> = found
+            .iter()
+            .map(|mark| {
+                mark.as_ref()
+                    .filter(|(p, _)| *p == primary)
+                    .map(|&(_, s)| s)
+            })
+            .collect();
+        {
+            let mut marks = lock(&self.marks);
+            marks.primary.clone_from(&primary);
+            marks.seqs.clone_from(&seqs);
+        }
+        *lock(&self.recovered) = Some(Recovered {
+            primary: String::from_utf8_lossy(&primary).into_owned(),
+            seqs,
+        });
     }
 
     pub(crate) fn compression(&self) -> Compression {
@@ -399,8 +527,17 @@ impl Repl {
         self.restale();
     }
 
-    /// `REPLICAOF host port` / `REPLICAOF NO ONE`.
+    /// `REPLICAOF host port` / `REPLICAOF NO ONE`: what was marked no longer counts (the new
+    /// link syncs from nothing, see `repl_links::replica`).
     pub(crate) fn follow(&self, target: Option<(String, u16)>) {
+        self.forget_marks();
+        lock(&self.recovered).take();
+        self.start_following(target);
+    }
+
+    /// Follows `target` (`None`: stops following); at start, with the watermarks recovered
+    /// from the data directory (see [`Repl::recover_marks`]).
+    pub(crate) fn start_following(&self, target: Option<(String, u16)>) {
         match &target {
             Some((host, port)) => {
                 *lock(&self.following) = Some(Following {

@@ -58,7 +58,7 @@ pub(crate) fn start(
                     });
                 }
                 if let Some((host, port)) = repl.config.replica_of.as_deref().and_then(split_addr) {
-                    repl.follow(Some((host, port)));
+                    repl.start_following(Some((host, port)));
                 }
                 let mut follower: Option<tokio::task::JoinHandle<()>> = None;
                 loop {

@@ -32,11 +32,35 @@ fn update(shared: &Shared, f: impl FnOnce(&mut Following)) {
 /// Follows `host:port` until aborted (`REPLICAOF` elsewhere or `NO ONE`).
 pub(crate) async fn follow(shared: Arc<Shared>, host: String, port: u16) {
     let shards = shared.config.shards;
-    let mut progress = Progress {
+    let fresh = || Progress {
         applier: Applier::new(vec![0; shards]),
         primary_id: String::new(),
     };
+    let mut progress = fresh();
     let mut first = true;
+    // A restarted replica resumes from the watermarks its data directory ended on: the
+    // shards without one are emptied and synced from nothing.
+    let recovered = crate::repl::lock(&shared.repl.recovered).take();
+    if let Some(recovered) = recovered {
+        for (shard, seq) in recovered.seqs.iter().enumerate() {
+            if seq.is_none()
+                && on_owner(&shared, shard, move |store| store.clear_shard(shard))
+                    .await
+                    .is_err()
+            {
+                return;
+            }
+        }
+        tracing::info!(
+            "resuming from the watermarks of {} of {shards} shards in the data directory",
+            recovered.seqs.iter().flatten().count()
+        );
+        progress = Progress {
+            applier: Applier::new(recovered.seqs.iter().map(|s| s.unwrap_or(0)).collect()),
+            primary_id: recovered.primary,
+        };
+        first = false;
+    }
     let mut backoff = Duration::from_millis(100);
     loop {
         update(&shared, |f| f.state = "connecting");
@@ -45,6 +69,13 @@ pub(crate) async fn follow(shared: Arc<Shared>, host: String, port: u16) {
         match session(&shared, &host, port, &mut progress, &mut first).await {
             Ok(()) => {}
             Err(err) => {
+                // Watermarks the primary refuses (say, ahead of it) are dropped: the next
+                // attempt syncs from nothing.
+                if err.starts_with("refused") && !first {
+                    shared.repl.forget_marks();
+                    progress = fresh();
+                    first = true;
+                }
                 tracing::warn!("primary {host}:{port}: {err}");
                 update(&shared, |f| {
                     f.state = "connect";
@@ -87,22 +118,41 @@ const MAX_IN_FLIGHT: usize = 64;
 
 /// Hands each worker the records of its shards, in order (a worker's inbox keeps them in
 /// order with what follows), waiting while a worker has [`MAX_IN_FLIGHT`] batches queued.
+///
+/// After its records, each worker marks its shards that changed at `marks` (the applier's
+/// watermarks once `pending` is applied: see `Repl::mark_applied`).
 async fn dispatch(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     pending: &mut [Vec<(usize, Record)>],
     in_flight: &mut [VecDeque<oneshot::Receiver<()>>],
+    primary: &str,
+    marks: &[u64],
 ) {
+    let generation = shared.repl.marks_generation();
+    let mut primary_bytes: Option<Arc<[u8]>> = None;
     for (worker, records) in pending.iter_mut().enumerate() {
         if records.is_empty() {
             continue;
         }
         let records = std::mem::take(records);
-        let (done, applied) = oneshot::channel();
+        let mut changed: Vec<usize> = records.iter().map(|(shard, _)| *shard).collect();
+        changed.sort_unstable();
+        changed.dedup();
+        let changed: Vec<(usize, u64)> = changed.into_iter().map(|s| (s, marks[s])).collect();
+        let primary =
+            Arc::clone(primary_bytes.get_or_insert_with(|| Arc::from(primary.as_bytes())));
+        let (owner, (done, applied)) = (Arc::clone(shared), oneshot::channel());
         let job = Job::Local(Box::new(move |store| {
             for (shard, record) in records {
                 if let Err(err) = record.apply_local(store, shard) {
                     tracing::error!("replica: shard {shard}: cannot apply a change: {err}");
                 }
+            }
+            for (shard, seq) in changed {
+                let persist = owner.persist.as_deref();
+                owner
+                    .repl
+                    .mark_applied(persist, generation, shard, &primary, seq);
             }
             let _ = done.send(());
         }));
@@ -176,6 +226,7 @@ async fn session(
     }
     // Another primary (or this one restarted): sequences start over, and so does the data.
     if *first || welcome.primary_id != progress.primary_id {
+        shared.repl.forget_marks();
         for worker in 0..shared.workers {
             on_owner(shared, worker, |store| {
                 let owned: Vec<usize> = store.owned_shards().collect();
@@ -263,16 +314,35 @@ async fn session(
                         }
                     };
                     // What came before it for this worker goes first.
-                    dispatch(shared, &mut pending, &mut in_flight).await;
+                    let marks = progress.applier.watermarks().to_vec();
+                    dispatch(
+                        shared,
+                        &mut pending,
+                        &mut in_flight,
+                        &progress.primary_id,
+                        &marks,
+                    )
+                    .await;
+                    progress.applier.reset_shard(shard, frame.first_seq);
+                    let seq = progress.applier.watermarks()[shard];
+                    let (owner, generation) = (Arc::clone(shared), repl.marks_generation());
+                    let primary = progress.primary_id.clone();
                     let _ = shared.inboxes[shard % shared.workers].send(Job::Local(Box::new(
                         move |store| {
                             store.clear_shard(shard);
                             if let Err(err) = image.apply_local(store) {
                                 tracing::error!("replica: {err}");
                             }
+                            let persist = owner.persist.as_deref();
+                            owner.repl.mark_applied(
+                                persist,
+                                generation,
+                                shard,
+                                primary.as_bytes(),
+                                seq,
+                            );
                         },
                     )));
-                    progress.applier.reset_shard(shard, frame.first_seq);
                     syncing = syncing.saturating_sub(1);
                     update(shared, |f| {
                         f.syncing = syncing;
@@ -299,7 +369,15 @@ async fn session(
                 }
             }
         }
-        dispatch(shared, &mut pending, &mut in_flight).await;
+        let marks = progress.applier.watermarks().to_vec();
+        dispatch(
+            shared,
+            &mut pending,
+            &mut in_flight,
+            &progress.primary_id,
+            &marks,
+        )
+        .await;
         let marks = progress.applier.watermarks();
         update(shared, |f| {
             f.watermarks.clone_from(&marks.to_vec());

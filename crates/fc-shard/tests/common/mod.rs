@@ -77,6 +77,6 @@ pub(crate) fn replay(replica: &EmbeddedStore, m: &Mutation<'_>) {
             replica.stream_apply(key, &op).unwrap();
         }
         // Boundaries change nothing; a replica applying as it goes needs no grouping.
-        Mutation::TxBegin { .. } | Mutation::TxEnd { .. } => {}
+        Mutation::TxBegin { .. } | Mutation::TxEnd { .. } | Mutation::ReplMark { .. } => {}
     }
 }
