@@ -67,6 +67,18 @@ struct Tap {
     tx: Sender<Chunk>,
     backpressure: bool,
     stats: Arc<ExportStats>,
+    flow: Arc<Flow>,
+}
+
+/// What the tap and the exporter share: whether anyone listens, and where each log is.
+#[derive(Debug)]
+struct Flow {
+    /// Whether a subscriber is registered. Without one the tap copies nothing (an export
+    /// configured but not subscribed to costs each write an atomic store and a load).
+    active: AtomicBool,
+    /// Per log: the sequence number of its next frame, as the tap last heard it. A new
+    /// subscriber starts there.
+    next: Vec<AtomicU64>,
 }
 
 impl std::fmt::Debug for Chunk {
@@ -77,6 +89,14 @@ impl std::fmt::Debug for Chunk {
 
 impl WalTap for Tap {
     fn frames(&self, log: usize, next_seq: u64, frames: &[u8]) {
+        // Sequentially consistent with the exporter's registration (it sets `active`, then
+        // reads `next`): either this run is sent, or the new subscriber starts after it.
+        if let Some(next) = self.flow.next.get(log) {
+            next.store(next_seq, Ordering::SeqCst);
+        }
+        if !self.flow.active.load(Ordering::SeqCst) {
+            return;
+        }
         let chunk = Chunk {
             log,
             next_seq,
@@ -118,6 +138,13 @@ pub(crate) fn start(wal: &WalSink, config: &TcpExportConfig) -> anyhow::Result<E
     let (tx, rx) = bounded(config.channel_capacity);
     let (register, registrations) = unbounded();
     let headers = wal.headers_now();
+    let flow = Arc::new(Flow {
+        active: AtomicBool::new(false),
+        next: headers
+            .iter()
+            .map(|h| AtomicU64::new(h.first_seq))
+            .collect(),
+    });
     let listener = if config.listen {
         let listener = TcpListener::bind(config.addr)
             .map_err(|e| anyhow::anyhow!("WAL export: cannot listen on {}: {e}", config.addr))?;
@@ -130,10 +157,10 @@ pub(crate) fn start(wal: &WalSink, config: &TcpExportConfig) -> anyhow::Result<E
         .as_ref()
         .map_or(Ok(config.addr), TcpListener::local_addr)?;
     {
-        let (stats, config) = (Arc::clone(&stats), config.clone());
+        let (stats, config, flow) = (Arc::clone(&stats), config.clone(), Arc::clone(&flow));
         std::thread::Builder::new()
             .name("fc-wal-export".into())
-            .spawn(move || fan_out(&rx, &registrations, headers, &config, &stats))?;
+            .spawn(move || fan_out(&rx, &registrations, headers, &config, &stats, &flow))?;
     }
     {
         let (stats, stop, config) = (Arc::clone(&stats), Arc::clone(&stop), config.clone());
@@ -153,6 +180,7 @@ pub(crate) fn start(wal: &WalSink, config: &TcpExportConfig) -> anyhow::Result<E
         tx,
         backpressure: config.backpressure_on_full,
         stats: Arc::clone(&stats),
+        flow,
     });
     wal.set_tap(&tap);
     Ok(Export {
@@ -164,34 +192,50 @@ pub(crate) fn start(wal: &WalSink, config: &TcpExportConfig) -> anyhow::Result<E
 }
 
 /// The exporter: every run of frames to every subscriber's queue; a new subscriber first
-/// gets each log's segment header, its sequence the next frame it will see.
+/// gets each log's segment header, its sequence the next frame it will see, and then only
+/// runs after it (a run the tap sent just before may still be queued here).
 fn fan_out(
     rx: &Receiver<Chunk>,
     registrations: &Receiver<Subscriber>,
     headers: Vec<SegmentHeader>,
     config: &TcpExportConfig,
     stats: &ExportStats,
+    flow: &Flow,
 ) {
     let mut next: Vec<SegmentHeader> = headers;
-    let mut subscribers: Vec<Subscriber> = Vec::new();
+    // Each subscriber, with the sequence it starts at per log.
+    let mut subscribers: Vec<(Subscriber, Vec<u64>)> = Vec::new();
     loop {
         select! {
             recv(registrations) -> sub => {
                 let Ok(sub) = sub else { continue };
+                // Listening first, then where each log is (see `Tap::frames`).
+                flow.active.store(true, Ordering::SeqCst);
                 let mut start = Vec::with_capacity(next.len() * fc_wal::SEGMENT_HEADER_LEN);
-                for header in &next {
+                let mut from = Vec::with_capacity(next.len());
+                for (header, at) in next.iter_mut().zip(&flow.next) {
+                    header.first_seq = header.first_seq.max(at.load(Ordering::SeqCst));
+                    from.push(header.first_seq);
                     start.extend_from_slice(&header.encode());
                 }
                 if sub.tx.send(Bytes::from(start)).is_ok() {
-                    subscribers.push(sub);
+                    subscribers.push((sub, from));
+                }
+                if subscribers.is_empty() {
+                    flow.active.store(false, Ordering::SeqCst);
                 }
             }
             recv(rx) -> chunk => {
                 let Ok(chunk) = chunk else { return };
                 if let Some(header) = next.get_mut(chunk.log) {
-                    header.first_seq = chunk.next_seq;
+                    header.first_seq = header.first_seq.max(chunk.next_seq);
                 }
-                subscribers.retain(|sub| {
+                subscribers.retain(|(sub, from)| {
+                    // A run from before this subscriber's start (its frames all precede
+                    // `next_seq`, and runs end where the tap's `next` stopped).
+                    if from.get(chunk.log).is_some_and(|&from| chunk.next_seq <= from) {
+                        return true;
+                    }
                     let sent = if config.backpressure_on_full {
                         sub.tx.send(chunk.frames.clone()).map_err(|_| ())
                     } else {
@@ -206,6 +250,9 @@ fn fan_out(
                     };
                     sent.is_ok()
                 });
+                if subscribers.is_empty() {
+                    flow.active.store(false, Ordering::SeqCst);
+                }
             }
         }
     }

@@ -326,3 +326,47 @@ fn the_specifications_export_section_loads_and_needs_a_data_dir() {
         assert!(bad.contains(field), "{field} in {bad}");
     }
 }
+
+/// With no subscriber the tap copies nothing; one that joins while writes flow starts exactly
+/// where each log is: its first frame is the one its segment header names (no older frame,
+/// none skipped), whichever moment it comes in.
+#[test]
+fn a_subscriber_joining_mid_stream_starts_where_the_logs_are() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(dir.path(), listen(4096, false));
+    let addr = server.wal_export_addr().unwrap();
+    let mut con = client(&server);
+    for i in 0..500 {
+        let _: () = con.set(format!("before{i}"), i).unwrap();
+    }
+    assert_eq!(
+        info_field(&mut con, "persistence", "wal_export_frames_sent"),
+        0
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (stop, mut con) = (Arc::clone(&stop), client(&server));
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let _: () = con.set(format!("during{}", i % 1000), i).unwrap();
+                i += 1;
+            }
+        })
+    };
+    // Several subscribers, one after another, each joining mid-stream.
+    for round in 0..10 {
+        std::thread::sleep(Duration::from_millis(30));
+        let (reader, ok) = hello(addr, "s3cret");
+        assert_eq!(ok, "+OK\r\n");
+        let mut tail = Tail::open(reader);
+        // Frames before the header's sequence would fail `Tail`'s "went back" check.
+        let got = tail.mutations(200);
+        assert!(got.len() >= 200, "round {round}: {} mutations", got.len());
+        assert_eq!(tail.missing, 0, "round {round}: frames skipped");
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+}
