@@ -68,6 +68,8 @@ pub(crate) struct User {
     key_globs: Vec<(fc_shard::GlobPattern, u8)>,
     /// Channel patterns.
     channels: Vec<Vec<u8>>,
+    /// The same, compiled (by [`User::refresh`]).
+    channel_globs: Vec<fc_shard::GlobPattern>,
     /// Allowed everything: its connections skip the checks.
     pub(crate) open: bool,
     /// The permissions `~*`-like patterns give every key (no glob needed).
@@ -289,6 +291,7 @@ impl User {
             keys: Vec::new(),
             key_globs: Vec::new(),
             channels: Vec::new(),
+            channel_globs: Vec::new(),
             open: false,
             every_key: 0,
             selectors: Vec::new(),
@@ -355,6 +358,11 @@ impl User {
             .keys
             .iter()
             .map(|(p, perm)| (fc_shard::GlobPattern::new(p, false), *perm))
+            .collect();
+        self.channel_globs = self
+            .channels
+            .iter()
+            .map(|p| fc_shard::GlobPattern::new(p, false))
             .collect();
     }
 
@@ -624,14 +632,14 @@ impl User {
     }
 
     fn channel_ok(&self, channel: &[u8], literal: bool) -> bool {
-        self.channels.iter().any(|pattern| {
-            if literal {
-                // A pattern subscription is allowed only by the same pattern (or `*`).
-                pattern.as_slice() == b"*" || pattern.as_slice() == channel
-            } else {
-                fc_shard::glob_match(pattern, channel, false)
-            }
-        })
+        if literal {
+            // A pattern subscription is allowed only by the same pattern (or `*`).
+            self.channels
+                .iter()
+                .any(|p| p.as_slice() == b"*" || p.as_slice() == channel)
+        } else {
+            self.channel_globs.iter().any(|glob| glob.matches(channel))
+        }
     }
 
     /// The in-place path's check of a one-key command (`spec`, no subcommands, its key
@@ -682,10 +690,14 @@ impl User {
         if self.open {
             return Ok(());
         }
-        let rank = |d: &Denial| match d {
-            Denial::Command(_) => 1,
-            Denial::Key(_) => 2,
-            Denial::Channel(_) => 4,
+        // Redis's order of relevance, then the later argument among refusals of one kind.
+        let rank = |(d, at): &(Denial, usize)| {
+            let kind = match d {
+                Denial::Command(_) => 1,
+                Denial::Key(_) => 2,
+                Denial::Channel(_) => 4,
+            };
+            (kind, *at)
         };
         let mut worst = match self.check_set(spec, slot, args, &plain) {
             Ok(()) => return Ok(()),
@@ -698,23 +710,24 @@ impl User {
                 Err(_) => {}
             }
         }
-        Err(worst)
+        Err(worst.0)
     }
 
     /// One permission set's check (the user's own, or a selector's): the command, then its
-    /// keys, then its channels.
+    /// keys, then its channels. A refusal comes with the argument it concerns (0: the
+    /// command).
     fn check_set(
         &self,
         spec: &'static Spec,
         slot: usize,
         args: &[Bytes],
         plain: &impl Fn(&[u8]) -> &[u8],
-    ) -> Result<(), Denial> {
+    ) -> Result<(), (Denial, usize)> {
         if self.open {
             return Ok(());
         }
         if !self.is_allowed(slot) {
-            return Err(Denial::Command(crate::command::slot_name(slot)));
+            return Err((Denial::Command(crate::command::slot_name(slot)), 0));
         }
         let key_specs: &'static [KeySpec] = match slot.checked_sub(COMMANDS.len()) {
             None => spec.key_specs,
@@ -724,26 +737,33 @@ impl User {
             for (at, ks) in crate::command::keys_by_specs(key_specs, args).unwrap_or_default() {
                 let key = plain(&args[at]);
                 if !self.key_ok(key, need_of(ks)) {
-                    return Err(Denial::Key(Bytes::copy_from_slice(key)));
+                    return Err((Denial::Key(Bytes::copy_from_slice(key)), at));
                 }
             }
         }
-        for (channel, literal) in channels(spec, args) {
+        for (at, channel, literal) in channels(spec, args) {
             if !self.channel_ok(channel, literal) {
-                return Err(Denial::Channel(channel.clone()));
+                return Err((Denial::Channel(channel.clone()), at));
             }
         }
         Ok(())
     }
 }
 
-/// The channels a pub/sub command names, each with whether it is a pattern (checked
-/// literally).
-fn channels<'a>(spec: &Spec, args: &'a [Bytes]) -> Vec<(&'a Bytes, bool)> {
+/// The channels a pub/sub command names, each with its argument position and whether it is
+/// a pattern (checked literally).
+fn channels<'a>(spec: &Spec, args: &'a [Bytes]) -> Vec<(usize, &'a Bytes, bool)> {
+    let from_one = |pattern: bool| {
+        args.iter()
+            .enumerate()
+            .skip(1)
+            .map(|(at, c)| (at, c, pattern))
+            .collect()
+    };
     match spec.name {
-        "publish" | "spublish" => args.get(1).map(|c| (c, false)).into_iter().collect(),
-        "subscribe" | "ssubscribe" => args[1..].iter().map(|c| (c, false)).collect(),
-        "psubscribe" => args[1..].iter().map(|c| (c, true)).collect(),
+        "publish" | "spublish" => args.get(1).map(|c| (1, c, false)).into_iter().collect(),
+        "subscribe" | "ssubscribe" => from_one(false),
+        "psubscribe" => from_one(true),
         _ => Vec::new(),
     }
 }
@@ -1596,6 +1616,26 @@ mod tests {
         // `reset` clears them.
         setuser(&["reset"]).unwrap();
         assert!(acl.user("u3").unwrap().selectors.is_empty());
+        // Among refusals of one kind, the later argument's is reported (redis-server 7.0.15:
+        // `b1` both ways, `zz`).
+        acl.setuser("t", &args("on nopass ~b* +@all (~a* +@all)"))
+            .unwrap();
+        acl.setuser("t2", &args("on nopass ~a* +@all (~b* +@all)"))
+            .unwrap();
+        for name in ["t", "t2"] {
+            assert_eq!(
+                check(&acl.user(name).unwrap(), "mset a1 x b1 y"),
+                Err(Denial::Key(Bytes::from_static(b"b1")))
+            );
+        }
+        acl.setuser("t3", &args("on nopass +@all &x (~k* +@all &y*)"))
+            .unwrap();
+        let t3 = acl.user("t3").unwrap();
+        assert_eq!(check(&t3, "publish yz m"), Ok(()));
+        assert_eq!(
+            check(&t3, "subscribe x zz"),
+            Err(Denial::Channel(Bytes::from_static(b"zz")))
+        );
     }
 
     #[test]

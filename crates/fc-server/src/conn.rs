@@ -26,6 +26,10 @@ use crate::socket::Socket;
 use crate::stats::Ticks;
 use crate::worker::{Parsed, Worker};
 
+/// How long a shutdown lets a pending send finish (a client that stopped reading is not
+/// waited for longer).
+const SHUTDOWN_SEND: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Replies are written out once this many bytes are pending, even mid-pipeline.
 const FLUSH_AT: usize = 64 * 1024;
 
@@ -645,7 +649,9 @@ async fn send<S: Socket>(
             // came meanwhile would otherwise always win).
             () = kill => {
                 client.ended.load(Ordering::Acquire) == Ended::Shutdown as u8
-                    && write.await.is_ok()
+                    && tokio::time::timeout(SHUTDOWN_SEND, write)
+                        .await
+                        .is_ok_and(|sent| sent.is_ok())
             }
         }
     };

@@ -213,8 +213,10 @@ fn fan_out(
                 flow.active.store(true, Ordering::SeqCst);
                 let mut start = Vec::with_capacity(next.len() * fc_wal::SEGMENT_HEADER_LEN);
                 let mut from = Vec::with_capacity(next.len());
+                // The tap stores a log's next sequence before it sends the run that ends
+                // there, so this is never behind a run received here.
                 for (header, at) in next.iter_mut().zip(&flow.next) {
-                    header.first_seq = header.first_seq.max(at.load(Ordering::SeqCst));
+                    header.first_seq = at.load(Ordering::SeqCst);
                     from.push(header.first_seq);
                     start.extend_from_slice(&header.encode());
                 }
@@ -227,9 +229,6 @@ fn fan_out(
             }
             recv(rx) -> chunk => {
                 let Ok(chunk) = chunk else { return };
-                if let Some(header) = next.get_mut(chunk.log) {
-                    header.first_seq = header.first_seq.max(chunk.next_seq);
-                }
                 subscribers.retain(|(sub, from)| {
                     // A run from before this subscriber's start (its frames all precede
                     // `next_seq`, and runs end where the tap's `next` stopped).

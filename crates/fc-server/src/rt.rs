@@ -2,13 +2,17 @@
 //! portable default. With the `monoio` feature and `FAST_CACHE_USE_MONOIO=1`
 //! (`[server] runtime = "monoio"`), a worker runs on monoio's runtime instead: io_uring, or
 //! its epoll driver where the kernel refuses io_uring. Its RESP and FCNP connections then read
-//! and write through io_uring ([`crate::uring`]).
+//! and write through io_uring ([`crate::uring`]), and so do its memcached connections.
 //!
 //! Everything else on a worker keeps its tokio types. tokio's channels and `Notify` need no
 //! runtime. Its timers, its blocking pool, and the sockets still served through tokio (TLS
-//! and memcached connections) belong to one shared runtime on thread `fc-tokio`: each monoio
-//! worker enters its handle, and monoio's `sync` feature lets that thread wake the worker's
-//! tasks.
+//! connections) belong to one shared runtime on thread `fc-tokio`: each monoio worker enters
+//! its handle, and monoio's `sync` feature lets that thread wake the worker's tasks.
+//!
+//! monoio keeps no set of the tasks it runs (dropping its runtime cancels nothing that is
+//! not queued), so every task a monoio worker spawns also watches the worker's stop
+//! ([`Stop`]): when the worker's body ends, they are all dropped, closing their sockets, as
+//! dropping tokio's `LocalSet` does.
 
 use std::future::Future;
 
@@ -52,6 +56,19 @@ pub(crate) fn name(runtime: Runtime) -> &'static str {
     }
 }
 
+/// A monoio worker's stop, which its tasks watch (see the module's documentation).
+#[cfg(feature = "monoio")]
+#[derive(Default)]
+struct Stop {
+    stopped: std::cell::Cell<bool>,
+    notify: tokio::sync::Notify,
+}
+
+#[cfg(feature = "monoio")]
+thread_local! {
+    static STOP: std::rc::Rc<Stop> = std::rc::Rc::default();
+}
+
 /// Runs `task` on this worker's thread, detached.
 ///
 /// # Panics
@@ -59,8 +76,23 @@ pub(crate) fn name(runtime: Runtime) -> &'static str {
 pub(crate) fn spawn_local(task: impl Future<Output = ()> + 'static) {
     #[cfg(feature = "monoio")]
     if MONOIO.get().is_some() {
-        // A monoio task whose handle is dropped runs on, detached (as tokio's).
-        drop(monoio::spawn(task));
+        let stop = STOP.with(std::rc::Rc::clone);
+        // A monoio task whose handle is dropped runs on, detached (as tokio's), until it
+        // ends or the worker stops.
+        drop(monoio::spawn(async move {
+            let stopped = async {
+                let notified = stop.notify.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if !stop.stopped.get() {
+                    notified.await;
+                }
+            };
+            tokio::select! {
+                () = task => {}
+                () = stopped => {}
+            }
+        }));
         return;
     }
     tokio::task::spawn_local(task);
@@ -119,6 +151,17 @@ pub(crate) fn block_on(runtime: Runtime, body: impl Future<Output = ()>) {
             );
             let mut runtime = runtime;
             runtime.block_on(body);
+            // Every task still running is dropped (see `Stop`): woken, each ends at its next
+            // poll; a few turns of the runtime poll them all.
+            runtime.block_on(async {
+                STOP.with(|stop| {
+                    stop.stopped.set(true);
+                    stop.notify.notify_waiters();
+                });
+                for _ in 0..8 {
+                    tokio::task::yield_now().await;
+                }
+            });
             MONOIO.set(None);
         }
         #[cfg(not(feature = "monoio"))]

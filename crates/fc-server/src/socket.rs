@@ -13,8 +13,10 @@ pub(crate) trait Socket {
     /// a read dropped before it completes loses no bytes (the next one returns them).
     async fn read_buf(&mut self, buf: &mut BytesMut) -> std::io::Result<usize>;
 
-    /// Writes all of `buf` (and flushes what TLS holds back). Not cancel-safe: a write
-    /// dropped before it completes leaves the stream unusable, and `buf` unspecified.
+    /// Writes all of `buf` (and flushes what TLS holds back); the io_uring socket's `split`
+    /// and `writev` writers return once `buf` is queued for their writer task (taking it,
+    /// and leaving an empty buffer). Not cancel-safe: a write dropped before it completes
+    /// leaves the stream unusable, and `buf` unspecified.
     async fn write_all(&mut self, buf: &mut BytesMut) -> std::io::Result<()>;
 
     /// Reads what has already arrived, without waiting for more (a client draining at

@@ -23,7 +23,9 @@ use std::time::Duration;
 use bytes::BytesMut;
 use fc_config::MonoioWriter;
 use monoio::buf::VecBuf;
-use monoio::io::{AsyncReadRent, AsyncWriteRentExt, OwnedReadHalf, OwnedWriteHalf, Splitable};
+use monoio::io::{
+    AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt, OwnedReadHalf, OwnedWriteHalf, Splitable,
+};
 use monoio::net::TcpStream;
 use tokio::sync::Notify;
 
@@ -234,6 +236,38 @@ impl Queue {
     }
 }
 
+/// Sends all of `vecs` with vectored sends, each owning its buffers while the kernel has it (a
+/// send dropped in flight, as a writer's after `CLOSE_GRACE`, leaves them to the driver until
+/// its cancellation completes: monoio's `write_vectored_all` lends the kernel pointers into
+/// buffers its own future owns, which a drop would free under it). Returns the buffers.
+async fn send_vectored(
+    half: &mut OwnedWriteHalf<TcpStream>,
+    mut vecs: Vec<Vec<u8>>,
+) -> std::io::Result<Vec<Vec<u8>>> {
+    let mut sent: Vec<Vec<u8>> = Vec::with_capacity(vecs.len());
+    while !vecs.is_empty() {
+        let (wrote, back) = half.writev(VecBuf::from(vecs)).await;
+        vecs = back.into();
+        let mut n = wrote?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        while n > 0 {
+            if n >= vecs[0].len() {
+                n -= vecs[0].len();
+                sent.push(vecs.remove(0));
+            } else {
+                vecs[0].drain(..n);
+                n = 0;
+            }
+        }
+        while vecs.first().is_some_and(Vec::is_empty) {
+            sent.push(vecs.remove(0));
+        }
+    }
+    Ok(sent)
+}
+
 /// A connection's writer task (`split`, or `writev` when `gather`).
 async fn write_loop(queue: Rc<Queue>, mut half: OwnedWriteHalf<TcpStream>, gather: bool) {
     let work = {
@@ -263,11 +297,10 @@ async fn write_loop(queue: Rc<Queue>, mut half: OwnedWriteHalf<TcpStream>, gathe
                     sent.map(|_| vec![back])
                 } else {
                     let vecs: Vec<Vec<u8>> = taken.into_iter().map(Vec::from).collect();
-                    let (sent, back) = half.write_vectored_all(VecBuf::from(vecs)).await;
-                    sent.map(|_| {
-                        let vecs = Vec::<Vec<u8>>::from(back).into_iter();
+                    send_vectored(&mut half, vecs).await.map(|vecs| {
                         // No copy: a `Vec` becomes `Bytes`, and unique `Bytes` a `BytesMut`.
-                        vecs.map(|v| BytesMut::from(bytes::Bytes::from(v)))
+                        vecs.into_iter()
+                            .map(|v| BytesMut::from(bytes::Bytes::from(v)))
                             .collect()
                     })
                 };

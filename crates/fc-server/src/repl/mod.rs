@@ -436,6 +436,15 @@ impl Repl {
         }
     }
 
+    /// On the worker owning `shard`, after a change of the primary's could not be applied to
+    /// it: the shard has no watermark until a snapshot of it is applied (its next image
+    /// carries none, and a restart syncs it again).
+    pub(crate) fn unmark(&self, shard: usize) {
+        if let Some(slot) = lock(&self.marks).seqs.get_mut(shard) {
+            *slot = None;
+        }
+    }
+
     /// On the worker owning `shard`, right after an image of it was cut: its watermark
     /// again, after the image's coverage, so that trimming the log up to the image keeps one.
     pub(crate) fn remark(&self, persist: &crate::persist::Persist, shard: usize) {

@@ -17,6 +17,9 @@ use tokio::sync::oneshot;
 use crate::repl::{Following, lock};
 use crate::shared::{Job, Shared};
 
+/// How a session's error begins when the primary refused the handshake.
+const REFUSED: &str = "refused";
+
 /// What survives a reconnect: the watermarks reached, under which primary.
 struct Progress {
     applier: Applier,
@@ -71,7 +74,7 @@ pub(crate) async fn follow(shared: Arc<Shared>, host: String, port: u16) {
             Err(err) => {
                 // Watermarks the primary refuses (say, ahead of it) are dropped: the next
                 // attempt syncs from nothing.
-                if err.starts_with("refused") && !first {
+                if err.starts_with(REFUSED) && !first {
                     shared.repl.forget_marks();
                     progress = fresh();
                     first = true;
@@ -135,24 +138,35 @@ async fn dispatch(
             continue;
         }
         let records = std::mem::take(records);
-        let mut changed: Vec<usize> = records.iter().map(|(shard, _)| *shard).collect();
-        changed.sort_unstable();
-        changed.dedup();
-        let changed: Vec<(usize, u64)> = changed.into_iter().map(|s| (s, marks[s])).collect();
+        // Watermarks are written only where they can be read back: with a data directory.
+        let mut changed: Vec<(usize, u64)> = Vec::new();
+        if shared.persist.is_some() {
+            let mut shards: Vec<usize> = records.iter().map(|(shard, _)| *shard).collect();
+            shards.sort_unstable();
+            shards.dedup();
+            changed = shards.into_iter().map(|s| (s, marks[s])).collect();
+        }
         let primary =
             Arc::clone(primary_bytes.get_or_insert_with(|| Arc::from(primary.as_bytes())));
         let (owner, (done, applied)) = (Arc::clone(shared), oneshot::channel());
         let job = Job::Local(Box::new(move |store| {
+            // A shard a change could not be applied to gets no watermark: a restart syncs it
+            // again rather than resume past what it lacks.
+            let mut failed: Vec<usize> = Vec::new();
             for (shard, record) in records {
                 if let Err(err) = record.apply_local(store, shard) {
                     tracing::error!("replica: shard {shard}: cannot apply a change: {err}");
+                    owner.repl.unmark(shard);
+                    failed.push(shard);
                 }
             }
             for (shard, seq) in changed {
-                let persist = owner.persist.as_deref();
-                owner
-                    .repl
-                    .mark_applied(persist, generation, shard, &primary, seq);
+                if !failed.contains(&shard) {
+                    let persist = owner.persist.as_deref();
+                    owner
+                        .repl
+                        .mark_applied(persist, generation, shard, &primary, seq);
+                }
             }
             let _ = done.send(());
         }));
@@ -212,7 +226,7 @@ async fn session(
     };
     if answer.kind == Kind::Refused {
         return Err(format!(
-            "refused: {}",
+            "{REFUSED}: {}",
             String::from_utf8_lossy(&answer.payload)
         ));
     }
@@ -332,6 +346,8 @@ async fn session(
                             store.clear_shard(shard);
                             if let Err(err) = image.apply_local(store) {
                                 tracing::error!("replica: {err}");
+                                owner.repl.unmark(shard);
+                                return;
                             }
                             let persist = owner.persist.as_deref();
                             owner.repl.mark_applied(
