@@ -121,6 +121,9 @@
 //!   every change (FCW2 write-ahead log, fsync `always` / `everysec` / `no`), writes snapshot
 //!   images, and recovers on open — in-process, with no async runtime.
 //! - `server`: the Redis-compatible server ([`server`], the `fast-cache-server` binary).
+//! - `monoio` (Linux): the server's workers on monoio's io_uring runtime, chosen at start
+//!   with `FAST_CACHE_USE_MONOIO=1` (`[server] runtime = "monoio"`); tokio stays the default.
+//!   Implies `server`.
 //! - `client`: FCNP's Rust client (`protocol::client`).
 //! - `cuda`: KV-cache chunks between the cache and GPU memory (`cuda`: transfer plans, the
 //!   staging pool, CUDA copies; `docs/GPU.md`).
