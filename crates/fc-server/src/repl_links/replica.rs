@@ -122,15 +122,15 @@ const MAX_IN_FLIGHT: usize = 64;
 /// Hands each worker the records of its shards, in order (a worker's inbox keeps them in
 /// order with what follows), waiting while a worker has [`MAX_IN_FLIGHT`] batches queued.
 ///
-/// After its records, each worker marks its shards that changed at `marks` (the applier's
-/// watermarks once `pending` is applied: see `Repl::mark_applied`).
+/// After its records, each worker marks its shards that changed with `progress`'s
+/// watermarks, which are those of everything in `pending` (see `Repl::mark_applied`).
 async fn dispatch(
     shared: &Arc<Shared>,
     pending: &mut [Vec<(usize, Record)>],
     in_flight: &mut [VecDeque<oneshot::Receiver<()>>],
-    primary: &str,
-    marks: &[u64],
+    progress: &Progress,
 ) {
+    let (primary, marks) = (&progress.primary_id, progress.applier.watermarks());
     let generation = shared.repl.marks_generation();
     let mut primary_bytes: Option<Arc<[u8]>> = None;
     for (worker, records) in pending.iter_mut().enumerate() {
@@ -328,15 +328,7 @@ async fn session(
                         }
                     };
                     // What came before it for this worker goes first.
-                    let marks = progress.applier.watermarks().to_vec();
-                    dispatch(
-                        shared,
-                        &mut pending,
-                        &mut in_flight,
-                        &progress.primary_id,
-                        &marks,
-                    )
-                    .await;
+                    dispatch(shared, &mut pending, &mut in_flight, progress).await;
                     progress.applier.reset_shard(shard, frame.first_seq);
                     let seq = progress.applier.watermarks()[shard];
                     let (owner, generation) = (Arc::clone(shared), repl.marks_generation());
@@ -385,15 +377,7 @@ async fn session(
                 }
             }
         }
-        let marks = progress.applier.watermarks().to_vec();
-        dispatch(
-            shared,
-            &mut pending,
-            &mut in_flight,
-            &progress.primary_id,
-            &marks,
-        )
-        .await;
+        dispatch(shared, &mut pending, &mut in_flight, progress).await;
         let marks = progress.applier.watermarks();
         update(shared, |f| {
             f.watermarks.clone_from(&marks.to_vec());
