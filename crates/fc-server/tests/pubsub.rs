@@ -162,6 +162,8 @@ fn a_slow_subscriber_is_cut_off_at_its_limit() {
     // A subscriber that never reads, and one that does.
     let mut slow = Raw::open(server.addr());
     slow.send(&["SUBSCRIBE", "firehose"]);
+    // Its confirmation first: the subscription is in place before anything is published.
+    slow.expect(b"*3\r\n$9\r\nsubscribe\r\n$8\r\nfirehose\r\n:1\r\n");
     let mut fast = redis::Client::open(format!("redis://{}/", server.addr()))
         .unwrap()
         .get_connection()
