@@ -14,8 +14,8 @@
 //!
 //! Once the script ends, the connection goes to the worker with what it had not yet run. An
 //! FCNP client is answered nothing here: its requests wait for the worker.
-//! Clients that were already connected to the busy worker wait for the script. They cannot
-//! be answered while their thread runs Lua.
+//! Clients already connected to the busy worker are answered from the script's hook
+//! (`parked`), with the same rules ([`busy_step`]).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -25,22 +25,12 @@ use bytes::{Bytes, BytesMut};
 use fc_resp::{Limits, RequestParser};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::command::{self, F, Selected};
+use crate::parked::{Step, busy_step};
 use crate::reply::{Reply, Resp};
 use crate::shared::{Handover, Job, Shared};
 
 /// How often a connection answered here looks whether the script ended.
 const POLL: Duration = Duration::from_millis(10);
-
-/// What a command of a connection answered here does.
-enum Step {
-    /// Answered (its reply is in the output).
-    Answered,
-    /// Waits for the worker, with every command after it.
-    Wait,
-    /// Ends the connection once the output is written.
-    Close,
-}
 
 /// Uncounts the client from `clients` unless the connection was handed to a worker (whose
 /// connection state uncounts it).
@@ -193,43 +183,5 @@ fn answer(
         b"hello" => return Step::Wait,
         _ => {}
     }
-    if authed.is_none() {
-        out.error(b"NOAUTH Authentication required.");
-        return Step::Answered;
-    }
-    let sub = args.get(1).map(|a| a.to_ascii_lowercase());
-    match (name.as_slice(), sub.as_deref(), args.len()) {
-        (b"script", Some(b"kill"), 2) => {
-            shared.scripts.kill(false, out);
-            return Step::Answered;
-        }
-        (b"function", Some(b"kill"), 2) => {
-            shared.scripts.kill(true, out);
-            return Step::Answered;
-        }
-        (b"shutdown", _, _) => {
-            if args[1..].iter().any(|a| a.eq_ignore_ascii_case(b"nosave")) {
-                // As `SHUTDOWN NOSAVE` from a worker's client: the script stops whatever
-                // it wrote, and the server's owner is asked to stop (no reply).
-                shared.scripts.abort_busy();
-                tracing::warn!("SHUTDOWN NOSAVE requested during a busy script");
-                shared.shutdown_request.send_replace(true);
-                return Step::Close;
-            }
-            out.error(shared.scripts.busy_text());
-            return Step::Answered;
-        }
-        _ => {}
-    }
-    // Commands Redis runs during a busy script wait for the worker here.
-    let allowed = command::lookup(&args[0]).is_some_and(|spec| {
-        spec.has(F::ALLOW_BUSY)
-            || matches!(command::select(spec, args), Selected::Slot(slot)
-                if command::slot_flags(slot) & F::ALLOW_BUSY != 0)
-    });
-    if allowed {
-        return Step::Wait;
-    }
-    out.error(shared.scripts.busy_text());
-    Step::Answered
+    busy_step(shared, authed.is_some(), args, out)
 }

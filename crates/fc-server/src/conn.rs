@@ -92,6 +92,13 @@ pub(crate) async fn serve(
     if handover.tls {
         return;
     }
+    // Plaintext on a tokio worker: the busy-script hook can answer it (see `parked`).
+    let stream = crate::parked::ParkedTcp::new(
+        stream,
+        &worker.shared,
+        Arc::clone(&client),
+        Rc::clone(&worker.stats),
+    );
     start(stream, &worker, &mut state, handover).await;
 }
 
@@ -107,11 +114,24 @@ async fn start<S: Socket>(
         return run(stream, worker, state, handover, FcnpEdge::default()).await;
     }
     if handover.pending.is_empty() {
+        // A busy script's hook may answer its first requests (RESP arrays only: the protocol
+        // is not decided yet).
+        if state.parkable() {
+            stream.park(true, state.authed);
+        }
         let kill = state.client.kill.notified();
         let read = tokio::select! {
             read = stream.read_buf(&mut handover.pending) => read,
             () = kill => return,
         };
+        stream.park(false, state.authed);
+        if stream.owes() {
+            // Sent before anything else: the protocol is RESP (the hook answered RESP).
+            let mut owed = stream.take_owed();
+            if stream.write_all(&mut owed).await.is_err() {
+                return;
+            }
+        }
         match read {
             Ok(0) | Err(_) => return,
             Ok(n) => {
@@ -195,13 +215,28 @@ async fn run<S: Socket, E: Edge>(
         } else if std::mem::take(&mut pending) {
             Ok(rbuf.len())
         } else {
-            tokio::select! {
+            // Waiting with nothing buffered: a busy script's hook may answer it meanwhile.
+            if E::SPEAKS_RESP && rbuf.is_empty() && out.buf.is_empty() && state.parkable() {
+                stream.park(true, state.authed);
+            }
+            let read = tokio::select! {
             biased;
             // A kill wins over input that arrived with it: CLIENT KILL's caller may rely on
             // the client running nothing after it (its reply came first). A shutdown lets the
             // requests already sent run.
             () = &mut kill => {
-                if state.client.ended.load(Ordering::Acquire) == Ended::Shutdown as u8 {
+                stream.park(false, state.authed);
+                let ended = state.client.ended.load(Ordering::Acquire);
+                if ended == Ended::Open as u8 && stream.owes() {
+                    // Not a kill: the busy-script hook's replies the socket did not take.
+                    kill.set(client.kill.notified());
+                    out.buf = stream.take_owed();
+                    if !send(worker, state, &mut stream, kill.as_mut(), &mut out.buf).await {
+                        return;
+                    }
+                    continue;
+                }
+                if ended == Ended::Shutdown as u8 {
                     draining = true;
                     continue;
                 }
@@ -222,7 +257,13 @@ async fn run<S: Socket, E: Edge>(
                 }
                 continue;
             }
+            };
+            stream.park(false, state.authed);
+            // Replies the busy-script hook left go before this read's.
+            if stream.owes() {
+                out.buf = stream.take_owed();
             }
+            read
         };
         let figures = &shared.expiry[worker.index];
         match read {

@@ -21,6 +21,9 @@ pub(crate) trait Edge {
     /// typed values).
     const RESP3: bool;
 
+    /// Whether the busy-script hook may answer the connection (`parked`): it speaks RESP.
+    const SPEAKS_RESP: bool;
+
     /// Takes the next complete request off `rbuf` into `args` (name first): `Ok(None)` while
     /// incomplete. `authed` says which limits apply; `parser` is the RESP parser (the session
     /// keeps its authentication state). A request the edge refuses itself comes back with
@@ -58,6 +61,7 @@ pub(crate) struct RespEdge;
 impl Edge for RespEdge {
     type Fatal = fc_resp::ProtocolError;
     const RESP3: bool = false;
+    const SPEAKS_RESP: bool = true;
 
     #[inline]
     fn parse(

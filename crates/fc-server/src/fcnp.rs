@@ -71,6 +71,7 @@ fn pushes(args: &[Bytes]) -> bool {
 impl Edge for FcnpEdge {
     type Fatal = FrameError;
     const RESP3: bool = true;
+    const SPEAKS_RESP: bool = false;
 
     fn parse(
         &mut self,

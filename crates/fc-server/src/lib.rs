@@ -74,6 +74,7 @@ mod memcache;
 mod multi;
 mod notify;
 mod observe;
+mod parked;
 mod pause;
 mod persist;
 mod process;

@@ -149,6 +149,17 @@ impl ClientState {
     }
 
     /// Whether a `MULTI` is open.
+    /// Whether a busy script's hook may answer this client's commands for it (see `parked`):
+    /// outside `MULTI`, not subscribed, blocked or in a client mode, and authenticated as a
+    /// user allowed everything, or not authenticated yet (it is answered `NOAUTH`).
+    pub(crate) fn parkable(&mut self) -> bool {
+        self.multi.is_none()
+            && !self.restricted
+            && self.subs.is_none()
+            && self.blocked.is_none()
+            && (!self.authed || self.acl_open())
+    }
+
     pub(crate) fn in_multi(&self) -> bool {
         self.multi.is_some()
     }

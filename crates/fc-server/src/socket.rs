@@ -31,6 +31,21 @@ pub(crate) trait Socket {
 
     /// The connection's protocol is decided: it stays on this thread.
     fn settled(&mut self) {}
+
+    /// Whether the busy-script hook may answer the connection now (`idle`: its task waits
+    /// on the socket with nothing buffered), and whether it authenticated (`parked`); a
+    /// no-op for sockets the hook cannot answer.
+    fn park(&self, _idle: bool, _authed: bool) {}
+
+    /// Whether the busy-script hook left replies for the task to send first.
+    fn owes(&self) -> bool {
+        false
+    }
+
+    /// The replies the busy-script hook left (see [`Socket::owes`]).
+    fn take_owed(&self) -> BytesMut {
+        BytesMut::new()
+    }
 }
 
 impl Socket for TcpStream {

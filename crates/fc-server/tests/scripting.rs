@@ -438,6 +438,169 @@ fn with_one_worker_new_clients_are_answered_during_a_busy_script_and_can_kill_it
     server.shutdown();
 }
 
+/// Asserts that nothing arrives on `r` for a while.
+fn silent(r: &mut BufReader<TcpStream>, what: &str) {
+    r.get_ref()
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut early = [0u8; 1];
+    assert!(std::io::Read::read(r, &mut early).is_err(), "{what}");
+    r.get_ref()
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+}
+
+#[test]
+fn the_busy_workers_own_clients_are_answered_and_can_kill_the_script() {
+    const BUSY: &str = "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
+    let server = start(ServerConfig {
+        shards: 8,
+        threads: 1,
+        requirepass: Some("sesame".into()),
+        busy_reply_threshold_ms: 100,
+        ..ServerConfig::default()
+    });
+    // Every client connects before the script starts: all are the busy worker's.
+    let (mut ra, mut wa) = connect_as(server.addr(), "sesame");
+    let (mut rb, mut wb) = connect_as(server.addr(), "sesame");
+    let (mut rc, mut wc) = connect(server.addr());
+    let (mut rd, mut wd) = connect_as(server.addr(), "sesame");
+    assert_eq!(reply_within(&mut rd, &mut wd, &["MULTI"]), "+OK\r\n");
+    let (mut re, mut we) = connect_as(server.addr(), "sesame");
+    let (mut rg, mut wg) = connect_as(server.addr(), "sesame");
+    let (mut rf, wf) = connect_as(server.addr(), "sesame");
+    send(
+        &mut wa,
+        &["EVAL", "local i = 0 while true do i = i + 1 end", "0"],
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    if matches!(
+        common::runtime_from_env(),
+        fc_server::config::Runtime::Monoio(_)
+    ) {
+        // On io_uring a read is in flight in the kernel for each waiting client: the hook
+        // cannot take their sockets, so they wait for the script (docs/SCRIPTING.md).
+        send(&mut wb, &["PING"]);
+        silent(&mut rb, "on monoio the busy worker's clients wait");
+        let (mut rk, mut wk) = connect_as(server.addr(), "sesame");
+        assert_eq!(
+            reply_within(&mut rk, &mut wk, &["SCRIPT", "KILL"]),
+            "+OK\r\n"
+        );
+        let mut pong = Vec::new();
+        read_reply(&mut rb, &mut pong);
+        assert_eq!(pong, b"+PONG\r\n");
+        drop((rc, wc, rd, wd, re, we, rg, wg, rf, wf, ra, wa));
+        server.shutdown();
+        return;
+    }
+    assert_eq!(reply_within(&mut rb, &mut wb, &["PING"]), BUSY);
+    // Pipelined requests are answered in order, each as Redis would during a busy script.
+    send(&mut wb, &["SET", "k", "v"]);
+    send(&mut wb, &["NOSUCH", "x"]);
+    send(&mut wb, &["GET"]);
+    send(&mut wb, &["CLIENT", "NOSUCH"]);
+    let mut got = Vec::new();
+    for _ in 0..4 {
+        read_reply(&mut rb, &mut got);
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        format!(
+            "{BUSY}-ERR unknown command 'NOSUCH', with args beginning with: 'x' \r\n-ERR wrong number of arguments for 'get' command\r\n-ERR unknown subcommand 'NOSUCH'. Try CLIENT HELP.\r\n"
+        )
+    );
+    // Before authentication: NOAUTH.
+    assert_eq!(
+        reply_within(&mut rc, &mut wc, &["PING"]),
+        "-NOAUTH Authentication required.\r\n"
+    );
+    // Inside MULTI the client waits for the worker (EXEC would have to abort otherwise).
+    send(&mut wd, &["INCR", "n"]);
+    silent(&mut rd, "a client in MULTI waits");
+    // A command Redis allows during a busy script waits, with everything after it.
+    send(&mut we, &["MULTI"]);
+    send(&mut we, &["PING"]);
+    silent(&mut re, "MULTI waits for the worker");
+    // A partial request stays in the socket for the worker.
+    wg.write_all(b"*1\r\n$4\r\nPI").unwrap();
+    // A client that sends far more than it reads: the replies the socket cannot take wait
+    // for the worker and keep their order.
+    const FLOOD: usize = 100_000;
+    let flood = std::thread::spawn(move || {
+        let mut wf = wf;
+        let ping = b"*1\r\n$4\r\nPING\r\n".repeat(FLOOD);
+        wf.write_all(&ping).unwrap();
+        wf
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    // The busy worker's own client kills the script.
+    assert_eq!(
+        reply_within(&mut rb, &mut wb, &["SCRIPT", "KILL"]),
+        "+OK\r\n"
+    );
+    let killed = reply_within(&mut ra, &mut wa, &["PING"]);
+    assert!(
+        killed.starts_with("-ERR Script killed by user with SCRIPT KILL... script: "),
+        "{killed}"
+    );
+    let mut pong = Vec::new();
+    read_reply(&mut ra, &mut pong);
+    assert_eq!(pong, b"+PONG\r\n");
+    // The waiting clients run once the worker is back, their connections intact.
+    let mut queued = Vec::new();
+    read_reply(&mut rd, &mut queued);
+    assert_eq!(queued, b"+QUEUED\r\n");
+    assert_eq!(reply_within(&mut rd, &mut wd, &["EXEC"]), "*1\r\n:1\r\n");
+    let mut multi = Vec::new();
+    read_reply(&mut re, &mut multi);
+    read_reply(&mut re, &mut multi);
+    assert_eq!(multi, b"+OK\r\n+QUEUED\r\n");
+    wg.write_all(b"NG\r\n").unwrap();
+    let mut pong = Vec::new();
+    read_reply(&mut rg, &mut pong);
+    assert_eq!(pong, b"+PONG\r\n");
+    assert_eq!(
+        reply_within(&mut rb, &mut wb, &["SET", "k", "v"]),
+        "+OK\r\n"
+    );
+    assert_eq!(
+        reply_within(&mut rc, &mut wc, &["AUTH", "sesame"]),
+        "+OK\r\n"
+    );
+    let mut wf = flood.join().unwrap();
+    let (mut busy, mut pongs) = (0, 0);
+    for i in 0..FLOOD {
+        let mut one = Vec::new();
+        read_reply(&mut rf, &mut one);
+        if one == BUSY.as_bytes() {
+            assert_eq!(pongs, 0, "a BUSY after a PONG (reply {i})");
+            busy += 1;
+        } else {
+            assert_eq!(one, b"+PONG\r\n", "reply {i}");
+            pongs += 1;
+        }
+    }
+    assert!(
+        busy > 0 && busy + pongs == FLOOD,
+        "{busy} BUSY, {pongs} PONG"
+    );
+    assert_eq!(reply_within(&mut rf, &mut wf, &["PING"]), "+PONG\r\n");
+    // A script that wrote cannot be killed; SHUTDOWN NOSAVE from the worker's own client
+    // stops it and the server.
+    send(
+        &mut wa,
+        &["EVAL", "redis.call('set', 'w', 'y') while true do end", "0"],
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    assert!(
+        reply_within(&mut rb, &mut wb, &["SCRIPT", "KILL"])
+            .starts_with("-UNKILLABLE Sorry the script already executed write commands"),
+    );
+    shutdown_nosave_stops(&mut wb, &mut ra);
+    server.shutdown();
+}
+
 #[test]
 fn with_two_workers_new_clients_go_to_the_worker_not_running_the_busy_script() {
     let server = start(ServerConfig {

@@ -141,18 +141,25 @@ impl Engine {
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
             move |_, _| match call::running() {
                 None => Ok(mlua::VmState::Continue),
-                Some((elapsed, wrote, first)) => limits.check(
-                    elapsed,
-                    wrote,
-                    first.map(|(run, worker)| Busy {
-                        name: run.name(),
-                        command: run.args.clone(),
-                        started: std::time::Instant::now()
-                            - std::time::Duration::from_millis(elapsed as u64),
-                        function: matches!(run.target, super::Target::Function(_)),
-                        worker,
-                    }),
-                ),
+                Some((elapsed, wrote, first)) => {
+                    let state = limits.check(
+                        elapsed,
+                        wrote,
+                        first.map(|(run, worker)| Busy {
+                            name: run.name(),
+                            command: run.args.clone(),
+                            started: std::time::Instant::now()
+                                - std::time::Duration::from_millis(elapsed as u64),
+                            function: matches!(run.target, super::Target::Function(_)),
+                            worker,
+                        }),
+                    )?;
+                    // This worker's own clients cannot run while it runs Lua: answered here.
+                    if limits.is_busy() {
+                        crate::parked::answer_busy();
+                    }
+                    Ok(state)
+                }
             },
         )?;
         Ok(Self {
