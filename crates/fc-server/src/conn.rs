@@ -116,22 +116,43 @@ async fn start<S: Socket>(
     if handover.pending.is_empty() {
         // A busy script's hook may answer its first requests (RESP arrays only: the protocol
         // is not decided yet).
-        if state.parkable() {
-            stream.park(true, state.authed);
-        }
-        let kill = state.client.kill.notified();
-        let read = tokio::select! {
-            read = stream.read_buf(&mut handover.pending) => read,
-            () = kill => return,
-        };
-        stream.park(false, state.authed);
-        if stream.owes() {
-            // Sent before anything else: the protocol is RESP (the hook answered RESP).
-            let mut owed = stream.take_owed();
-            if stream.write_all(&mut owed).await.is_err() {
-                return;
+        let parkable = state.parkable();
+        let read = loop {
+            if parkable {
+                stream.park(true, state.authed);
             }
-        }
+            let kill = state.client.kill.notified();
+            // The kill switch first: after the busy-script hook woke it, it wins (see below).
+            let read = tokio::select! {
+                biased;
+                () = kill => None,
+                read = stream.read_buf(&mut handover.pending) => Some(read),
+            };
+            stream.park(false, state.authed);
+            if stream.left() {
+                // What the hook left (it answered RESP): its replies go first, and the
+                // requests it read come before what was read now.
+                let (mut owed, held) = stream.take_left();
+                if !owed.is_empty() && stream.write_all(&mut owed).await.is_err() {
+                    return;
+                }
+                if !held.is_empty() {
+                    let read_now = handover.pending.split();
+                    handover.pending.extend_from_slice(&held);
+                    handover.pending.extend_from_slice(&read_now);
+                    match read {
+                        Some(Ok(0) | Err(_)) => return,
+                        _ => break Ok(handover.pending.len()),
+                    }
+                }
+            }
+            match read {
+                Some(read) => break read,
+                // Woken by the hook, not a kill (the client is open): wait for input again.
+                None if state.client.ended.load(Ordering::Acquire) == Ended::Open as u8 => {}
+                None => return,
+            }
+        };
         match read {
             Ok(0) | Err(_) => return,
             Ok(n) => {
@@ -227,11 +248,18 @@ async fn run<S: Socket, E: Edge>(
             () = &mut kill => {
                 stream.park(false, state.authed);
                 let ended = state.client.ended.load(Ordering::Acquire);
-                if ended == Ended::Open as u8 && stream.owes() {
-                    // Not a kill: the busy-script hook's replies the socket did not take.
+                if ended == Ended::Open as u8 {
+                    // Not a kill: the busy-script hook woke it to take what it left.
                     kill.set(client.kill.notified());
-                    out.buf = stream.take_owed();
-                    if !send(worker, state, &mut stream, kill.as_mut(), &mut out.buf).await {
+                    let (owed, held) = stream.take_left();
+                    out.buf.extend_from_slice(&owed);
+                    if !held.is_empty() {
+                        // Its requests run now (rbuf was empty), after its replies.
+                        rbuf.extend_from_slice(&held);
+                        pending = true;
+                    } else if !out.buf.is_empty()
+                        && !send(worker, state, &mut stream, kill.as_mut(), &mut out.buf).await
+                    {
                         return;
                     }
                     continue;
@@ -259,9 +287,16 @@ async fn run<S: Socket, E: Edge>(
             }
             };
             stream.park(false, state.authed);
-            // Replies the busy-script hook left go before this read's.
-            if stream.owes() {
-                out.buf = stream.take_owed();
+            // What the busy-script hook left comes first: its replies, and the requests it
+            // read before this read's (rbuf was empty).
+            if stream.left() {
+                let (owed, held) = stream.take_left();
+                out.buf.extend_from_slice(&owed);
+                if !held.is_empty() {
+                    let read_now = rbuf.split();
+                    rbuf.extend_from_slice(&held);
+                    rbuf.extend_from_slice(&read_now);
+                }
             }
             read
         };

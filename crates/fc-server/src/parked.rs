@@ -15,15 +15,18 @@
 //! cannot. Other connections (TLS, io_uring, FCNP, memcached, in a transaction) wait for the
 //! script, as before.
 //!
-//! How: the hook peeks at the socket's bytes (`MSG_PEEK`, so a partial request stays in the
-//! kernel for the task), parses the complete requests, and answers them in order:
-//! `SCRIPT KILL` and `FUNCTION KILL` run, `BUSY` for the rest. It stops at the first request
-//! that must wait for the worker (one Redis allows during a busy script, such as `MULTI` or
-//! `HELLO`, and `AUTH`, `QUIT`, `SHUTDOWN`, which change the connection): that one and all
-//! after it stay in the socket. Only then are the answered requests' bytes taken from the
-//! socket, and their replies sent without waiting. A reply the socket does not take whole
-//! is kept for the task ([`Socket::take_owed`]), which sends it before anything else, and
-//! the connection is not answered again until it did.
+//! How: the hook reads what the client sent (non-blocking) into the connection's held input,
+//! parses the complete requests, and answers them in order: `SCRIPT KILL` and `FUNCTION KILL`
+//! run, `BUSY` for the rest. It stops at the first request that must wait for the worker (one
+//! Redis allows during a busy script, such as `MULTI` or `HELLO`, and `AUTH`, `QUIT`,
+//! `SHUTDOWN`, which change the connection); from then on it reads nothing more from that
+//! client. Replies go out without blocking; what the socket does not take is sent first on
+//! the next pass. Whatever the hook leaves, held input or unsent replies, the task takes
+//! first when the worker is back ([`Socket::take_left`]): the hook wakes it through the
+//! client's kill switch with the client still open, which the task tells from a kill.
+//! (Peeking instead of reading would leave the bytes in the kernel, but Linux then stops
+//! reopening the receive window: a flood stalled after 194 kB.) Before a connection's
+//! protocol is decided, only a RESP array is read (its first byte is peeked).
 
 use std::cell::{Cell, RefCell};
 use std::rc::{Rc, Weak};
@@ -45,8 +48,12 @@ use crate::stats::WorkerStats;
 /// The hook answers this worker's clients at most this often.
 const PASS_EVERY: Duration = Duration::from_millis(2);
 
-/// The most of one client's input looked at per pass.
-const PEEK: usize = 64 * 1024;
+/// The most of one client's input read per pass.
+const CHUNK: usize = 64 * 1024;
+
+/// The most input the hook holds for one client (a request larger than this waits for the
+/// worker whole).
+const HELD_MAX: usize = 1 << 20;
 
 /// A connection the busy-script hook may answer (shared by its task and the registry).
 pub(crate) struct Parked {
@@ -58,9 +65,18 @@ pub(crate) struct Parked {
     /// The connection's protocol is decided (before, only RESP arrays are answered: an FCNP
     /// or replication handshake must reach the task untouched).
     settled: Cell<bool>,
-    /// Replies the hook could not send, for the task to send first.
+    /// Requests the hook read and did not answer, for the task to run first.
+    held: RefCell<BytesMut>,
+    /// Replies the hook could not send yet.
     owed: RefCell<BytesMut>,
-    owes: Cell<bool>,
+    /// Whether `held` or `owed` holds something (the task's one check).
+    left: Cell<bool>,
+    /// A request at the head of `held` waits for the worker (or `held` is full): nothing
+    /// more is read.
+    stalled: Cell<bool>,
+    /// The task was woken to take what is left (once: a second wake would leave a permit
+    /// that a later wait on the kill switch, such as a `CLIENT PAUSE`, took for a kill).
+    woken: Cell<bool>,
     client: Arc<Client>,
     stats: Rc<WorkerStats>,
 }
@@ -73,7 +89,7 @@ struct Registry {
     prune_at: usize,
     shared: Option<Arc<Shared>>,
     last_pass: Option<Instant>,
-    peek: Vec<u8>,
+    chunk: Vec<u8>,
 }
 
 thread_local! {
@@ -97,8 +113,11 @@ impl ParkedTcp {
             idle: Cell::new(false),
             authed: Cell::new(false),
             settled: Cell::new(false),
+            held: RefCell::new(BytesMut::new()),
             owed: RefCell::new(BytesMut::new()),
-            owes: Cell::new(false),
+            left: Cell::new(false),
+            stalled: Cell::new(false),
+            woken: Cell::new(false),
             client,
             stats,
         });
@@ -177,13 +196,18 @@ impl Socket for ParkedTcp {
     }
 
     #[inline]
-    fn owes(&self) -> bool {
-        self.0.owes.get()
+    fn left(&self) -> bool {
+        self.0.left.get()
     }
 
-    fn take_owed(&self) -> BytesMut {
-        self.0.owes.set(false);
-        std::mem::take(&mut *self.0.owed.borrow_mut())
+    fn take_left(&self) -> (BytesMut, BytesMut) {
+        self.0.left.set(false);
+        self.0.stalled.set(false);
+        self.0.woken.set(false);
+        (
+            std::mem::take(&mut *self.0.owed.borrow_mut()),
+            std::mem::take(&mut *self.0.held.borrow_mut()),
+        )
     }
 }
 
@@ -207,75 +231,101 @@ pub(crate) fn answer_busy() {
             return;
         };
         let limits = shared.live.request_limits();
-        let Registry { conns, peek, .. } = &mut *reg;
-        peek.resize(PEEK, 0);
+        let Registry { conns, chunk, .. } = &mut *reg;
+        chunk.resize(CHUNK, 0);
         for conn in conns.iter().filter_map(Weak::upgrade) {
-            if conn.idle.get() && !conn.owes.get() {
-                conn.answer(&shared, limits, peek);
+            if conn.idle.get() {
+                conn.answer(&shared, limits, chunk);
             }
         }
     });
 }
 
 impl Parked {
-    /// Answers what this parked client sent, up to the first request that must wait.
-    fn answer(&self, shared: &Shared, limits: Limits, peek: &mut [u8]) {
-        let n = match rustix::net::recv(
-            &self.stream,
-            &mut *peek,
-            RecvFlags::PEEK | RecvFlags::DONTWAIT,
-        ) {
+    /// Sends what an earlier pass could not, then reads and answers what this parked client
+    /// sent, up to the first request that must wait.
+    fn answer(&self, shared: &Shared, limits: Limits, chunk: &mut [u8]) {
+        let mut owed = self.owed.borrow_mut();
+        if !owed.is_empty() {
+            let sent = send_now(&self.stream, &owed);
+            let _ = owed.split_to(sent);
+            if !owed.is_empty() {
+                return;
+            }
+        }
+        if self.stalled.get() {
+            return;
+        }
+        let mut held = self.held.borrow_mut();
+        if held.is_empty() && !self.settled.get() {
+            // Not yet known to speak RESP: only a RESP array is taken.
+            match rustix::net::recv(
+                &self.stream,
+                &mut chunk[..1],
+                RecvFlags::PEEK | RecvFlags::DONTWAIT,
+            ) {
+                Ok((1, _)) if chunk[0] == b'*' => {}
+                _ => return,
+            }
+        }
+        let room = HELD_MAX.saturating_sub(held.len()).min(chunk.len());
+        let n = match rustix::net::recv(&self.stream, &mut chunk[..room], RecvFlags::DONTWAIT) {
             // Nothing yet, or the peer closed (the task sees that itself).
             Ok((n, _)) if n > 0 => n,
             _ => return,
         };
-        if !self.settled.get() && peek[0] != b'*' {
-            return;
-        }
+        held.extend_from_slice(&chunk[..n]);
+        self.left.set(true);
         let authed = self.authed.get();
         let mut parser = if authed {
             RequestParser::new(limits)
         } else {
             RequestParser::with_auth_required(limits, Limits::unauthenticated())
         };
-        let mut rbuf = BytesMut::from(&peek[..n]);
+        // Parsed from a copy: what is not answered stays in `held` as it came (a malformed
+        // request included, which the task answers).
+        let mut work = BytesMut::from(&held[..]);
         let mut args: Vec<Bytes> = Vec::new();
         let mut out = Resp::new(256);
         out.count_errors(Rc::clone(&self.stats));
         let mut answered = 0;
-        // A malformed request is the task's to answer: it stays in the socket.
-        while let Ok(true) = parser.parse_into(&mut rbuf, &mut args) {
-            match parked_step(shared, authed, &args, &mut out) {
-                Step::Answered => answered = n - rbuf.len(),
-                Step::Wait | Step::Close => break,
+        let mut stalled = false;
+        loop {
+            match parser.parse_into(&mut work, &mut args) {
+                Ok(true) => match parked_step(shared, authed, &args, &mut out) {
+                    Step::Answered => answered = held.len() - work.len(),
+                    Step::Wait | Step::Close => {
+                        stalled = true;
+                        break;
+                    }
+                },
+                Ok(false) => break,
+                Err(_) => {
+                    stalled = true;
+                    break;
+                }
             }
         }
-        if answered == 0 {
-            return;
+        let _ = held.split_to(answered);
+        self.stalled.set(stalled || held.len() >= HELD_MAX);
+        if !out.buf.is_empty() {
+            let sent = send_now(&self.stream, &out.buf);
+            owed.extend_from_slice(&out.buf[sent..]);
         }
-        // Take the answered requests' bytes (they are there: just peeked).
-        let mut left = answered;
-        while left > 0 {
-            let take = left.min(peek.len());
-            match rustix::net::recv(&self.stream, &mut peek[..take], RecvFlags::DONTWAIT) {
-                Ok((got, _)) if got > 0 => left -= got,
-                _ => break,
-            }
-        }
-        let replies = out.buf;
-        let sent = rustix::net::send(
-            &self.stream,
-            &replies,
-            SendFlags::DONTWAIT | SendFlags::NOSIGNAL,
-        )
-        .unwrap_or(0);
-        if sent < replies.len() {
-            self.owed.borrow_mut().extend_from_slice(&replies[sent..]);
-            self.owes.set(true);
-            // Woken now, the task sends them when the worker is back (see `conn`).
+        let left = !held.is_empty() || !owed.is_empty();
+        self.left.set(left);
+        if left && !self.woken.replace(true) {
+            // The task takes what is left when the worker is back, even if nothing more
+            // arrives; woken with the client still open, it knows this is no kill. Its wait
+            // is registered (it waits on the switch now), so no permit is left behind.
             self.client.kill.notify_one();
         }
     }
+}
+
+/// Sends what the socket takes now; how much.
+fn send_now(stream: &TcpStream, bytes: &[u8]) -> usize {
+    rustix::net::send(stream, bytes, SendFlags::DONTWAIT | SendFlags::NOSIGNAL).unwrap_or(0)
 }
 
 /// What the hook does with one request of a parked client.

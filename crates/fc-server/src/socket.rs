@@ -37,14 +37,16 @@ pub(crate) trait Socket {
     /// no-op for sockets the hook cannot answer.
     fn park(&self, _idle: bool, _authed: bool) {}
 
-    /// Whether the busy-script hook left replies for the task to send first.
-    fn owes(&self) -> bool {
+    /// Whether the busy-script hook left replies to send or requests to run, for the task
+    /// to take first ([`Socket::take_left`]).
+    fn left(&self) -> bool {
         false
     }
 
-    /// The replies the busy-script hook left (see [`Socket::owes`]).
-    fn take_owed(&self) -> BytesMut {
-        BytesMut::new()
+    /// What the busy-script hook left: replies not yet sent, then requests read and not
+    /// answered (they come before anything read after them).
+    fn take_left(&self) -> (BytesMut, BytesMut) {
+        (BytesMut::new(), BytesMut::new())
     }
 }
 

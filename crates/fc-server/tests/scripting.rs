@@ -469,6 +469,18 @@ fn the_busy_workers_own_clients_are_answered_and_can_kill_the_script() {
     let (mut re, mut we) = connect_as(server.addr(), "sesame");
     let (mut rg, mut wg) = connect_as(server.addr(), "sesame");
     let (mut rf, wf) = connect_as(server.addr(), "sesame");
+    // One that has sent nothing yet (its protocol not decided).
+    let (mut rh, wh) = connect(server.addr());
+    // All eight are the worker's (its connection tasks started) before the script runs.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while reply_within(&mut rb, &mut wb, &["CLIENT", "LIST"])
+        .matches("id=")
+        .count()
+        < 8
+    {
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(5));
+    }
     send(
         &mut wa,
         &["EVAL", "local i = 0 while true do i = i + 1 end", "0"],
@@ -490,7 +502,7 @@ fn the_busy_workers_own_clients_are_answered_and_can_kill_the_script() {
         let mut pong = Vec::new();
         read_reply(&mut rb, &mut pong);
         assert_eq!(pong, b"+PONG\r\n");
-        drop((rc, wc, rd, wd, re, we, rg, wg, rf, wf, ra, wa));
+        drop((rc, wc, rd, wd, re, we, rg, wg, rf, wf, rh, wh, ra, wa));
         server.shutdown();
         return;
     }
@@ -532,6 +544,13 @@ fn the_busy_workers_own_clients_are_answered_and_can_kill_the_script() {
         let ping = b"*1\r\n$4\r\nPING\r\n".repeat(FLOOD);
         wf.write_all(&ping).unwrap();
         wf
+    });
+    const FLOOD_UNAUTHED: usize = 300_000;
+    let flood_unauthed = std::thread::spawn(move || {
+        let mut wh = wh;
+        let ping = b"*1\r\n$4\r\nPING\r\n".repeat(FLOOD_UNAUTHED);
+        wh.write_all(&ping).unwrap();
+        wh
     });
     std::thread::sleep(Duration::from_millis(500));
     // The busy worker's own client kills the script.
@@ -586,8 +605,18 @@ fn the_busy_workers_own_clients_are_answered_and_can_kill_the_script() {
         "{busy} BUSY, {pongs} PONG"
     );
     assert_eq!(reply_within(&mut rf, &mut wf, &["PING"]), "+PONG\r\n");
+    let mut wh = flood_unauthed.join().unwrap();
+    for i in 0..FLOOD_UNAUTHED {
+        let mut one = Vec::new();
+        read_reply(&mut rh, &mut one);
+        assert_eq!(one, b"-NOAUTH Authentication required.\r\n", "reply {i}");
+    }
+    assert_eq!(
+        reply_within(&mut rh, &mut wh, &["AUTH", "sesame"]),
+        "+OK\r\n"
+    );
     // A script that wrote cannot be killed; SHUTDOWN NOSAVE from the worker's own client
-    // stops it and the server.
+    // stops it.
     send(
         &mut wa,
         &["EVAL", "redis.call('set', 'w', 'y') while true do end", "0"],
@@ -597,7 +626,15 @@ fn the_busy_workers_own_clients_are_answered_and_can_kill_the_script() {
         reply_within(&mut rb, &mut wb, &["SCRIPT", "KILL"])
             .starts_with("-UNKILLABLE Sorry the script already executed write commands"),
     );
-    shutdown_nosave_stops(&mut wb, &mut ra);
+    // (An in-process server leaves stopping to its owner: only the script's end is seen.)
+    send(&mut wb, &["SHUTDOWN", "NOSAVE"]);
+    let mut killed = Vec::new();
+    read_reply(&mut ra, &mut killed);
+    assert!(
+        killed.starts_with(b"-ERR Script killed by SHUTDOWN NOSAVE"),
+        "{}",
+        String::from_utf8_lossy(&killed)
+    );
     server.shutdown();
 }
 
