@@ -129,12 +129,23 @@ async fn start<S: Socket>(
                 read = stream.read_buf(&mut handover.pending) => Some(read),
             };
             stream.park(false, state.authed);
+            // A kill or a shutdown before any request ends it (what the hook left included).
+            if read.is_none() && state.client.ended.load(Ordering::Acquire) != Ended::Open as u8 {
+                return;
+            }
             if stream.left() {
-                // What the hook left (it answered RESP): its replies go first, and the
-                // requests it read come before what was read now.
+                // What the hook left (it answered RESP): its replies go first (a kill cuts
+                // them short), and the requests it read come before what was read now.
                 let (mut owed, held) = stream.take_left();
-                if !owed.is_empty() && stream.write_all(&mut owed).await.is_err() {
-                    return;
+                if !owed.is_empty() {
+                    let kill = state.client.kill.notified();
+                    tokio::select! {
+                        biased;
+                        () = kill => return,
+                        sent = stream.write_all(&mut owed) => if sent.is_err() {
+                            return;
+                        },
+                    }
                 }
                 if !held.is_empty() {
                     let read_now = handover.pending.split();
@@ -146,11 +157,9 @@ async fn start<S: Socket>(
                     }
                 }
             }
-            match read {
-                Some(read) => break read,
-                // Woken by the hook, not a kill (the client is open): wait for input again.
-                None if state.client.ended.load(Ordering::Acquire) == Ended::Open as u8 => {}
-                None => return,
+            // `None`: woken by the hook, not a kill (the client is open): wait for input again.
+            if let Some(read) = read {
+                break read;
             }
         };
         match read {
@@ -225,16 +234,16 @@ async fn run<S: Socket, E: Edge>(
     // Shutdown: the client finishes the requests its socket holds, then ends.
     let mut draining = false;
     loop {
-        if draining {
+        if draining && !pending {
             match stream.read_ready(&mut rbuf).await {
                 Ok(n) if n > 0 => {}
                 _ => return,
             }
         }
-        let read = if draining {
-            Ok(1)
-        } else if std::mem::take(&mut pending) {
+        let read = if std::mem::take(&mut pending) {
             Ok(rbuf.len())
+        } else if draining {
+            Ok(1)
         } else {
             // Waiting with nothing buffered: a busy script's hook may answer it meanwhile.
             if E::SPEAKS_RESP && rbuf.is_empty() && out.buf.is_empty() && state.parkable() {
@@ -248,9 +257,15 @@ async fn run<S: Socket, E: Edge>(
             () = &mut kill => {
                 stream.park(false, state.authed);
                 let ended = state.client.ended.load(Ordering::Acquire);
-                if ended == Ended::Open as u8 {
-                    // Not a kill: the busy-script hook woke it to take what it left.
-                    kill.set(client.kill.notified());
+                let open = ended == Ended::Open as u8;
+                if open || ended == Ended::Shutdown as u8 {
+                    // Open: not a kill, the busy-script hook woke it to take what it left.
+                    // A shutdown lets those requests run too, before what the socket holds.
+                    if open {
+                        kill.set(client.kill.notified());
+                    } else {
+                        draining = true;
+                    }
                     let (owed, held) = stream.take_left();
                     out.buf.extend_from_slice(&owed);
                     if !held.is_empty() {
@@ -262,10 +277,6 @@ async fn run<S: Socket, E: Edge>(
                     {
                         return;
                     }
-                    continue;
-                }
-                if ended == Ended::Shutdown as u8 {
-                    draining = true;
                     continue;
                 }
                 return;

@@ -35,7 +35,9 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use fc_resp::{Limits, RequestParser};
+use rustix::event::{PollFd, PollFlags};
 use rustix::net::{RecvFlags, SendFlags};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::clients::Client;
@@ -45,7 +47,8 @@ use crate::shared::Shared;
 use crate::socket::Socket;
 use crate::stats::WorkerStats;
 
-/// The hook answers this worker's clients at most this often.
+/// The hook answers this worker's clients at most this often (and a pass that took long
+/// waits longer, see [`answer_busy`]).
 const PASS_EVERY: Duration = Duration::from_millis(2);
 
 /// The most of one client's input read per pass.
@@ -57,7 +60,9 @@ const HELD_MAX: usize = 1 << 20;
 
 /// A connection the busy-script hook may answer (shared by its task and the registry).
 pub(crate) struct Parked {
-    stream: TcpStream,
+    /// Borrowed by the task only within a poll of its reads and writes (so, never while it
+    /// waits), and by the hook only while the task waits.
+    stream: RefCell<TcpStream>,
     /// Set by the task while it waits on the socket with nothing buffered (see the module).
     idle: Cell<bool>,
     /// Whether the client authenticated (else its commands get `NOAUTH`).
@@ -88,7 +93,8 @@ struct Registry {
     /// `conns` is pruned of ended connections when it reaches this length.
     prune_at: usize,
     shared: Option<Arc<Shared>>,
-    last_pass: Option<Instant>,
+    /// No pass before this.
+    next_pass: Option<Instant>,
     chunk: Vec<u8>,
 }
 
@@ -109,7 +115,7 @@ impl ParkedTcp {
         stats: Rc<WorkerStats>,
     ) -> Self {
         let parked = Rc::new(Parked {
-            stream,
+            stream: RefCell::new(stream),
             idle: Cell::new(false),
             authed: Cell::new(false),
             settled: Cell::new(false),
@@ -136,19 +142,14 @@ impl ParkedTcp {
 }
 
 impl Socket for ParkedTcp {
-    // `poll_read_ready`/`poll_write_ready` keep the task's waker in the socket's own reader
-    // and writer slots, as `AsyncRead`/`AsyncWrite` do (`readable()` would queue a waiter
-    // under a lock on every wait).
+    // tokio's own `AsyncRead`/`AsyncWrite` paths, with the stream borrowed only within each
+    // poll: `read_buf` and `write` futures hold no state between polls, so one made per poll
+    // behaves as one kept across them (a short read clears the readiness, as before).
     async fn read_buf(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
         let stream = &self.0.stream;
         std::future::poll_fn(|cx| {
-            loop {
-                std::task::ready!(stream.poll_read_ready(cx))?;
-                match stream.try_read_buf(buf) {
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                    read => return std::task::Poll::Ready(read),
-                }
-            }
+            let mut stream = stream.borrow_mut();
+            std::pin::pin!(AsyncReadExt::read_buf(&mut *stream, buf)).poll(cx)
         })
         .await
     }
@@ -157,14 +158,14 @@ impl Socket for ParkedTcp {
         let stream = &self.0.stream;
         let mut at = 0;
         std::future::poll_fn(|cx| {
+            let mut stream = stream.borrow_mut();
             while at < buf.len() {
-                std::task::ready!(stream.poll_write_ready(cx))?;
-                match stream.try_write(&buf[at..]) {
+                let write = AsyncWriteExt::write(&mut *stream, &buf[at..]);
+                match std::task::ready!(std::pin::pin!(write).poll(cx)) {
                     Ok(0) => {
                         return std::task::Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()));
                     }
                     Ok(n) => at += n,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                     Err(e) => return std::task::Poll::Ready(Err(e)),
                 }
             }
@@ -174,13 +175,13 @@ impl Socket for ParkedTcp {
     }
 
     async fn read_ready(&mut self, buf: &mut BytesMut) -> std::io::Result<usize> {
-        self.0.stream.try_read_buf(buf)
+        self.0.stream.borrow().try_read_buf(buf)
     }
 
     fn into_tcp(self) -> Result<std::io::Result<std::net::TcpStream>, Self> {
         // The registry holds the connection weakly: the task's is the only strong reference.
         match Rc::try_unwrap(self.0) {
-            Ok(parked) => Ok(parked.stream.into_std()),
+            Ok(parked) => Ok(parked.stream.into_inner().into_std()),
             Err(rc) => Err(Self(rc)),
         }
     }
@@ -219,35 +220,70 @@ pub(crate) fn answer_busy() {
         let Ok(mut reg) = reg.try_borrow_mut() else {
             return;
         };
-        let now = Instant::now();
-        if reg
-            .last_pass
-            .is_some_and(|last| now.duration_since(last) < PASS_EVERY)
-        {
+        let start = Instant::now();
+        if reg.next_pass.is_some_and(|next| start < next) {
             return;
         }
-        reg.last_pass = Some(now);
         let Some(shared) = reg.shared.clone() else {
             return;
         };
         let limits = shared.live.request_limits();
         let Registry { conns, chunk, .. } = &mut *reg;
         chunk.resize(CHUNK, 0);
-        for conn in conns.iter().filter_map(Weak::upgrade) {
-            if conn.idle.get() {
-                conn.answer(&shared, limits, chunk);
+        let idle: Vec<Rc<Parked>> = conns
+            .iter()
+            .filter_map(Weak::upgrade)
+            .filter(|c| c.idle.get())
+            .collect();
+        // An idle task holds no borrow of its stream (it waits).
+        let streams: Vec<std::cell::Ref<'_, TcpStream>> = idle
+            .iter()
+            .filter_map(|c| c.stream.try_borrow().ok())
+            .collect();
+        if streams.len() != idle.len() {
+            return;
+        }
+        // One `poll` finds the clients with something to read (or room for replies they
+        // are owed): a worker with thousands of quiet connections costs one system call.
+        let mut fds: Vec<PollFd<'_>> = idle
+            .iter()
+            .zip(&streams)
+            .map(|(c, stream)| {
+                let want = if c.owed.borrow().is_empty() {
+                    PollFlags::IN
+                } else {
+                    PollFlags::OUT
+                };
+                PollFd::new(&**stream, want)
+            })
+            .collect();
+        let zero = rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        if !fds.is_empty() && rustix::event::poll(&mut fds, Some(&zero)).is_ok() {
+            for ((conn, fd), stream) in idle.iter().zip(&fds).zip(&streams) {
+                if !fd.revents().is_empty() {
+                    conn.answer(stream, &shared, limits, chunk);
+                }
             }
         }
+        drop(fds);
+        drop(streams);
+        // The next pass waits at least four times as long as this one took: answering
+        // takes at most a fifth of the script's time.
+        let end = Instant::now();
+        reg.next_pass = Some(end + PASS_EVERY.max(end.duration_since(start) * 4));
     });
 }
 
 impl Parked {
     /// Sends what an earlier pass could not, then reads and answers what this parked client
     /// sent, up to the first request that must wait.
-    fn answer(&self, shared: &Shared, limits: Limits, chunk: &mut [u8]) {
+    fn answer(&self, stream: &TcpStream, shared: &Shared, limits: Limits, chunk: &mut [u8]) {
         let mut owed = self.owed.borrow_mut();
         if !owed.is_empty() {
-            let sent = send_now(&self.stream, &owed);
+            let sent = send_now(stream, &owed);
             let _ = owed.split_to(sent);
             if !owed.is_empty() {
                 return;
@@ -260,7 +296,7 @@ impl Parked {
         if held.is_empty() && !self.settled.get() {
             // Not yet known to speak RESP: only a RESP array is taken.
             match rustix::net::recv(
-                &self.stream,
+                stream,
                 &mut chunk[..1],
                 RecvFlags::PEEK | RecvFlags::DONTWAIT,
             ) {
@@ -269,7 +305,7 @@ impl Parked {
             }
         }
         let room = HELD_MAX.saturating_sub(held.len()).min(chunk.len());
-        let n = match rustix::net::recv(&self.stream, &mut chunk[..room], RecvFlags::DONTWAIT) {
+        let n = match rustix::net::recv(stream, &mut chunk[..room], RecvFlags::DONTWAIT) {
             // Nothing yet, or the peer closed (the task sees that itself).
             Ok((n, _)) if n > 0 => n,
             _ => return,
@@ -309,7 +345,7 @@ impl Parked {
         let _ = held.split_to(answered);
         self.stalled.set(stalled || held.len() >= HELD_MAX);
         if !out.buf.is_empty() {
-            let sent = send_now(&self.stream, &out.buf);
+            let sent = send_now(stream, &out.buf);
             owed.extend_from_slice(&out.buf[sent..]);
         }
         let left = !held.is_empty() || !owed.is_empty();
@@ -338,10 +374,7 @@ fn parked_step(shared: &Shared, authed: bool, args: &[Bytes], out: &mut Resp) ->
     {
         return Step::Wait;
     }
-    if name.eq_ignore_ascii_case(b"shutdown")
-        && authed
-        && args[1..].iter().any(|a| a.eq_ignore_ascii_case(b"nosave"))
-    {
+    if name.eq_ignore_ascii_case(b"shutdown") && authed && shutdown_nosave(args) {
         // The script stops whatever it wrote; the task then runs the shutdown.
         shared.scripts.abort_busy();
         return Step::Wait;
@@ -400,7 +433,7 @@ pub(crate) fn busy_step(shared: &Shared, authed: bool, args: &[Bytes], out: &mut
             return Step::Answered;
         }
         (b"shutdown", _, _) => {
-            if args[1..].iter().any(|a| a.eq_ignore_ascii_case(b"nosave")) {
+            if shutdown_nosave(args) {
                 // As `SHUTDOWN NOSAVE` from a worker's client: the script stops whatever
                 // it wrote, and the server's owner is asked to stop (no reply).
                 shared.scripts.abort_busy();
@@ -420,4 +453,18 @@ pub(crate) fn busy_step(shared: &Shared, authed: bool, args: &[Bytes], out: &mut
     }
     out.error(shared.scripts.busy_text());
     Step::Answered
+}
+
+/// Whether `args` is a valid `SHUTDOWN` with `NOSAVE` (and no `SAVE` or `ABORT`): the one form
+/// that stops a busy script (any other is answered by the worker or `BUSY`).
+pub(crate) fn shutdown_nosave(args: &[Bytes]) -> bool {
+    let mut nosave = false;
+    for arg in &args[1..] {
+        match arg.to_ascii_lowercase().as_slice() {
+            b"nosave" => nosave = true,
+            b"now" | b"force" => {}
+            _ => return false,
+        }
+    }
+    nosave
 }

@@ -316,6 +316,9 @@ impl Registry {
             *self.busy.lock().unwrap_or_else(PoisonError::into_inner) = None;
             self.busy_wrote.store(false, Ordering::Relaxed);
             self.kill.store(false, Ordering::Relaxed);
+            // A `SHUTDOWN NOSAVE` that stopped this script applies to it alone (the server
+            // may go on, as an in-process one does until its owner stops it).
+            self.abort.store(false, Ordering::Release);
             self.busy_flag.store(false, Ordering::Release);
         }
     }

@@ -626,6 +626,12 @@ fn the_busy_workers_own_clients_are_answered_and_can_kill_the_script() {
         reply_within(&mut rb, &mut wb, &["SCRIPT", "KILL"])
             .starts_with("-UNKILLABLE Sorry the script already executed write commands"),
     );
+    // Only a valid SHUTDOWN NOSAVE stops it.
+    assert_eq!(
+        reply_within(&mut rb, &mut wb, &["SHUTDOWN", "NOSAVE", "ABORT"]),
+        BUSY
+    );
+    assert!(reply_within(&mut rb, &mut wb, &["SCRIPT", "KILL"]).starts_with("-UNKILLABLE"));
     // (An in-process server leaves stopping to its owner: only the script's end is seen.)
     send(&mut wb, &["SHUTDOWN", "NOSAVE"]);
     let mut killed = Vec::new();
