@@ -441,7 +441,12 @@ pub(crate) fn busy_step(shared: &Shared, authed: bool, args: &[Bytes], out: &mut
                 shared.shutdown_request.send_replace(true);
                 return Step::Close;
             }
-            out.error(shared.scripts.busy_text());
+            // Its flags are checked first, as Redis runs `SHUTDOWN` during a busy script.
+            match command::shutdown_flags(args) {
+                Err(text) => out.error(text),
+                Ok(flags) if flags.abort => out.error(b"ERR No shutdown in progress."),
+                Ok(_) => out.error(shared.scripts.busy_text()),
+            }
             return Step::Answered;
         }
         _ => {}
@@ -455,16 +460,8 @@ pub(crate) fn busy_step(shared: &Shared, authed: bool, args: &[Bytes], out: &mut
     Step::Answered
 }
 
-/// Whether `args` is a valid `SHUTDOWN` with `NOSAVE` (and no `SAVE` or `ABORT`): the one form
-/// that stops a busy script (any other is answered by the worker or `BUSY`).
+/// Whether `args` is a valid `SHUTDOWN` with `NOSAVE` (no `SAVE`, no `ABORT`): the one form
+/// that stops a busy script.
 pub(crate) fn shutdown_nosave(args: &[Bytes]) -> bool {
-    let mut nosave = false;
-    for arg in &args[1..] {
-        match arg.to_ascii_lowercase().as_slice() {
-            b"nosave" => nosave = true,
-            b"now" | b"force" => {}
-            _ => return false,
-        }
-    }
-    nosave
+    command::shutdown_flags(args).is_ok_and(|flags| flags.nosave)
 }

@@ -1220,19 +1220,17 @@ fn client(worker: &Worker, state: &mut ClientState, args: &[Bytes], out: &mut Re
 /// `NOSAVE`, or no save rules and no `SAVE`), then asks the server's owner to stop; the client
 /// gets no reply (its connection closes), as with Redis.
 async fn shutdown(worker: &Worker, state: &mut ClientState, args: &[Bytes], out: &mut Resp) {
-    let (mut save, mut nosave, mut force) = (false, false, false);
-    for arg in &args[1..] {
-        match arg.to_ascii_lowercase().as_slice() {
-            b"save" => save = true,
-            b"nosave" => nosave = true,
-            b"force" => force = true,
-            b"now" => {}
-            b"abort" => return out.error(b"ERR No shutdown in progress."),
-            _ => return out.error(b"ERR syntax error"),
-        }
-    }
-    if save && nosave {
-        return out.error(b"ERR syntax error");
+    let command::ShutdownFlags {
+        save,
+        nosave,
+        force,
+        abort,
+    } = match command::shutdown_flags(args) {
+        Ok(flags) => flags,
+        Err(text) => return out.error(text),
+    };
+    if abort {
+        return out.error(b"ERR No shutdown in progress.");
     }
     let shared = &worker.shared;
     if shared.scripts.is_busy() {

@@ -1135,3 +1135,34 @@ mod tests {
         }
     }
 }
+
+/// `SHUTDOWN`'s flags (`[NOSAVE|SAVE] [NOW] [FORCE] [ABORT]`).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct ShutdownFlags {
+    pub(crate) save: bool,
+    pub(crate) nosave: bool,
+    pub(crate) force: bool,
+    pub(crate) abort: bool,
+}
+
+/// Parses `SHUTDOWN`'s flags; Redis's error for an unknown flag or a bad combination
+/// (`SAVE` with `NOSAVE`, `ABORT` with anything).
+pub(crate) fn shutdown_flags(args: &[Bytes]) -> Result<ShutdownFlags, &'static [u8]> {
+    let mut flags = ShutdownFlags::default();
+    let mut now = false;
+    for arg in &args[1..] {
+        match arg.to_ascii_lowercase().as_slice() {
+            b"save" => flags.save = true,
+            b"nosave" => flags.nosave = true,
+            b"force" => flags.force = true,
+            b"now" => now = true,
+            b"abort" => flags.abort = true,
+            _ => return Err(b"ERR syntax error"),
+        }
+    }
+    let others = flags.save || flags.nosave || flags.force || now;
+    if (flags.save && flags.nosave) || (flags.abort && others) {
+        return Err(b"ERR syntax error");
+    }
+    Ok(flags)
+}
