@@ -71,6 +71,10 @@ pub(crate) fn fuzz(args: FuzzArgs) -> anyhow::Result<()> {
         let status = nightly_cargo()
             .current_dir(&crate_dir)
             .args(["fuzz", "run", name])
+            // One build folder for every fuzz crate, under the workspace's target/ (shared
+            // dependencies are built once, and CI's build cache keeps it).
+            .arg("--target-dir")
+            .arg(root.join("target/fuzz"))
             .arg(&corpus)
             .arg(&seeds)
             .arg("--")

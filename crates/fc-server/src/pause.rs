@@ -92,7 +92,14 @@ impl Pause {
 
     /// Whether a command must wait now.
     pub(crate) fn blocks(&self, write: bool) -> bool {
-        self.maybe() && self.holds_in(*self.state.borrow(), write).is_some()
+        if !self.maybe() {
+            return false;
+        }
+        // Copied out first: the read guard must be gone before `holds_in` clears an ended
+        // pause under the write lock (as one expression, the guard lived on and the worker
+        // deadlocked on its own lock).
+        let state = *self.state.borrow();
+        self.holds_in(state, write).is_some()
     }
 
     /// Waits while a pause holds a command (`write`: it may change data).
@@ -122,5 +129,26 @@ impl Pause {
     /// Clients waiting now.
     pub(crate) fn waiting(&self) -> usize {
         self.waiting.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn a_pause_that_ended_unwatched_is_cleared_by_the_next_check() {
+        let pause = Pause::new();
+        pause.pause(Instant::now() + Duration::from_millis(20), false);
+        assert!(pause.blocks(true), "a write is held while the pause lasts");
+        assert!(!pause.blocks(false), "a WRITE pause lets reads run");
+        std::thread::sleep(Duration::from_millis(40));
+        // No client waited: the first check after the end clears the pause (this check
+        // deadlocked on the watch channel's lock before).
+        assert!(!pause.blocks(true));
+        assert!(!pause.maybe(), "the in-place path runs again");
+        assert!(!pause.active());
     }
 }
