@@ -16,7 +16,7 @@ use fc_wal::WalError;
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::command::pops::{self, Op};
-use crate::command::{Ctx, Handler, Route, Spec};
+use crate::command::{Ctx, Handler, Route, Sc, Session, Spec};
 use crate::reply::{Replies, Reply, Resp};
 use crate::shared::{Job, Shared};
 
@@ -276,6 +276,23 @@ impl Worker {
             Some(Route::PerKey { step, .. }) => {
                 let keys = args.get(1..).unwrap_or_default();
                 for key in keys.iter().step_by((*step).max(1)) {
+                    if routes.len() == MAX_KEYS {
+                        break;
+                    }
+                    let route = store.route_key(key);
+                    store.prefetch_bucket(&route);
+                    routes.push(route);
+                }
+                None
+            }
+            // A script's declared keys (`numkeys` at argument 2): a pipeline of `EVALSHA`s
+            // overlaps its misses as a pipeline of `GET`s does. A bad count prefetches nothing
+            // (the command answers its error when it runs).
+            Some(Route::Session(Session::Script(
+                Sc::Eval | Sc::EvalSha | Sc::EvalRo | Sc::EvalShaRo | Sc::Fcall | Sc::FcallRo,
+            ))) => {
+                let n = crate::script::numkeys(args).ok()?;
+                for key in &args[3..3 + n] {
                     if routes.len() == MAX_KEYS {
                         break;
                     }

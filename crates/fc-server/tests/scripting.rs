@@ -80,6 +80,11 @@ const CASES: &[(&[&str], &[u8])] = &[
     (&["EVAL", "return 1", "-1"], b"-ERR Number of keys can't be negative\r\n"),
     (&["EVAL", "return 1", "2", "a"], b"-ERR Number of keys can't be greater than number of args\r\n"),
     (&["EVAL", "return 1", "x"], b"-ERR value is not an integer or out of range\r\n"),
+    // numkeys is read as Redis's string2ll reads it: no leading zero, no sign but `-`.
+    (&["EVAL", "return KEYS[1]", "01", "k"], b"-ERR value is not an integer or out of range\r\n"),
+    (&["EVAL", "return KEYS[1]", "+1", "k"], b"-ERR value is not an integer or out of range\r\n"),
+    (&["EVAL", "return KEYS[1]", "-0", "k"], b"-ERR value is not an integer or out of range\r\n"),
+    (&["EVAL", "return KEYS[1]", "1", "k"], b"$1\r\nk\r\n"),
     (&["EVAL", "syntax error here", "0"], b"-ERR Error compiling script (new function): user_script:1: '=' expected near 'error'\r\n"),
     (&["EVAL", "redis.call('del', KEYS[1]) redis.call('hset', KEYS[1], 'a', '1') return redis.call('hgetall', KEYS[1])", "1", "h"], b"*2\r\n$1\r\na\r\n$1\r\n1\r\n"),
     (&["EVAL", "redis.setresp(3) local t = redis.call('hgetall', KEYS[1]) return t.map.a", "1", "h"], b"$1\r\n1\r\n"),

@@ -103,6 +103,23 @@ pub(crate) struct Caller {
     pub(crate) user: Option<std::sync::Arc<crate::acl::User>>,
 }
 
+/// The declared key count (`numkeys`, argument 2) of `EVAL`, `EVALSHA`, `FCALL` and their
+/// `_RO` forms, or Redis's error for it.
+pub(crate) fn numkeys(args: &[Bytes]) -> Result<usize, &'static [u8]> {
+    // Redis's `string2ll`: no `+`, no leading zeros (`01` is refused, as Redis refuses it).
+    let n = args
+        .get(2)
+        .and_then(|a| fc_resp::number::parse_i64(a))
+        .ok_or(&b"ERR value is not an integer or out of range"[..])?;
+    if n < 0 {
+        return Err(b"ERR Number of keys can't be negative");
+    }
+    if n as u64 > args.len().saturating_sub(3) as u64 {
+        return Err(b"ERR Number of keys can't be greater than number of args");
+    }
+    Ok(n as usize)
+}
+
 /// Runs `EVAL` and the other scripting commands for a connection.
 pub(crate) async fn run<R: Reply>(
     worker: &Worker,
@@ -119,16 +136,9 @@ pub(crate) async fn run<R: Reply>(
         Sc::Function => return function_command(worker, &args, out).await,
         _ => {}
     }
-    let numkeys = match std::str::from_utf8(&args[2])
-        .ok()
-        .and_then(|s| s.parse::<i64>().ok())
-    {
-        None => return out.error(b"ERR value is not an integer or out of range"),
-        Some(n) if n < 0 => return out.error(b"ERR Number of keys can't be negative"),
-        Some(n) if n as u64 > (args.len() - 3) as u64 => {
-            return out.error(b"ERR Number of keys can't be greater than number of args");
-        }
-        Some(n) => n as usize,
+    let numkeys = match numkeys(&args) {
+        Ok(n) => n,
+        Err(error) => return out.error(error),
     };
     let target = match cmd {
         Sc::Eval | Sc::EvalRo => Target::Script(registry.add(&args[1])),
