@@ -291,7 +291,7 @@ impl Worker {
             Some(Route::Session(Session::Script(
                 Sc::Eval | Sc::EvalSha | Sc::EvalRo | Sc::EvalShaRo | Sc::Fcall | Sc::FcallRo,
             ))) => {
-                let n = crate::script::numkeys(args).ok()?;
+                let n = crate::command::numkeys(args).ok()?;
                 for key in &args[3..3 + n] {
                     if routes.len() == MAX_KEYS {
                         break;

@@ -80,6 +80,17 @@ const CASES: &[(&[&str], &[u8])] = &[
     (&["EVAL", "return 1", "-1"], b"-ERR Number of keys can't be negative\r\n"),
     (&["EVAL", "return 1", "2", "a"], b"-ERR Number of keys can't be greater than number of args\r\n"),
     (&["EVAL", "return 1", "x"], b"-ERR value is not an integer or out of range\r\n"),
+    // Every script gets its own KEYS and ARGV, whatever the last one did to its own (the
+    // `unsafe` feature's runner reuses two tables: emptied, stripped of a metatable, replaced
+    // when left large).
+    (&["EVAL", "KEYS[2] = 'x' ARGV.extra = 1 table.insert(ARGV, 'y') setmetatable(KEYS, {__index = function() return 'meta' end}) return #KEYS", "1", "a"], b":2\r\n"),
+    (&["EVAL", "return {#KEYS, tostring(KEYS[2]), #ARGV, tostring(ARGV.extra), tostring(getmetatable(KEYS)), KEYS[1]}", "1", "b"], b"*6\r\n:1\r\n$3\r\nnil\r\n:0\r\n$3\r\nnil\r\n$3\r\nnil\r\n$1\r\nb\r\n"),
+    (&["EVAL", "for i = 1, 1000 do ARGV[i] = i end return #ARGV", "0"], b":1000\r\n"),
+    (&["EVAL", "return {#ARGV, ARGV[1], tostring(ARGV[2])}", "0", "z"], b"*3\r\n:1\r\n$1\r\nz\r\n$3\r\nnil\r\n"),
+    (&["EVAL", "return {#KEYS, #ARGV}", "0"], b"*2\r\n:0\r\n:0\r\n"),
+    (&["EVAL", "return KEYS", "2", "a", "b"], b"*2\r\n$1\r\na\r\n$1\r\nb\r\n"),
+    (&["EVAL", "return {KEYS, ARGV}", "1", "k", "v"], b"*2\r\n*1\r\n$1\r\nk\r\n*1\r\n$1\r\nv\r\n"),
+    (&["EVAL", "ARGV.err = 'MYERR from argv' error(ARGV)", "0", "x"], b"-MYERR from argv script: 9fd1bdd3bfc15af4ee84a7bd37776d447a341da6, on @user_script:1.\r\n"),
     // numkeys is read as Redis's string2ll reads it: no leading zero, no sign but `-`.
     (&["EVAL", "return KEYS[1]", "01", "k"], b"-ERR value is not an integer or out of range\r\n"),
     (&["EVAL", "return KEYS[1]", "+1", "k"], b"-ERR value is not an integer or out of range\r\n"),

@@ -205,6 +205,23 @@ pub(crate) enum Sc {
     Function,
 }
 
+/// The declared key count (`numkeys`, argument 2) of `EVAL`, `EVALSHA`, `FCALL` and their
+/// `_RO` forms, or Redis's error for it.
+pub(crate) fn numkeys(args: &[Bytes]) -> Result<usize, &'static [u8]> {
+    // Redis's `string2ll`: no `+`, no leading zeros (`01` is refused, as Redis refuses it).
+    let n = args
+        .get(2)
+        .and_then(|a| fc_resp::number::parse_i64(a))
+        .ok_or(&b"ERR value is not an integer or out of range"[..])?;
+    if n < 0 {
+        return Err(b"ERR Number of keys can't be negative");
+    }
+    if n as u64 > args.len().saturating_sub(3) as u64 {
+        return Err(b"ERR Number of keys can't be greater than number of args");
+    }
+    Ok(n as usize)
+}
+
 /// The pub/sub commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Ps {

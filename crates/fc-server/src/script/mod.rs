@@ -103,23 +103,6 @@ pub(crate) struct Caller {
     pub(crate) user: Option<std::sync::Arc<crate::acl::User>>,
 }
 
-/// The declared key count (`numkeys`, argument 2) of `EVAL`, `EVALSHA`, `FCALL` and their
-/// `_RO` forms, or Redis's error for it.
-pub(crate) fn numkeys(args: &[Bytes]) -> Result<usize, &'static [u8]> {
-    // Redis's `string2ll`: no `+`, no leading zeros (`01` is refused, as Redis refuses it).
-    let n = args
-        .get(2)
-        .and_then(|a| fc_resp::number::parse_i64(a))
-        .ok_or(&b"ERR value is not an integer or out of range"[..])?;
-    if n < 0 {
-        return Err(b"ERR Number of keys can't be negative");
-    }
-    if n as u64 > args.len().saturating_sub(3) as u64 {
-        return Err(b"ERR Number of keys can't be greater than number of args");
-    }
-    Ok(n as usize)
-}
-
 /// Runs `EVAL` and the other scripting commands for a connection.
 pub(crate) async fn run<R: Reply>(
     worker: &Worker,
@@ -136,7 +119,7 @@ pub(crate) async fn run<R: Reply>(
         Sc::Function => return function_command(worker, &args, out).await,
         _ => {}
     }
-    let numkeys = match numkeys(&args) {
+    let numkeys = match crate::command::numkeys(&args) {
         Ok(n) => n,
         Err(error) => return out.error(error),
     };

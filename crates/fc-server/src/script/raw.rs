@@ -197,9 +197,18 @@ pub(super) struct Runner {
     run: mlua::Function,
     /// In the interpreter's registry, in this order: the error handler, what scripts see as
     /// globals (where `KEYS` and `ARGV` are set), the scripts' environment (kept empty),
-    /// `"KEYS"` and `"ARGV"` ([`run_c`] pushes them by index: no reference traffic).
-    slots: [mlua::RegistryKey; 5],
+    /// `"KEYS"` and `"ARGV"` ([`run_c`] pushes them by index: no reference traffic), and the
+    /// `KEYS` and `ARGV` tables `EVAL` scripts get (emptied after each run and refilled: see
+    /// [`refill`]).
+    slots: [mlua::RegistryKey; SLOTS],
 }
+
+/// How many registry slots [`Runner`] holds.
+const SLOTS: usize = 7;
+
+/// Entries a reused `KEYS`/`ARGV` table may have held before it is replaced by a new one
+/// instead of emptied (a script that filled it keeps no large table alive).
+const REUSE_MAX: c_int = 256;
 
 /// What [`run_c`] runs with, set by [`Runner::run`] for the length of its call: the keys' and
 /// the arguments' slices (pointer, length), whether the script is a library function, and
@@ -208,7 +217,7 @@ struct Input {
     keys: (*const bytes::Bytes, usize),
     argv: (*const bytes::Bytes, usize),
     function: bool,
-    slots: [c_int; 5],
+    slots: [c_int; SLOTS],
 }
 
 thread_local! {
@@ -289,6 +298,8 @@ impl Runner {
             lua.create_registry_value(env)?,
             lua.create_registry_value("KEYS")?,
             lua.create_registry_value("ARGV")?,
+            lua.create_registry_value(lua.create_table()?)?,
+            lua.create_registry_value(lua.create_table()?)?,
         ];
         Ok(Self { run, slots })
     }
@@ -325,16 +336,19 @@ unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
     const ENV: c_int = 4;
     const KEYS: c_int = 5;
     const ARGV: c_int = 6;
+    const KEYS_TABLE: c_int = 7;
+    const ARGV_TABLE: c_int = 8;
     // SAFETY: `state` is the interpreter calling this C function with the script at 1
     // (`Runner::run`); it leaves exactly two results. Room is checked before any push; the
     // registry slots hold what `Runner::new` stored (live while the `Runner` is); it sets
-    // only tables it made, `base` (a plain table: raw sets, no metamethods) and `env` (raw
-    // sets of nil while traversing, which Lua allows); the script runs under `lua_pcall`, so
+    // only tables it made (the reused `KEYS`/`ARGV` tables are, see `refill`), `base` (a
+    // plain table: raw sets, no metamethods) and `env` (raw sets of nil while traversing,
+    // which Lua allows); the script runs under `lua_pcall`, so
     // its errors stop there. `INPUT`'s slices are `Runner::run`'s arguments, alive for the
     // whole call it set them for. Nothing here can panic.
     unsafe {
         let input = INPUT.take();
-        let Some(input) = input.filter(|_| ffi::lua_checkstack(state, 10) != 0) else {
+        let Some(input) = input.filter(|_| ffi::lua_checkstack(state, 16) != 0) else {
             let text = c"the script runner has no stack room";
             ffi::lua_settop(state, 0);
             ffi::lua_pushboolean(state, 0);
@@ -346,17 +360,24 @@ unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
             ffi::lua_rawgeti_(state, ffi::LUA_REGISTRYINDEX, slot);
         }
         ffi::lua_pushvalue(state, F);
-        push_array(
-            state,
-            std::slice::from_raw_parts(input.keys.0, input.keys.1),
-        );
-        push_array(
-            state,
-            std::slice::from_raw_parts(input.argv.0, input.argv.1),
-        );
+        let keys = std::slice::from_raw_parts(input.keys.0, input.keys.1);
+        let argv = std::slice::from_raw_parts(input.argv.0, input.argv.1);
         let nargs = if input.function {
+            // A library function gets new tables: a library may keep what it is given (its
+            // upvalues outlive the call).
+            push_array(state, keys);
+            push_array(state, argv);
             2
         } else {
+            // An `EVAL` script gets the interpreter's two tables, emptied of what the last
+            // script left (only now: the last result, which may be one of them, has been
+            // converted) and refilled. Nothing a script can reach outlives its run (its
+            // globals are read-only and its environment is scrubbed below), so no reference
+            // to them survives either.
+            refill(state, KEYS_TABLE, input.slots[5], keys);
+            ffi::lua_pushvalue(state, KEYS_TABLE);
+            refill(state, ARGV_TABLE, input.slots[6], argv);
+            ffi::lua_pushvalue(state, ARGV_TABLE);
             ffi::lua_pushvalue(state, ARGV);
             ffi::lua_insert(state, -2);
             ffi::lua_rawset(state, BASE);
@@ -372,13 +393,7 @@ unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
             ffi::lua_pushnil(state);
         }
         // What a script stored with `rawset` into its environment goes.
-        ffi::lua_pushnil(state);
-        while ffi::lua_next(state, ENV) != 0 {
-            ffi::lua_settop(state, -2);
-            ffi::lua_pushvalue(state, -1);
-            ffi::lua_pushnil(state);
-            ffi::lua_rawset(state, ENV);
-        }
+        empty(state, ENV);
         // [f, handler, base, env, "KEYS", "ARGV", result] -> [ok, result]
         ffi::lua_pushboolean(state, c_int::from(ok));
         ffi::lua_replace(state, 1);
@@ -386,6 +401,56 @@ unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
         ffi::lua_settop(state, 2);
     }
     2
+}
+
+/// Sets every field of the table at `t` (an absolute index) to nil; how many it had.
+#[expect(unsafe_code, reason = "the unsafe feature's script runner (SAFETY.md)")]
+fn empty(state: *mut ffi::lua_State, t: c_int) -> c_int {
+    let mut fields = 0;
+    // SAFETY: called by `run_c` with a table at `t` and two free slots; `lua_next` from nil
+    // and from each key it returned raises nothing, and setting an existing field to nil
+    // while traversing is allowed; a key `lua_next` returns is never nil or NaN, so the raw
+    // set raises nothing either.
+    unsafe {
+        ffi::lua_pushnil(state);
+        while ffi::lua_next(state, t) != 0 {
+            ffi::lua_settop(state, -2);
+            ffi::lua_pushvalue(state, -1);
+            ffi::lua_pushnil(state);
+            ffi::lua_rawset(state, t);
+            fields += 1;
+        }
+    }
+    fields
+}
+
+/// Makes the reused `KEYS`/`ARGV` table at `t` (an absolute index; registry slot `slot`)
+/// hold `items` as an array of strings and nothing else: emptied of what the last script left,
+/// without the metatable a script may have set, or replaced (in the registry and at `t`) by a
+/// new table when the last script left it large (see [`REUSE_MAX`]).
+#[expect(unsafe_code, reason = "the unsafe feature's script runner (SAFETY.md)")]
+fn refill(state: *mut ffi::lua_State, t: c_int, slot: c_int, items: &[bytes::Bytes]) {
+    let fields = empty(state, t);
+    let n = c_int::try_from(items.len()).unwrap_or(c_int::MAX);
+    // SAFETY: called by `run_c` with a table at `t` and two free slots; setting a table's
+    // metatable to nil raises nothing; `slot` is one of `Runner`'s registry slots (an
+    // existing integer key of the registry), so overwriting it raises nothing; setting a
+    // table by index raw raises nothing (growing its array allocates, which does not fail:
+    // no memory limit); the strings are copied by Lua.
+    unsafe {
+        ffi::lua_pushnil(state);
+        ffi::lua_setmetatable(state, t);
+        if fields > REUSE_MAX {
+            ffi::lua_createtable(state, n, 0);
+            ffi::lua_pushvalue(state, -1);
+            ffi::lua_rawseti_(state, ffi::LUA_REGISTRYINDEX, slot);
+            ffi::lua_replace(state, t);
+        }
+        for (i, item) in (1..=n).zip(items) {
+            ffi::lua_pushlstring_(state, item.as_ptr().cast::<c_char>(), item.len());
+            ffi::lua_rawseti_(state, t, i);
+        }
+    }
 }
 
 /// Pushes `items` as a new array of strings.
