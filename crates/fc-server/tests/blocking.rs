@@ -315,9 +315,17 @@ fn ten_thousand_blocked_clients_cost_no_cpu() {
     }
     wait_blocked(&mut con, CLIENTS as i64);
     let rss_blocked = rss_kib(pid);
-    let before = cpu_time(pid);
-    std::thread::sleep(Duration::from_secs(1));
-    let idle = cpu_time(pid) - before;
+    // The quietest of up to five seconds: a second in which the VM itself stalls or the
+    // allocator returns memory is not the server polling (polling would cost every second).
+    let mut idle = Duration::MAX;
+    for _ in 0..5 {
+        let before = cpu_time(pid);
+        std::thread::sleep(Duration::from_secs(1));
+        idle = idle.min(cpu_time(pid) - before);
+        if idle < Duration::from_millis(200) {
+            break;
+        }
+    }
     eprintln!(
         "10,000 blocked clients: idle CPU {:?} over 1 s; RSS +{} KiB ({} bytes per client)",
         idle,
