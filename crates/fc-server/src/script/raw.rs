@@ -198,8 +198,8 @@ pub(super) struct Runner {
     /// In the interpreter's registry, in this order: the error handler, what scripts see as
     /// globals (where `KEYS` and `ARGV` are set), the scripts' environment (kept empty),
     /// `"KEYS"` and `"ARGV"` ([`run_c`] pushes them by index: no reference traffic), and the
-    /// `KEYS` and `ARGV` tables `EVAL` scripts get (emptied after each run and refilled: see
-    /// [`refill`]).
+    /// `KEYS` and `ARGV` tables `EVAL` scripts get (emptied and refilled before each run:
+    /// see [`refill`]).
     slots: [mlua::RegistryKey; SLOTS],
 }
 
@@ -394,7 +394,7 @@ unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
         }
         // What a script stored with `rawset` into its environment goes.
         empty(state, ENV);
-        // [f, handler, base, env, "KEYS", "ARGV", result] -> [ok, result]
+        // [f, handler, base, env, "KEYS", "ARGV", KEYS, ARGV, result] -> [ok, result]
         ffi::lua_pushboolean(state, c_int::from(ok));
         ffi::lua_replace(state, 1);
         ffi::lua_replace(state, 2);
