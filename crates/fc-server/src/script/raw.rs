@@ -434,9 +434,7 @@ fn refill(state: *mut ffi::lua_State, t: c_int, slot: c_int, items: &[bytes::Byt
     let n = c_int::try_from(items.len()).unwrap_or(c_int::MAX);
     // SAFETY: called by `run_c` with a table at `t` and two free slots; setting a table's
     // metatable to nil raises nothing; `slot` is one of `Runner`'s registry slots (an
-    // existing integer key of the registry), so overwriting it raises nothing; setting a
-    // table by index raw raises nothing (growing its array allocates, which does not fail:
-    // no memory limit); the strings are copied by Lua.
+    // existing integer key of the registry), so overwriting it raises nothing.
     unsafe {
         ffi::lua_pushnil(state);
         ffi::lua_setmetatable(state, t);
@@ -446,6 +444,18 @@ fn refill(state: *mut ffi::lua_State, t: c_int, slot: c_int, items: &[bytes::Byt
             ffi::lua_rawseti_(state, ffi::LUA_REGISTRYINDEX, slot);
             ffi::lua_replace(state, t);
         }
+    }
+    set_strings(state, t, items);
+}
+
+/// Sets `items` as strings at indexes 1, 2, ... of the table at `t` (an absolute index).
+#[expect(unsafe_code, reason = "the unsafe feature's script runner (SAFETY.md)")]
+fn set_strings(state: *mut ffi::lua_State, t: c_int, items: &[bytes::Bytes]) {
+    let n = c_int::try_from(items.len()).unwrap_or(c_int::MAX);
+    // SAFETY: called by `run_c` with a table at `t` and a free slot; setting a table by index
+    // raw raises nothing (growing its array allocates, which does not fail: no memory limit);
+    // the strings are copied by Lua.
+    unsafe {
         for (i, item) in (1..=n).zip(items) {
             ffi::lua_pushlstring_(state, item.as_ptr().cast::<c_char>(), item.len());
             ffi::lua_rawseti_(state, t, i);
@@ -457,13 +467,11 @@ fn refill(state: *mut ffi::lua_State, t: c_int, slot: c_int, items: &[bytes::Byt
 #[expect(unsafe_code, reason = "the unsafe feature's script runner (SAFETY.md)")]
 fn push_array(state: *mut ffi::lua_State, items: &[bytes::Bytes]) {
     let n = c_int::try_from(items.len()).unwrap_or(c_int::MAX);
-    // SAFETY: called by `Runner::run` with room for the table and one string; a new table
-    // set by index raises nothing; the strings are copied by Lua.
-    unsafe {
+    // SAFETY: called by `run_c` with room for the table and one string; a new table's
+    // allocation does not raise (no memory limit).
+    let t = unsafe {
         ffi::lua_createtable(state, n, 0);
-        for (i, item) in (1..=n).zip(items) {
-            ffi::lua_pushlstring_(state, item.as_ptr().cast::<c_char>(), item.len());
-            ffi::lua_rawseti_(state, -2, i);
-        }
-    }
+        ffi::lua_gettop(state)
+    };
+    set_strings(state, t, items);
 }
