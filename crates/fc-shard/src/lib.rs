@@ -108,7 +108,7 @@ pub use packed::{PackedBatch, PackedSessionWrite};
 pub use stats::{KeyTtl, MaintenanceReport, ShardStatsSnapshot, TierStatsSnapshot};
 pub use store::{
     DEFAULT_MAINTENANCE_BUDGET, EmbeddedStore, EmbeddedStoreBuilder, LocalEmbeddedStore,
-    LocalEmbeddedStoreBootstrap, ScanOptions, SharedEmbeddedStore, ValueRef,
+    LocalEmbeddedStoreBootstrap, Routed, ScanOptions, SharedEmbeddedStore, ValueRef,
 };
 
 /// Largest key length in bytes.

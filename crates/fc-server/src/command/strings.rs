@@ -189,7 +189,8 @@ pub(super) fn strlen<R: Reply>(ctx: &mut Ctx<'_, R>) {
 }
 
 fn incr_by<R: Reply>(ctx: &mut Ctx<'_, R>, delta: i64) {
-    let r = ctx.store.incr_by(&ctx.args[1], delta);
+    let route = ctx.key_route();
+    let r = ctx.store.routed(route).incr_by(&ctx.args[1], delta);
     ctx.reply(r, |out, n| out.integer(n));
 }
 

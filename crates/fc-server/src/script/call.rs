@@ -282,7 +282,10 @@ pub(crate) fn command<T>(
         let route = match spec.route {
             Route::Key(_) => {
                 let store = ctx.worker.store.borrow();
-                let route = store.route_key(&argv[1]);
+                let route = ctx
+                    .run
+                    .route_of(&argv[1])
+                    .unwrap_or_else(|| store.route_key(&argv[1]));
                 let owner = store.owner_of(&route);
                 Some((route, owner))
             }

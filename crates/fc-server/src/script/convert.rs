@@ -24,6 +24,13 @@ pub(crate) trait Builder {
     /// Pops a key and its value (the key pushed first) into the table under them; a key
     /// Lua cannot index by (nil, NaN) is dropped with its value.
     fn set_pair(&mut self);
+    /// Pushes `{field = text}` (a status, an error, a big number).
+    fn status(&mut self, field: &str, text: &[u8]) {
+        self.table(0, 1);
+        self.string(field.as_bytes());
+        self.string(text);
+        self.set_pair();
+    }
 }
 
 /// Pushes the value of a command's reply (a handler writes one value; none: `false`).
@@ -38,10 +45,7 @@ pub(crate) fn push<B: Builder>(b: &mut B, replies: &Replies, resp3: bool) {
 
 /// `{field = text}` (`ok`, `err`, `big_number`).
 fn status<B: Builder>(b: &mut B, field: &str, text: &[u8]) {
-    b.table(0, 1);
-    b.string(field.as_bytes());
-    b.string(text);
-    b.set_pair();
+    b.status(field, text);
 }
 
 /// Pushes `n` values as a new array.

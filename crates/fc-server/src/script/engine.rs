@@ -105,12 +105,22 @@ impl Engine {
             let lib: Value = lua.globals().get(name)?;
             libs.set(name, lib)?;
         }
-        // `redis.call`'s Rust half: a C function with the `unsafe` feature (values cross
-        // on the Lua stack), else an mlua callback.
+        // With the `unsafe` feature `redis.call` and `redis.pcall` are C functions (values
+        // cross on the Lua stack, no Lua frame between the script and the command, as in
+        // Redis); else `sandbox.lua` wraps `redis.call`'s Rust half, an mlua callback.
         #[cfg(feature = "unsafe")]
-        let rcall = super::raw::rcall_function(&lua)?;
+        let (rcall, direct) = {
+            let (call, pcall) = super::raw::call_functions(&lua)?;
+            let direct = lua.create_table()?;
+            direct.raw_set("call", call)?;
+            direct.raw_set("pcall", pcall)?;
+            (Value::Nil, Value::Table(direct))
+        };
         #[cfg(not(feature = "unsafe"))]
-        let rcall = lua.create_function(call::call)?;
+        let (rcall, direct) = (
+            Value::Function(lua.create_function(call::call)?),
+            Value::Nil,
+        );
         let handler = lua.create_function(error_handler)?;
         let (env, run_script, run_function, run_library, base): (
             Table,
@@ -121,7 +131,7 @@ impl Engine {
         ) = lua
             .load(include_str!("sandbox.lua"))
             .set_name("=sandbox")
-            .call((libs, rcall, handler.clone()))?;
+            .call((libs, rcall, handler.clone(), direct))?;
         #[cfg(feature = "unsafe")]
         let runner = {
             let _ = (run_script, run_function);

@@ -68,7 +68,13 @@ struct Run {
     /// The calling client's ACL user, when it is not allowed everything: each command the
     /// script runs is checked against it.
     user: Option<std::sync::Arc<crate::acl::User>>,
+    /// The routes of the first [`ROUTES`] declared keys (as stored), computed once where the
+    /// script's workers are decided: its commands on those keys reuse them.
+    routes: [Option<fc_shard::EmbeddedKeyRoute>; ROUTES],
 }
+
+/// Declared keys whose routes a run keeps (scripts name one to a few keys).
+const ROUTES: usize = 4;
 
 impl Run {
     /// The declared keys as stored.
@@ -79,6 +85,15 @@ impl Run {
     /// The declared keys as the script sees them (`KEYS`).
     fn lua_keys(&self) -> &[Bytes] {
         self.plain_keys.as_deref().unwrap_or_else(|| self.keys())
+    }
+
+    /// The route of `key` (as stored) when it is one of the first declared keys.
+    pub(crate) fn route_of(&self, key: &[u8]) -> Option<fc_shard::EmbeddedKeyRoute> {
+        self.keys()
+            .iter()
+            .zip(&self.routes)
+            .find(|(k, _)| k[..] == *key)
+            .and_then(|(_, route)| *route)
     }
 
     /// The arguments after the keys (`ARGV`).
@@ -151,23 +166,32 @@ pub(crate) async fn run<R: Reply>(
         db,
         client,
         user,
+        routes: [None; ROUTES],
     };
     dispatch(worker, run, out, txn).await;
 }
 
 /// Runs a script where its declared keys live (see the module's documentation).
-async fn dispatch<R: Reply>(worker: &Worker, run: Run, out: &mut R, txn: Option<&TxnLinks>) {
+async fn dispatch<R: Reply>(worker: &Worker, mut run: Run, out: &mut R, txn: Option<&TxnLinks>) {
     let shared = &worker.shared;
     // The workers of the declared keys: one (or none) in the common case, without a set.
-    let mut owners = run.keys().iter().map(|k| shared.owner_of(k));
-    let first = owners.next();
-    let several: Option<BTreeSet<usize>> = match first {
-        Some(w) if run.keys().len() > 1 => {
-            let set: BTreeSet<usize> = std::iter::once(w).chain(owners).collect();
-            (set.len() > 1).then_some(set)
+    // Each key is hashed once; the first keys' routes stay with the run.
+    let mut first = None;
+    let mut mixed = false;
+    let nkeys = run.nkeys;
+    for (i, key) in run.args[3..3 + nkeys].iter().enumerate() {
+        let route = shared.router.route_key(key);
+        if let Some(slot) = run.routes.get_mut(i) {
+            *slot = Some(route);
         }
-        _ => None,
-    };
+        let owner = shared.router.shard_of(&route) % shared.workers;
+        match first {
+            None => first = Some(owner),
+            Some(w) => mixed |= w != owner,
+        }
+    }
+    let several: Option<BTreeSet<usize>> =
+        mixed.then(|| run.keys().iter().map(|k| shared.owner_of(k)).collect());
     if let Some(links) = txn {
         // Inside EXEC: the workers it holds (the declared keys' among them).
         let allowed = (0..shared.workers)

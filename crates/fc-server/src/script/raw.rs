@@ -1,16 +1,19 @@
-//! The `unsafe` feature's `redis.call`: a C function of the interpreter (Lua's C API through
-//! `mlua::ffi`) that reads its arguments off the Lua stack and pushes the reply's value
-//! straight back, where the safe path (`call::call`, through mlua's callbacks) holds every
-//! argument and every value of the reply in mlua's reference stack on the way. The checks, the
-//! command's run and the conversion rules are the safe path's (`call::command`,
-//! `convert::push`): only the way values cross is different.
+//! The `unsafe` feature's `redis.call` and `redis.pcall`: C functions of the interpreter
+//! (Lua's C API through `mlua::ffi`) that read their arguments off the Lua stack and push the
+//! reply's value straight back, where the safe path (`call::call`, through mlua's callbacks,
+//! wrapped in Lua by `sandbox.lua`) holds every argument and every value of the reply in
+//! mlua's reference stack on the way and adds a Lua frame per call. The checks, the command's
+//! run and the conversion rules are the safe path's (`call::command`, `convert::push`): only
+//! the way values cross is different.
 //!
 //! Invariants (SAFETY.md):
-//! - nothing here raises a Lua error (a `longjmp` past Rust frames): the interpreter has no
-//!   memory limit, so mlua's allocator never answers an allocation with null (it aborts the
-//!   process as Rust's allocator does), and the pushes used here raise only on a failed
-//!   allocation; tables are set with `lua_rawset`/`lua_rawseti` on tables made here (no
-//!   metamethods), never with a nil or NaN key;
+//! - nothing here raises a Lua error (a `longjmp` past Rust frames) but `redis.call`'s own
+//!   raise of a failed command's error table, the last step of [`call_raise`], whose frame
+//!   then holds nothing with a destructor: the interpreter has no memory limit, so mlua's
+//!   allocator never answers an allocation with null (it aborts the process as Rust's
+//!   allocator does), and the pushes used here raise only on a failed allocation; tables are
+//!   set with `lua_rawset`/`lua_rawseti` on tables made here (no metamethods), never with a
+//!   nil or NaN key;
 //! - the stack has room: a C function starts with `LUA_MINSTACK` (20) free slots, each
 //!   nested table asks `lua_checkstack` for its own, and past the interpreter's limit the
 //!   conversion stops and the call answers an error;
@@ -26,13 +29,31 @@ use super::call::{self, Args};
 use super::convert::{self, Builder};
 use crate::reply::{Replies, Reply};
 
-/// Registers [`rcall`] as a function of `lua`.
+/// `redis.call` and `redis.pcall` as C closures of `lua`: ([`call_raise`], [`call_protected`]),
+/// each with the strings of [`OK_FIELD`], [`OK_TEXT`] and [`ERR_FIELD`] as upvalues.
 #[expect(unsafe_code, reason = "the unsafe feature's redis.call (SAFETY.md)")]
-pub(super) fn rcall_function(lua: &mlua::Lua) -> mlua::Result<mlua::Function> {
-    // SAFETY: `rcall` follows the C function protocol (reads its arguments, pushes two
-    // results, returns 2) and raises no Lua error (the module's invariants).
-    unsafe { lua.create_c_function(rcall) }
+pub(super) fn call_functions(lua: &mlua::Lua) -> mlua::Result<(mlua::Function, mlua::Function)> {
+    let closure = |f: ffi::lua_CFunction| -> mlua::Result<mlua::Function> {
+        // SAFETY: mlua pushes the three strings (checking room) and runs this under a
+        // protected call; `lua_pushcclosure` pops them as the closure's upvalues and pushes
+        // the closure, the one result. Both functions follow the C function protocol (read
+        // their arguments, push one result, return 1); `call_protected` raises no Lua error,
+        // `call_raise` raises one only from its own frame once nothing in it has a destructor
+        // left to run (see it).
+        unsafe {
+            lua.exec_raw(("ok", "OK", "err"), |state| {
+                ffi::lua_pushcclosure(state, f, 3);
+            })
+        }
+    };
+    Ok((closure(call_raise)?, closure(call_protected)?))
 }
+
+/// The upvalues of `redis.call`'s closures: the strings a status reply's table is made of
+/// (`{ok = "OK"}`, the most common reply of all) and an error's field, pushed without hashing.
+const OK_FIELD: c_int = 1;
+const OK_TEXT: c_int = 2;
+const ERR_FIELD: c_int = 3;
 
 /// [`Builder`] pushing onto the interpreter's stack. Once the stack cannot grow, every
 /// later step does nothing and the caller answers an error.
@@ -103,6 +124,36 @@ impl Builder for Stack {
         // is a table made here: no metamethod runs; growing its array does not raise.
         unsafe { ffi::lua_rawseti_(self.state, -2, i) };
     }
+    fn status(&mut self, field: &str, text: &[u8]) {
+        if self.full {
+            return;
+        }
+        // SAFETY: `state` is the running C closure's (`call_functions`'); `lua_checkstack`
+        // raises nothing (it answers 0 past the limit); with room for the table, its key and
+        // its value, a new table's allocation and a string's push do not raise (no memory
+        // limit); the upvalues are that closure's strings; the table was made here (no
+        // metamethod) and its key is a string.
+        unsafe {
+            if ffi::lua_checkstack(self.state, 3) == 0 {
+                self.full = true;
+                return;
+            }
+            ffi::lua_createtable(self.state, 0, 1);
+            match field {
+                "ok" => ffi::lua_pushvalue(self.state, ffi::lua_upvalueindex(OK_FIELD)),
+                "err" => ffi::lua_pushvalue(self.state, ffi::lua_upvalueindex(ERR_FIELD)),
+                _ => {
+                    ffi::lua_pushlstring_(self.state, field.as_ptr().cast::<c_char>(), field.len())
+                }
+            }
+            if text == b"OK" {
+                ffi::lua_pushvalue(self.state, ffi::lua_upvalueindex(OK_TEXT));
+            } else {
+                ffi::lua_pushlstring_(self.state, text.as_ptr().cast::<c_char>(), text.len());
+            }
+            ffi::lua_rawset(self.state, -3);
+        }
+    }
     fn set_pair(&mut self) {
         if self.full {
             return;
@@ -124,26 +175,47 @@ impl Builder for Stack {
     }
 }
 
-/// `{err = text}` after `false`: a failed call.
+/// `{err = text}`: a failed call.
 #[expect(unsafe_code, reason = "the unsafe feature's redis.call (SAFETY.md)")]
 fn push_error(state: *mut ffi::lua_State, text: &[u8]) {
-    // SAFETY: called with at least four free slots (the C function's 20, or after the
-    // stack was reset to the arguments); nothing here raises (no memory limit, a fresh
-    // table set with a string key).
+    // SAFETY: called by `call_into` (in one of `call_functions`' closures, whose upvalue
+    // `ERR_FIELD` is the string "err") with at least three free slots (the C function's 20,
+    // or after the stack was reset to the arguments); nothing here raises (no memory limit, a
+    // fresh table set with a string key).
     unsafe {
-        ffi::lua_pushboolean(state, 0);
         ffi::lua_createtable(state, 0, 1);
-        ffi::lua_pushlstring_(state, c"err".as_ptr(), 3);
+        ffi::lua_pushvalue(state, ffi::lua_upvalueindex(ERR_FIELD));
         ffi::lua_pushlstring_(state, text.as_ptr().cast::<c_char>(), text.len());
         ffi::lua_rawset(state, -3);
     }
 }
 
-/// `redis.call`'s C half: `true, value` or `false, {err = ...}` for the Lua half (`call`
-/// raises the table, `pcall` returns it).
+/// `redis.call`: the command's reply as a Lua value, or the `{err = ...}` table raised as
+/// Redis's `redis.call` raises it.
 #[expect(unsafe_code, reason = "the unsafe feature's redis.call (SAFETY.md)")]
-unsafe extern "C-unwind" fn rcall(state: *mut ffi::lua_State) -> c_int {
-    // SAFETY: `state` is the interpreter calling this C function.
+unsafe extern "C-unwind" fn call_raise(state: *mut ffi::lua_State) -> c_int {
+    if call_into(state) {
+        return 1;
+    }
+    // SAFETY: the error table is on top of the stack; `lua_error` leaves this frame by
+    // `longjmp`, which is sound here: `call_into` has returned (its values are dropped and its
+    // panics caught), and this frame holds nothing with a destructor (mlua raises its own
+    // callbacks' errors the same way).
+    unsafe { ffi::lua_error(state) }
+}
+
+/// `redis.pcall`: the command's reply as a Lua value, or the `{err = ...}` table returned.
+#[expect(unsafe_code, reason = "the unsafe feature's redis.call (SAFETY.md)")]
+unsafe extern "C-unwind" fn call_protected(state: *mut ffi::lua_State) -> c_int {
+    call_into(state);
+    1
+}
+
+/// Runs the command named by the running C function's arguments and pushes the reply's
+/// value (`true`) or its `{err = ...}` table (`false`). Raises no Lua error.
+#[expect(unsafe_code, reason = "the unsafe feature's redis.call (SAFETY.md)")]
+fn call_into(state: *mut ffi::lua_State) -> bool {
+    // SAFETY: `state` is the interpreter running the C function that called this.
     let base = unsafe { ffi::lua_gettop(state) };
     let ran = catch_unwind(AssertUnwindSafe(|| {
         let mut args = Args::new(usize::try_from(base).unwrap_or(0));
@@ -159,33 +231,40 @@ unsafe extern "C-unwind" fn rcall(state: *mut ffi::lua_State) -> c_int {
                         args.bytes(std::slice::from_raw_parts(at.cast::<u8>(), len));
                     }
                     ffi::LUA_TNUMBER => args.number(ffi::lua_tonumber(state, i)),
-                    _ => return push_error(state, call::BAD_ARG),
+                    _ => {
+                        push_error(state, call::BAD_ARG);
+                        return false;
+                    }
                 }
             }
         }
         call::command(args.finish(), |done| match done {
             Ok((replies, resp3)) => {
-                // SAFETY: the C function's 20 free slots hold `true` and a scalar value;
-                // tables ask for more themselves.
-                unsafe { ffi::lua_pushboolean(state, 1) };
+                // The C function's 20 free slots hold a scalar value; tables ask for more
+                // themselves.
                 let mut stack = Stack { state, full: false };
                 convert::push(&mut stack, replies, resp3);
                 if stack.full {
                     // SAFETY: back to the arguments alone: the slots pushed since are freed.
                     unsafe { ffi::lua_settop(state, base) };
                     push_error(state, b"ERR reached lua stack limit");
+                    return false;
                 }
+                true
             }
-            Err(text) => push_error(state, text),
-        });
+            Err(text) => {
+                push_error(state, text);
+                false
+            }
+        })
     }));
-    if ran.is_err() {
+    ran.unwrap_or_else(|_| {
         tracing::error!("a script's command panicked; the script gets an error");
         // SAFETY: back to the arguments alone (whatever was pushed before the panic goes).
         unsafe { ffi::lua_settop(state, base) };
         push_error(state, b"ERR internal error running the command");
-    }
-    2
+        false
+    })
 }
 
 /// Runs scripts and library functions with one protected call from Rust (the safe path goes
@@ -194,30 +273,27 @@ unsafe extern "C-unwind" fn rcall(state: *mut ffi::lua_State) -> c_int {
 /// `ARGV` on the stack, calls the script with the error handler that finds the line, and
 /// forgets what the script stored into its environment with `rawset`.
 pub(super) struct Runner {
+    /// [`run_c`] as a closure with [`UPVALUES`] upvalues, in this order: the error handler,
+    /// what scripts see as globals (where `KEYS` and `ARGV` are set), the scripts'
+    /// environment (kept empty), `"KEYS"` and `"ARGV"`, and the `KEYS` and `ARGV` tables
+    /// `EVAL` scripts get (emptied and refilled before each run: see [`refill`]). Upvalues
+    /// are read by index: no registry lookups, no reference traffic.
     run: mlua::Function,
-    /// In the interpreter's registry, in this order: the error handler, what scripts see as
-    /// globals (where `KEYS` and `ARGV` are set), the scripts' environment (kept empty),
-    /// `"KEYS"` and `"ARGV"` ([`run_c`] pushes them by index: no reference traffic), and the
-    /// `KEYS` and `ARGV` tables `EVAL` scripts get (emptied and refilled before each run:
-    /// see [`refill`]).
-    slots: [mlua::RegistryKey; SLOTS],
 }
 
-/// How many registry slots [`Runner`] holds.
-const SLOTS: usize = 7;
+/// How many upvalues [`Runner`]'s closure holds.
+const UPVALUES: c_int = 7;
 
 /// Entries a reused `KEYS`/`ARGV` table may have held before it is replaced by a new one
 /// instead of emptied (a script that filled it keeps no large table alive).
 const REUSE_MAX: c_int = 256;
 
 /// What [`run_c`] runs with, set by [`Runner::run`] for the length of its call: the keys' and
-/// the arguments' slices (pointer, length), whether the script is a library function, and
-/// the registry indexes of [`Runner`]'s slots.
+/// the arguments' slices (pointer, length), and whether the script is a library function.
 struct Input {
     keys: (*const bytes::Bytes, usize),
     argv: (*const bytes::Bytes, usize),
     function: bool,
-    slots: [c_int; SLOTS],
 }
 
 thread_local! {
@@ -289,19 +365,25 @@ impl Runner {
         base: mlua::Table,
         env: mlua::Table,
     ) -> mlua::Result<Self> {
-        // SAFETY: `run_c` follows the C function protocol (one argument, two results) and
-        // raises no Lua error (see it).
-        let run = unsafe { lua.create_c_function(run_c)? };
-        let slots = [
-            lua.create_registry_value(handler)?,
-            lua.create_registry_value(base)?,
-            lua.create_registry_value(env)?,
-            lua.create_registry_value("KEYS")?,
-            lua.create_registry_value("ARGV")?,
-            lua.create_registry_value(lua.create_table()?)?,
-            lua.create_registry_value(lua.create_table()?)?,
-        ];
-        Ok(Self { run, slots })
+        let upvalues = (
+            handler,
+            base,
+            env,
+            "KEYS",
+            "ARGV",
+            lua.create_table()?,
+            lua.create_table()?,
+        );
+        // SAFETY: mlua pushes the seven values (checking room) and runs this under a
+        // protected call; `lua_pushcclosure` pops them as the closure's upvalues and pushes
+        // the closure, the one result. `run_c` follows the C function protocol (one argument,
+        // two results) and raises no Lua error (see it).
+        let run = unsafe {
+            lua.exec_raw(upvalues, |state| {
+                ffi::lua_pushcclosure(state, run_c, UPVALUES);
+            })?
+        };
+        Ok(Self { run })
     }
 
     /// `f` with `KEYS` and `ARGV` set (`function`: called with the keys and the arguments):
@@ -318,7 +400,6 @@ impl Runner {
             keys: (keys.as_ptr(), keys.len()),
             argv: (argv.as_ptr(), argv.len()),
             function,
-            slots: self.slots.each_ref().map(mlua::RegistryKey::id),
         }));
         let result = self.run.call(f);
         INPUT.set(None);
@@ -326,8 +407,8 @@ impl Runner {
     }
 }
 
-/// The runner: `f` → `(ok, result)`, with the keys, the arguments and the registry slots of
-/// [`INPUT`].
+/// The runner: `f` → `(ok, result)`, with the keys and the arguments of [`INPUT`] and the
+/// upvalues of [`Runner`]'s closure.
 #[expect(unsafe_code, reason = "the unsafe feature's script runner (SAFETY.md)")]
 unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
     const F: c_int = 1;
@@ -340,7 +421,7 @@ unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
     const ARGV_TABLE: c_int = 8;
     // SAFETY: `state` is the interpreter calling this C function with the script at 1
     // (`Runner::run`); it leaves exactly two results. Room is checked before any push; the
-    // registry slots hold what `Runner::new` stored (live while the `Runner` is); it sets
+    // upvalues are what `Runner::new` gave the closure; it sets
     // only tables it made (the reused `KEYS`/`ARGV` tables are, see `refill`), `base` (a
     // plain table: raw sets, no metamethods) and `env` (raw sets of nil while traversing,
     // which Lua allows); the script runs under `lua_pcall`, so
@@ -356,8 +437,8 @@ unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
             return 2;
         };
         ffi::lua_settop(state, F);
-        for slot in input.slots {
-            ffi::lua_rawgeti_(state, ffi::LUA_REGISTRYINDEX, slot);
+        for i in 1..=UPVALUES {
+            ffi::lua_pushvalue(state, ffi::lua_upvalueindex(i));
         }
         ffi::lua_pushvalue(state, F);
         let keys = std::slice::from_raw_parts(input.keys.0, input.keys.1);
@@ -374,9 +455,9 @@ unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
             // converted) and refilled. Nothing a script can reach outlives its run (its
             // globals are read-only and its environment is scrubbed below), so no reference
             // to them survives either.
-            refill(state, KEYS_TABLE, input.slots[5], keys);
+            refill(state, KEYS_TABLE, keys);
             ffi::lua_pushvalue(state, KEYS_TABLE);
-            refill(state, ARGV_TABLE, input.slots[6], argv);
+            refill(state, ARGV_TABLE, argv);
             ffi::lua_pushvalue(state, ARGV_TABLE);
             ffi::lua_pushvalue(state, ARGV);
             ffi::lua_insert(state, -2);
@@ -393,7 +474,7 @@ unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
             ffi::lua_pushnil(state);
         }
         // What a script stored with `rawset` into its environment goes.
-        empty(state, ENV);
+        empty(state, ENV, 0);
         // [f, handler, base, env, "KEYS", "ARGV", KEYS, ARGV, result] -> [ok, result]
         ffi::lua_pushboolean(state, c_int::from(ok));
         ffi::lua_replace(state, 1);
@@ -403,45 +484,54 @@ unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
     2
 }
 
-/// Sets every field of the table at `t` (an absolute index) to nil; how many it had.
+/// Sets every field of the table at `t` (an absolute index) to nil but those at integer keys
+/// `1..=keep` (the caller overwrites them next); how many fields it had.
 #[expect(unsafe_code, reason = "the unsafe feature's script runner (SAFETY.md)")]
-fn empty(state: *mut ffi::lua_State, t: c_int) -> c_int {
+fn empty(state: *mut ffi::lua_State, t: c_int, keep: c_int) -> c_int {
     let mut fields = 0;
     // SAFETY: called by `run_c` with a table at `t` and two free slots; `lua_next` from nil
     // and from each key it returned raises nothing, and setting an existing field to nil
     // while traversing is allowed; a key `lua_next` returns is never nil or NaN, so the raw
-    // set raises nothing either.
+    // set raises nothing either; reading a number key converts nothing in place.
     unsafe {
         ffi::lua_pushnil(state);
         while ffi::lua_next(state, t) != 0 {
             ffi::lua_settop(state, -2);
+            fields += 1;
+            if ffi::lua_type(state, -1) == ffi::LUA_TNUMBER {
+                let k = ffi::lua_tonumber(state, -1);
+                if k >= 1.0 && k <= f64::from(keep) && k.fract() == 0.0 {
+                    continue;
+                }
+            }
             ffi::lua_pushvalue(state, -1);
             ffi::lua_pushnil(state);
             ffi::lua_rawset(state, t);
-            fields += 1;
         }
     }
     fields
 }
 
-/// Makes the reused `KEYS`/`ARGV` table at `t` (an absolute index; registry slot `slot`)
-/// hold `items` as an array of strings and nothing else: emptied of what the last script left,
-/// without the metatable a script may have set, or replaced (in the registry and at `t`) by a
-/// new table when the last script left it large (see [`REUSE_MAX`]).
+/// Makes the reused `KEYS`/`ARGV` table at `t` (an absolute index, one of the runner's
+/// upvalues) hold `items` as an array of strings and nothing else: emptied of what the last
+/// script left (its entries `1..=items.len()` are overwritten instead), without the metatable
+/// a script may have set, or replaced (as the upvalue and at `t`) by a new table when the last
+/// script left it large (see [`REUSE_MAX`]).
 #[expect(unsafe_code, reason = "the unsafe feature's script runner (SAFETY.md)")]
-fn refill(state: *mut ffi::lua_State, t: c_int, slot: c_int, items: &[bytes::Bytes]) {
-    let fields = empty(state, t);
+fn refill(state: *mut ffi::lua_State, t: c_int, items: &[bytes::Bytes]) {
     let n = c_int::try_from(items.len()).unwrap_or(c_int::MAX);
-    // SAFETY: called by `run_c` with a table at `t` and two free slots; setting a table's
-    // metatable to nil raises nothing; `slot` is one of `Runner`'s registry slots (an
-    // existing integer key of the registry), so overwriting it raises nothing.
+    let fields = empty(state, t, n);
+    // SAFETY: called by `run_c` (a C closure with `UPVALUES` upvalues; `t` is 1 plus the
+    // index of the upvalue it copied) with a table at `t` and two free slots; setting a
+    // table's metatable to nil raises nothing; replacing an upvalue of the running C closure
+    // raises nothing.
     unsafe {
         ffi::lua_pushnil(state);
         ffi::lua_setmetatable(state, t);
         if fields > REUSE_MAX {
             ffi::lua_createtable(state, n, 0);
             ffi::lua_pushvalue(state, -1);
-            ffi::lua_rawseti_(state, ffi::LUA_REGISTRYINDEX, slot);
+            ffi::lua_replace(state, ffi::lua_upvalueindex(t - 1));
             ffi::lua_replace(state, t);
         }
     }

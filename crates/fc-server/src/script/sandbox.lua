@@ -2,7 +2,7 @@
 -- the interpreter's full globals before any script). Redis 7's rules: the globals and the
 -- libraries are read-only, a missing global is an error, `os`, `io`, `debug`, `require`,
 -- `dofile`, `loadfile`, `print`, `setfenv`, `getfenv`, `module` and `newproxy` are absent.
-local libs, rcall, handler = ...
+local libs, rcall, handler, direct = ...
 local G = _G
 local error, rawget, rawset, setmetatable, getmetatable, pairs, next, xpcall, tostring, type =
     G.error, G.rawget, G.rawset, G.setmetatable, G.getmetatable, G.pairs, G.next, G.xpcall,
@@ -41,6 +41,24 @@ for _, name in pairs({
 end
 for _, name in pairs({ "coroutine", "math", "string", "table" }) do
     base[name] = protect(G[name])
+end
+-- Redis 7's `pcall`: an error table with an `err` field (what a failed `redis.call` raises)
+-- comes back as its message, as errors were strings before Redis 7 (`luaRedisPcall`).
+local pcall = G.pcall
+local function message_of(ok, ...)
+    if not ok then
+        local e = ...
+        if type(e) == "table" then
+            local m = e.err
+            if type(m) == "string" or type(m) == "number" then
+                return false, m
+            end
+        end
+    end
+    return ok, ...
+end
+base.pcall = function(...)
+    return message_of(pcall(...))
 end
 base.rawset = function(t, k, v)
     if protected[t] then
@@ -92,19 +110,24 @@ for name, lib in pairs(libs) do
     base[name] = protect(lib)
 end
 
--- `redis.call` and `redis.pcall`: the Rust side answers `ok, value`; a failed call raises
--- the error table (`{err = ...}`) as Redis's does.
+-- `redis.call` and `redis.pcall`: the C functions of the `unsafe` feature (`direct`), or
+-- wrappers of the Rust side, which answers `ok, value`; a failed call raises the error table
+-- (`{err = ...}`) as Redis's does.
 local redis = libs.redis
-redis.call = function(...)
-    local ok, value = rcall(...)
-    if not ok then
-        error(value, 0)
+if direct then
+    redis.call, redis.pcall = direct.call, direct.pcall
+else
+    redis.call = function(...)
+        local ok, value = rcall(...)
+        if not ok then
+            error(value, 0)
+        end
+        return value
     end
-    return value
-end
-redis.pcall = function(...)
-    local _, value = rcall(...)
-    return value
+    redis.pcall = function(...)
+        local _, value = rcall(...)
+        return value
+    end
 end
 base.redis = protect(redis)
 

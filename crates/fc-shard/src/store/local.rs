@@ -325,6 +325,26 @@ impl LocalEmbeddedStore {
         f(&mut self.shards[i], tag_of(route.key_hash()), &self.clock)
     }
 
+    /// The store's object operations for a key whose route the caller already computed (a
+    /// server routes each key once, for its owner and its prefetch): the same methods as on the
+    /// store, without hashing the key again. `route` must be the key's
+    /// ([`LocalEmbeddedStore::route_key`]); a debug build checks it.
+    ///
+    /// ```
+    /// use fc_shard::{EmbeddedRouteMode, EmbeddedStore, LocalEmbeddedStoreBootstrap};
+    ///
+    /// let shared = EmbeddedStore::with_route_mode(4, EmbeddedRouteMode::FullKey);
+    /// let mut local = LocalEmbeddedStoreBootstrap::from_embedded(shared, 1).into_stores().remove(0);
+    /// let route = local.route_key(b"hits");
+    /// assert_eq!(local.routed(route).incr_by(b"hits", 2)?, 2);
+    /// assert_eq!(local.incr_by(b"hits", 1)?, 3);
+    /// # Ok::<(), fc_shard::StoreError>(())
+    /// ```
+    #[must_use]
+    pub fn routed(&mut self, route: EmbeddedKeyRoute) -> Routed<'_> {
+        Routed { store: self, route }
+    }
+
     /// The local index of the store's shard `shard`, or who owns it.
     pub(crate) fn local_shard_index(&self, shard: usize) -> Result<usize, StoreError> {
         match self.local_of[shard] {
@@ -925,4 +945,33 @@ fn pack(values: Vec<Option<&[u8]>>) -> PackedBatch {
 #[track_caller]
 fn not_owner(err: &StoreError) -> ! {
     panic!("{err}")
+}
+
+/// A [`LocalEmbeddedStore`] with one key's route known: see [`LocalEmbeddedStore::routed`].
+#[derive(Debug)]
+pub struct Routed<'a> {
+    store: &'a mut LocalEmbeddedStore,
+    route: EmbeddedKeyRoute,
+}
+
+impl Routed<'_> {
+    /// Runs `f` on the route's shard (with the key's tag and the clock), or reports the owner.
+    #[inline]
+    pub(crate) fn with_shard<R>(
+        self,
+        key: &[u8],
+        f: impl FnOnce(&mut Shard, u32, &Clock) -> Result<R, StoreError>,
+    ) -> Result<R, StoreError> {
+        debug_assert_eq!(
+            self.route,
+            self.store.router.route_key(key),
+            "route of another key"
+        );
+        let i = self.store.local_index(&self.route)?;
+        f(
+            &mut self.store.shards[i],
+            tag_of(self.route.key_hash()),
+            &self.store.clock,
+        )
+    }
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use fc_route::{EmbeddedKeyRoute, EmbeddedRouteMode, ShardRouter};
 
 pub use embedded::{EmbeddedStore, SharedEmbeddedStore, ValueRef};
-pub use local::{LocalEmbeddedStore, LocalEmbeddedStoreBootstrap};
+pub use local::{LocalEmbeddedStore, LocalEmbeddedStoreBootstrap, Routed};
 pub use objects::ScanOptions;
 
 use crate::clock::Clock;

@@ -7,7 +7,7 @@
 //!
 //! [`SharedEmbeddedStore`]: crate::SharedEmbeddedStore
 
-use super::{EmbeddedStore, LocalEmbeddedStore};
+use super::{EmbeddedStore, LocalEmbeddedStore, Routed};
 use crate::clock::Clock;
 use crate::error::{RedisObjectResult, StoreError};
 use crate::object::KeyType;
@@ -52,6 +52,22 @@ macro_rules! object_ops {
                 /// the operation names.
                 pub fn $name(&mut self, key: &[u8] $(, $arg: $ty)*) -> RedisObjectResult<$ret> {
                     self.with_owned_shard(key, |shard, tag, clock| {
+                        shard.$name(tag, key $(, $arg)*, clock)
+                    })
+                }
+            )*
+        }
+
+        impl Routed<'_> {
+            $(
+                $(#[$meta])*
+                ///
+                /// With the key's route already known (see [`Routed`]).
+                ///
+                /// # Errors
+                /// As [`LocalEmbeddedStore`]'s method of the same name.
+                pub fn $name(self, key: &[u8] $(, $arg: $ty)*) -> RedisObjectResult<$ret> {
+                    self.with_shard(key, |shard, tag, clock| {
                         shard.$name(tag, key $(, $arg)*, clock)
                     })
                 }
