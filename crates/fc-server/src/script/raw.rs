@@ -365,15 +365,12 @@ impl Runner {
         base: mlua::Table,
         env: mlua::Table,
     ) -> mlua::Result<Self> {
-        let upvalues = (
-            handler,
-            base,
-            env,
-            "KEYS",
-            "ARGV",
-            lua.create_table()?,
-            lua.create_table()?,
-        );
+        // The scripts' globals hold the two reused tables from now on (scripts cannot set
+        // globals; `refill` sets the new one when it replaces a table).
+        let (keys, argv) = (lua.create_table()?, lua.create_table()?);
+        base.raw_set("KEYS", &keys)?;
+        base.raw_set("ARGV", &argv)?;
+        let upvalues = (handler, base, env, "KEYS", "ARGV", keys, argv);
         // SAFETY: mlua pushes the seven values (checking room) and runs this under a
         // protected call; `lua_pushcclosure` pops them as the closure's upvalues and pushes
         // the closure, the one result. `run_c` follows the C function protocol (one argument,
@@ -413,7 +410,7 @@ impl Runner {
 unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
     const F: c_int = 1;
     const HANDLER: c_int = 2;
-    const BASE: c_int = 3;
+    // 3: the scripts' globals table (`refill`'s `BASE`).
     const ENV: c_int = 4;
     const KEYS: c_int = 5;
     const ARGV: c_int = 6;
@@ -455,16 +452,8 @@ unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
             // converted) and refilled. Nothing a script can reach outlives its run (its
             // globals are read-only and its environment is scrubbed below), so no reference
             // to them survives either.
-            refill(state, KEYS_TABLE, keys);
-            ffi::lua_pushvalue(state, KEYS_TABLE);
-            refill(state, ARGV_TABLE, argv);
-            ffi::lua_pushvalue(state, ARGV_TABLE);
-            ffi::lua_pushvalue(state, ARGV);
-            ffi::lua_insert(state, -2);
-            ffi::lua_rawset(state, BASE);
-            ffi::lua_pushvalue(state, KEYS);
-            ffi::lua_insert(state, -2);
-            ffi::lua_rawset(state, BASE);
+            refill(state, KEYS_TABLE, KEYS, keys);
+            refill(state, ARGV_TABLE, ARGV, argv);
             0
         };
         let ok = ffi::lua_pcall(state, nargs, 1, HANDLER) == 0;
@@ -513,18 +502,22 @@ fn empty(state: *mut ffi::lua_State, t: c_int, keep: c_int) -> c_int {
 }
 
 /// Makes the reused `KEYS`/`ARGV` table at `t` (an absolute index, one of the runner's
-/// upvalues) hold `items` as an array of strings and nothing else: emptied of what the last
-/// script left (its entries `1..=items.len()` are overwritten instead), without the metatable
-/// a script may have set, or replaced (as the upvalue and at `t`) by a new table when the last
-/// script left it large (see [`REUSE_MAX`]).
+/// upvalues; `name`: the index of its global's name) hold `items` as an array of strings and
+/// nothing else: emptied of what the last script left (its entries `1..=items.len()` are
+/// overwritten instead), without the metatable a script may have set, or replaced (as the
+/// upvalue, at `t` and as the scripts' global) by a new table when the last script left it
+/// large (see [`REUSE_MAX`]).
 #[expect(unsafe_code, reason = "the unsafe feature's script runner (SAFETY.md)")]
-fn refill(state: *mut ffi::lua_State, t: c_int, items: &[bytes::Bytes]) {
+fn refill(state: *mut ffi::lua_State, t: c_int, name: c_int, items: &[bytes::Bytes]) {
+    /// Where `run_c` keeps the scripts' globals table.
+    const BASE: c_int = 3;
     let n = c_int::try_from(items.len()).unwrap_or(c_int::MAX);
     let fields = empty(state, t, n);
     // SAFETY: called by `run_c` (a C closure with `UPVALUES` upvalues; `t` is 1 plus the
-    // index of the upvalue it copied) with a table at `t` and two free slots; setting a
-    // table's metatable to nil raises nothing; replacing an upvalue of the running C closure
-    // raises nothing.
+    // index of the upvalue it copied, `name` a string, `BASE` the plain globals table) with a
+    // table at `t` and three free slots; setting a table's metatable to nil raises nothing;
+    // replacing an upvalue of the running C closure raises nothing; a raw set with a string
+    // key of a plain table raises nothing.
     unsafe {
         ffi::lua_pushnil(state);
         ffi::lua_setmetatable(state, t);
@@ -533,6 +526,9 @@ fn refill(state: *mut ffi::lua_State, t: c_int, items: &[bytes::Bytes]) {
             ffi::lua_pushvalue(state, -1);
             ffi::lua_replace(state, ffi::lua_upvalueindex(t - 1));
             ffi::lua_replace(state, t);
+            ffi::lua_pushvalue(state, name);
+            ffi::lua_pushvalue(state, t);
+            ffi::lua_rawset(state, BASE);
         }
     }
     set_strings(state, t, items);
