@@ -410,7 +410,7 @@ impl Runner {
 unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
     const F: c_int = 1;
     const HANDLER: c_int = 2;
-    // 3: the scripts' globals table (`refill`'s `BASE`).
+    // 3: the scripts' globals table (`set_global`'s `BASE`).
     const ENV: c_int = 4;
     const KEYS: c_int = 5;
     const ARGV: c_int = 6;
@@ -445,6 +445,9 @@ unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
             // upvalues outlive the call).
             push_array(state, keys);
             push_array(state, argv);
+            // Functions have no `KEYS`/`ARGV` globals (Redis's missing-global error).
+            set_global(state, KEYS, 0);
+            set_global(state, ARGV, 0);
             2
         } else {
             // An `EVAL` script gets the interpreter's two tables, emptied of what the last
@@ -457,6 +460,10 @@ unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
             0
         };
         let ok = ffi::lua_pcall(state, nargs, 1, HANDLER) == 0;
+        if input.function {
+            set_global(state, KEYS, KEYS_TABLE);
+            set_global(state, ARGV, ARGV_TABLE);
+        }
         if ok && convert_result(state) {
             // Converted: the value stays here.
             ffi::lua_settop(state, -2);
@@ -471,6 +478,25 @@ unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
         ffi::lua_settop(state, 2);
     }
     2
+}
+
+/// Sets the scripts' global named at `name` to the value at `value` (absolute indexes; 0: nil).
+#[expect(unsafe_code, reason = "the unsafe feature's script runner (SAFETY.md)")]
+fn set_global(state: *mut ffi::lua_State, name: c_int, value: c_int) {
+    /// Where `run_c` keeps the scripts' globals table.
+    const BASE: c_int = 3;
+    // SAFETY: called by `run_c` with two free slots, a string at `name` and the plain globals
+    // table at `BASE`: a raw set with a string key raises nothing (an existing field, or a
+    // new one whose allocation does not fail: no memory limit).
+    unsafe {
+        ffi::lua_pushvalue(state, name);
+        if value == 0 {
+            ffi::lua_pushnil(state);
+        } else {
+            ffi::lua_pushvalue(state, value);
+        }
+        ffi::lua_rawset(state, BASE);
+    }
 }
 
 /// Sets every field of the table at `t` (an absolute index) to nil but those at integer keys
@@ -509,15 +535,12 @@ fn empty(state: *mut ffi::lua_State, t: c_int, keep: c_int) -> c_int {
 /// large (see [`REUSE_MAX`]).
 #[expect(unsafe_code, reason = "the unsafe feature's script runner (SAFETY.md)")]
 fn refill(state: *mut ffi::lua_State, t: c_int, name: c_int, items: &[bytes::Bytes]) {
-    /// Where `run_c` keeps the scripts' globals table.
-    const BASE: c_int = 3;
     let n = c_int::try_from(items.len()).unwrap_or(c_int::MAX);
     let fields = empty(state, t, n);
     // SAFETY: called by `run_c` (a C closure with `UPVALUES` upvalues; `t` is 1 plus the
-    // index of the upvalue it copied, `name` a string, `BASE` the plain globals table) with a
-    // table at `t` and three free slots; setting a table's metatable to nil raises nothing;
-    // replacing an upvalue of the running C closure raises nothing; a raw set with a string
-    // key of a plain table raises nothing.
+    // index of the upvalue it copied) with a table at `t` and two free slots; setting a
+    // table's metatable to nil raises nothing; replacing an upvalue of the running C closure
+    // raises nothing.
     unsafe {
         ffi::lua_pushnil(state);
         ffi::lua_setmetatable(state, t);
@@ -526,10 +549,10 @@ fn refill(state: *mut ffi::lua_State, t: c_int, name: c_int, items: &[bytes::Byt
             ffi::lua_pushvalue(state, -1);
             ffi::lua_replace(state, ffi::lua_upvalueindex(t - 1));
             ffi::lua_replace(state, t);
-            ffi::lua_pushvalue(state, name);
-            ffi::lua_pushvalue(state, t);
-            ffi::lua_rawset(state, BASE);
         }
+    }
+    if fields > REUSE_MAX {
+        set_global(state, name, t);
     }
     set_strings(state, t, items);
 }

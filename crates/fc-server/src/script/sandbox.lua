@@ -173,21 +173,30 @@ local function run_script(f, nkeys, ...)
     return ok, result
 end
 
--- Runs a library function (`FCALL`) with its keys and arguments: `ok, result`.
-local function run_function(f, nkeys, ...)
-    local keys, argv = split(nkeys, ...)
-    local ok, result = xpcall(function()
-        return f(keys, argv)
-    end, handler)
+-- Runs `f` without the `KEYS` and `ARGV` globals (Redis's functions and libraries have none:
+-- reading one is the missing-global error), then puts back what the last script had.
+local function without_script_globals(f)
+    local keys, argv = rawget(base, "KEYS"), rawget(base, "ARGV")
+    rawset(base, "KEYS", nil)
+    rawset(base, "ARGV", nil)
+    local ok, result = xpcall(f, handler)
+    rawset(base, "KEYS", keys)
+    rawset(base, "ARGV", argv)
     scrub()
     return ok, result
 end
 
+-- Runs a library function (`FCALL`) with its keys and arguments: `ok, result`.
+local function run_function(f, nkeys, ...)
+    local keys, argv = split(nkeys, ...)
+    return without_script_globals(function()
+        return f(keys, argv)
+    end)
+end
+
 -- Runs a library's code (`FUNCTION LOAD`): `ok, error`.
 local function run_library(f)
-    local ok, result = xpcall(f, handler)
-    scrub()
-    return ok, result
+    return without_script_globals(f)
 end
 
 -- (`base`: where the `unsafe` feature's runner sets `KEYS` and `ARGV` itself.)
