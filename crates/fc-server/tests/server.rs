@@ -819,7 +819,11 @@ fn always_commits_one_log_per_worker_for_many_connections() {
         (2..=200).contains(&fsyncs),
         "{fsyncs} fsyncs for 100 batches"
     );
-    assert_eq!(field("wal_commit_fallbacks"), 0);
+    // A waiter runs a commit itself only after waiting 50 ms for one (`COMMIT_FALLBACK`):
+    // none on a quiet machine, a few when a VM stalls the committer or its fsync that long
+    // (5 seen once in CI, on monoio); a committer that did not run would make one per batch.
+    let fallbacks = field("wal_commit_fallbacks");
+    assert!(fallbacks <= 10, "{fallbacks} fallback commits: {info}");
     let mut logs: Vec<String> = std::fs::read_dir(dir.path().join("wal"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
