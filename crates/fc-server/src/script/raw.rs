@@ -175,19 +175,11 @@ impl Builder for Stack {
     }
 }
 
-/// `{err = text}`: a failed call.
-#[expect(unsafe_code, reason = "the unsafe feature's redis.call (SAFETY.md)")]
+/// `{err = text}`: a failed call ([`Stack`]'s status table: called by `call_into` with at
+/// least three free slots — the C function's 20, or after the stack was reset to the
+/// arguments — so its room check passes and the table is pushed).
 fn push_error(state: *mut ffi::lua_State, text: &[u8]) {
-    // SAFETY: called by `call_into` (in one of `call_functions`' closures, whose upvalue
-    // `ERR_FIELD` is the string "err") with at least three free slots (the C function's 20,
-    // or after the stack was reset to the arguments); nothing here raises (no memory limit, a
-    // fresh table set with a string key).
-    unsafe {
-        ffi::lua_createtable(state, 0, 1);
-        ffi::lua_pushvalue(state, ffi::lua_upvalueindex(ERR_FIELD));
-        ffi::lua_pushlstring_(state, text.as_ptr().cast::<c_char>(), text.len());
-        ffi::lua_rawset(state, -3);
-    }
+    Stack { state, full: false }.status("err", text);
 }
 
 /// `redis.call`: the command's reply as a Lua value, or the `{err = ...}` table raised as
