@@ -155,6 +155,14 @@ impl Applier {
         &self.watermarks
     }
 
+    /// Drops the transactions being gathered, keeping the watermarks: a new link resends
+    /// from the watermarks, so a group still open is sent again from its begin marker (a
+    /// [`Batcher`] never ends a batch between a transaction's begin and the mutation after
+    /// it). Kept, an open group would take the resent begin as a nested one and never close.
+    pub fn abandon_groups(&mut self) {
+        self.open.iter_mut().for_each(|g| *g = None);
+    }
+
     /// Sets a shard's watermark (after a snapshot of it was loaded).
     pub fn reset_shard(&mut self, shard: usize, watermark: u64) {
         self.watermarks[shard] = watermark;
@@ -323,6 +331,9 @@ pub struct Batcher {
     policy: SendPolicy,
     builder: BatchBuilder,
     opened: Option<Instant>,
+    /// The last mutation added is a transaction's begin marker without a sequence: the batch
+    /// waits for the mutation after it.
+    begun: bool,
 }
 
 impl Batcher {
@@ -333,6 +344,7 @@ impl Batcher {
             policy,
             builder: BatchBuilder::new(shard),
             opened: None,
+            begun: false,
         }
     }
 
@@ -344,9 +356,18 @@ impl Batcher {
 
     /// Adds a mutation; returns the batch when it is to leave now. `now` matters only when
     /// this opens a batch.
+    ///
+    /// A server transaction's begin marker (sequence 0) never ends a batch, whether full or
+    /// due: it leaves with the mutation after it. A replica resuming from its watermark `w`
+    /// is sent the frames from the one holding `w + 1` on; the begin of a transaction it had
+    /// not finished gathering is in that frame.
     pub fn push(&mut self, seq: u64, mutation: &Mutation<'_>, now: Instant) -> Option<Sealed> {
         self.builder.push(seq, mutation);
         self.opened.get_or_insert(now);
+        self.begun = seq == 0 && matches!(mutation, Mutation::TxBegin { .. });
+        if self.begun {
+            return None;
+        }
         let full = match self.policy {
             SendPolicy::Immediate => true,
             SendPolicy::Batch {
@@ -365,7 +386,7 @@ impl Batcher {
             SendPolicy::Batch { max_delay, .. } => max_delay,
         };
         let opened = self.opened?;
-        (now.duration_since(opened) >= max_delay)
+        (!self.begun && now.duration_since(opened) >= max_delay)
             .then(|| self.seal())
             .flatten()
     }
@@ -383,6 +404,7 @@ impl Batcher {
     /// The open batch, whatever its size (shutdown, a transaction's end).
     pub fn seal(&mut self) -> Option<Sealed> {
         self.opened = None;
+        self.begun = false;
         let (frame, first_seq, last_seq) = self.builder.take()?;
         Some(Sealed {
             frame,

@@ -305,11 +305,13 @@ fn a_transaction_applies_whole_at_its_end() {
         value: b"v",
         expire_at_ms: None,
     };
+    // The begin leaves with the mutation after it, even in immediate batches.
+    assert!(batcher.push(0, &Mutation::TxBegin { id: 7 }, now).is_none());
     let first = [
-        batcher.push(0, &Mutation::TxBegin { id: 7 }, now).unwrap(),
         batcher.push(1, &set(b"a"), now).unwrap(),
         batcher.push(2, &set(b"b"), now).unwrap(),
     ];
+    assert_eq!(first[0].frame.records, 2);
     let end = batcher.push(0, &Mutation::TxEnd { id: 7 }, now).unwrap();
     let replica = EmbeddedStore::new(1);
     let mut applier = Applier::new(vec![0]);
@@ -405,6 +407,71 @@ fn a_shards_own_groups_count_in_the_watermark_and_nest_in_transactions() {
     }
 }
 
+/// A link cut while a transaction was half-gathered: the next link resends from the
+/// watermark, begin included, and the transaction applies once, whole. (A kept half-gathered
+/// group took the resent begin as a nested one and never closed: a replica stuck on that
+/// shard forever, seen in `repl_chaos`.)
+#[test]
+fn a_transaction_cut_off_by_a_lost_link_comes_again_whole() {
+    let set = |k: &'static [u8]| Mutation::Set {
+        key: k,
+        value: b"v",
+        expire_at_ms: None,
+    };
+    for policy in [
+        SendPolicy::Immediate,
+        SendPolicy::Batch {
+            max_records: 2,
+            max_bytes: 1 << 20,
+            max_delay: Duration::ZERO,
+        },
+    ] {
+        let mut batcher = Batcher::new(0, policy);
+        let now = Instant::now();
+        let mut sealed = Vec::new();
+        sealed.extend(batcher.push(1, &set(b"before"), now));
+        // Full (two records) or due, a batch still does not end on the begin.
+        assert!(batcher.push(0, &Mutation::TxBegin { id: 3 }, now).is_none());
+        assert!(batcher.due(now + Duration::from_secs(1)).is_none());
+        sealed.extend(batcher.push(2, &set(b"a"), now));
+        sealed.extend(batcher.push(3, &set(b"b"), now));
+        sealed.extend(batcher.push(0, &Mutation::TxEnd { id: 3 }, now));
+        sealed.extend(batcher.seal());
+        let mut backlog = Backlog::new(1, 1 << 20);
+        for s in &sealed {
+            backlog.push(0, s.first_seq, s.last_seq, encoded(&s.frame));
+        }
+        let decode = |bytes: &[u8]| {
+            FrameDecoder::default()
+                .decode_slice(bytes)
+                .unwrap()
+                .unwrap()
+                .0
+        };
+        let replica = EmbeddedStore::new(1);
+        let mut applier = Applier::new(vec![0]);
+        // The first link gets the frames up to the one holding `a`, then is cut.
+        let upto = sealed
+            .iter()
+            .position(|s| s.last_seq >= 2)
+            .expect("a frame holds a");
+        for s in &sealed[..=upto] {
+            applier.apply(&s.frame, &replica).unwrap();
+        }
+        assert_eq!(applier.watermarks(), [1], "{policy:?}");
+        assert_eq!(replica.get(b"a"), None, "held");
+        // The next link: from the watermark on.
+        applier.abandon_groups();
+        let mut applied = 0;
+        for frame in backlog.since(0, applier.watermarks()[0]).unwrap() {
+            applied += applier.apply(&decode(&frame), &replica).unwrap().applied;
+        }
+        assert_eq!(applied, 2, "{policy:?}");
+        assert_eq!(applier.watermarks(), [3], "{policy:?}");
+        assert_eq!(replica.get(b"b"), Some(b"v".to_vec()));
+    }
+}
+
 #[test]
 fn batchers_seal_by_count_bytes_and_delay() {
     let now = Instant::now();
@@ -492,4 +559,10 @@ fn backlog_cursors_follow_frame_indexes_across_markers_and_evictions() {
     assert_eq!(backlog.from_index(0, 1), Err(NeedSnapshot));
     assert_eq!(backlog.from_index(0, 15).unwrap().len(), 4);
     assert_eq!(backlog.since_index(0, 2), Err(NeedSnapshot));
+}
+
+fn encoded(frame: &Frame) -> Arc<[u8]> {
+    let mut out = Vec::new();
+    frame.encode(Compression::None, &mut out);
+    out.into()
 }

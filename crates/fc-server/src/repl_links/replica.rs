@@ -238,6 +238,9 @@ async fn session(
         }
         .to_string());
     }
+    // This link resends from the watermarks: transactions left half-gathered by the last
+    // one come again from their begin.
+    progress.applier.abandon_groups();
     // Another primary (or this one restarted): sequences start over, and so does the data.
     if *first || welcome.primary_id != progress.primary_id {
         shared.repl.forget_marks();
