@@ -521,10 +521,30 @@ impl Shard {
         expire_at_ms: Option<u64>,
         clock: &Clock,
     ) -> Result<(), StoreError> {
+        self.set_unless_expired(tag, key, value, expire_at_ms, clock, false)
+            .map(|_| ())
+    }
+
+    /// [`Shard::set`] with one lookup for a write that does not read the old entry (a plain
+    /// `SET`): `Ok(false)`, nothing done, when `key`'s entry has expired and `bail` is set, so
+    /// the caller removes it as expired first (its expiry is reported, as a lookup's is).
+    #[inline(always)]
+    pub(crate) fn set_unless_expired(
+        &mut self,
+        tag: u32,
+        key: &[u8],
+        value: &[u8],
+        expire_at_ms: Option<u64>,
+        clock: &Clock,
+        bail: bool,
+    ) -> Result<bool, StoreError> {
         check_sizes(key, value)?;
         let arena = &mut self.arena;
         let pos = self.index.find_pos(tag, |loc| arena.key(loc) == key);
         let old = pos.map(|p| arena::header(arena.chunk(self.index.loc(p))));
+        if bail && old.is_some_and(|h| is_expired(h.expire_at_ms, clock)) {
+            return Ok(false);
+        }
         // Everything a budget needs stays off the unbounded path (out of line, behind one flag).
         let bounded = self.budget != u64::MAX;
         let (over_budget, new_charge, old_charge) = if bounded {
@@ -604,7 +624,7 @@ impl Shard {
         if over_budget {
             self.shrink_to_budget(loc, clock);
         }
-        Ok(())
+        Ok(true)
     }
 
     /// For a bounded shard: the (queue) charges of a write replacing `old` and whether it goes

@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 
 use fc_shard::{
     EmbeddedRouteMode, EmbeddedStore, KeyTtl, LocalEmbeddedStoreBootstrap, ManualClock, Mutation,
-    MutationSink, PackedSessionWrite, StoreError,
+    MutationSink, PackedSessionWrite, SetExpiry, SetOptions, StoreError,
 };
 
 const NOW: u64 = 1_700_000_000_000;
@@ -351,6 +351,51 @@ fn mutations_are_emitted_in_order_with_per_shard_sequences() {
     let seqs: Vec<u64> = log.iter().map(|(_, s, _)| *s).collect();
     assert_eq!(seqs, (1..=8).collect::<Vec<_>>());
     assert_eq!(store.stats_snapshot().shards[0].mutation_seq, 8);
+}
+
+/// A plain `SET` reads nothing of the old entry and looks the key up once; over an entry
+/// that has expired it still removes it as expired first (the event a lookup emits), as
+/// `SET` with options does.
+#[test]
+fn a_plain_set_over_an_expired_key_reports_the_expiry_first() {
+    let recorder = Arc::new(Recorder::default());
+    let clock = ManualClock::new(NOW);
+    let store = EmbeddedStore::builder(1)
+        .clock(clock.clone())
+        .mutation_sink(recorder.clone())
+        .build();
+    let plain = SetOptions::default();
+    let px = SetOptions {
+        expiry: SetExpiry::InMs(10),
+        ..SetOptions::default()
+    };
+    assert!(store.set_with(b"a", b"1", px).unwrap().written);
+    assert!(store.set_with(b"a", b"2", plain).unwrap().written); // live: replaced
+    assert!(store.set_with(b"b", b"1", px).unwrap().written);
+    clock.advance_ms(11);
+    assert!(store.set_with(b"b", b"2", plain).unwrap().written); // expired first
+    assert!(store.set_with(b"b", b"3", px).unwrap().written); // live again
+    let texts: Vec<String> = recorder
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, _, t)| t.clone())
+        .collect();
+    assert_eq!(
+        texts,
+        vec![
+            format!("set a 1 Some({})", NOW + 10),
+            "set a 2 None".to_string(),
+            format!("set b 1 Some({})", NOW + 10),
+            "expired b".to_string(),
+            "set b 2 None".to_string(),
+            format!("set b 3 Some({})", NOW + 21),
+        ]
+    );
+    assert_eq!(store.get(b"a"), Some(b"2".to_vec()));
+    assert_eq!(store.pttl_millis(b"a").to_redis(), -1);
+    assert_eq!(store.get(b"b"), Some(b"3".to_vec()));
 }
 
 #[test]

@@ -107,6 +107,21 @@ impl Shard {
         options: SetOptions,
         clock: &Clock,
     ) -> RedisObjectResult<SetOutcome> {
+        let plain = !options.get && options.condition == SetCondition::Always;
+        if plain && !matches!(options.expiry, SetExpiry::Keep) {
+            // Nothing of the old entry is read: one lookup, unless it has expired.
+            let expire_at = match options.expiry {
+                SetExpiry::InMs(ms) => Some(clock.now_ms().saturating_add(ms)),
+                SetExpiry::AtMs(at) => Some(at),
+                SetExpiry::Clear | SetExpiry::Keep => None,
+            };
+            if self.set_unless_expired(tag, key, value, expire_at, clock, true)? {
+                return Ok(SetOutcome {
+                    written: true,
+                    previous: None,
+                });
+            }
+        }
         let current = self.live_entry(tag, key, clock);
         let mut outcome = SetOutcome::default();
         let mut old_expiry = None;
@@ -147,11 +162,20 @@ impl Shard {
         delta: i64,
         clock: &Clock,
     ) -> RedisObjectResult<i64> {
-        let current = self.string_entry(tag, key, clock)?;
-        let value = incr_i64(current.as_ref().map(|(v, _)| &v[..]), delta, false)?;
-        let expiry = current.and_then(|(_, e)| e);
-        let text = itoa::Buffer::new().format(value).as_bytes().to_vec();
-        self.set(tag, key, &text, expiry, clock)?;
+        // Read in place (no copy of the old value, nor of the new one's text).
+        let (value, expiry) = match self.live_entry(tag, key, clock) {
+            None => (incr_i64(None, delta, false)?, None),
+            Some(loc) => {
+                let chunk = self.chunk(loc);
+                if arena::kind_of(chunk) != KIND_STRING {
+                    return Err(StoreError::WrongType);
+                }
+                let value = incr_i64(Some(arena::value_of(chunk)), delta, false)?;
+                (value, arena::expiry_of(chunk))
+            }
+        };
+        let mut text = itoa::Buffer::new();
+        self.set(tag, key, text.format(value).as_bytes(), expiry, clock)?;
         Ok(value)
     }
 
