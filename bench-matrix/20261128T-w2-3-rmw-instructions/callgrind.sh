@@ -11,7 +11,7 @@ else
 valgrind --tool=callgrind "$@" --callgrind-out-file=$OUT $BIN --port $PORT --save "" --appendonly no >/dev/null 2>&1 &
 fi
 VP=$!
-for i in $(seq 200); do redis-cli -p $PORT ping >/dev/null 2>&1 && break; sleep 0.2; done
+for i in $(seq 600); do redis-cli -p $PORT ping >/dev/null 2>&1 && break; sleep 0.2; done
 if [ $SHAPE = get ]; then
 SHA=$(redis-cli -p $PORT script load "return redis.call('GET', KEYS[1])")
 redis-cli -p $PORT set key:1 hello >/dev/null
@@ -21,7 +21,7 @@ SHA=$(redis-cli -p $PORT script load "local v = redis.call('INCRBY', KEYS[1], AR
 ARGS="2 {user:1}:counter {user:1}:last 1"
 fi
 redis-cli -p $PORT evalsha $SHA $ARGS >/dev/null
-redis-benchmark -p $PORT -n $N -P 16 -c 4 -q evalsha $SHA $ARGS >/dev/null 2>&1
+[ "$N" -gt 0 ] && redis-benchmark -p $PORT -n $N -P 16 -c 4 -q evalsha $SHA $ARGS >/dev/null 2>&1
 redis-cli -p $PORT shutdown nosave >/dev/null 2>&1
 wait $VP
 grep -E "^summary|^totals" $OUT | head -1
