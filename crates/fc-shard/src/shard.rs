@@ -538,13 +538,13 @@ impl Shard {
         clock: &Clock,
         bail: bool,
     ) -> Result<bool, StoreError> {
-        check_sizes(key, value)?;
         let arena = &mut self.arena;
         let pos = self.index.find_pos(tag, |loc| arena.key(loc) == key);
         let old = pos.map(|p| arena::header(arena.chunk(self.index.loc(p))));
         if bail && old.is_some_and(|h| is_expired(h.expire_at_ms, clock)) {
             return Ok(false);
         }
+        check_sizes(key, value)?;
         // Everything a budget needs stays off the unbounded path (out of line, behind one flag).
         let bounded = self.budget != u64::MAX;
         let (over_budget, new_charge, old_charge) = if bounded {

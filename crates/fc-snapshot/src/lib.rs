@@ -158,8 +158,9 @@ pub fn build_image(
 /// Writes an image built by [`build_image`] and deletes the log segments the older kept image
 /// covers. Returns the image's size in bytes.
 ///
-/// The log the image's shard writes to is made durable first, up to everything appended to
-/// it, so the frames the image covers are on disk before the image is. An image ahead of its
+/// The log the image's shard writes to is made durable first ([`WalSink::sync_log_of`]: what
+/// it holds is written and synced), so the frames the image covers are on disk before the
+/// image is. An image ahead of its
 /// log would outlive a crash that took the log's last frames (a kill before the frames were
 /// written, a power loss before they were synced); recovery then continues the log after the
 /// image's sequence, and the log keeps a hole that the next recovery refuses.
@@ -172,7 +173,7 @@ pub fn commit_image(
     header: &ImageHeader,
     bytes: &[u8],
 ) -> Result<u64, WalError> {
-    wal.commit_log(wal.log_of(header.shard as usize))?;
+    wal.sync_log_of(header.shard as usize)?;
     let oldest_kept = write_image(data_dir, header, bytes)?;
     wal.trim(header.shard as usize, oldest_kept)?;
     Ok(bytes.len() as u64)

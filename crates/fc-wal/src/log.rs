@@ -1137,6 +1137,36 @@ impl WalSink {
         Ok(())
     }
 
+    /// Writes and `fdatasync`s everything the log shard `shard` writes to holds, whatever
+    /// the counters say: a snapshot image is written only after the frames it covers are
+    /// durable, and the image's covered sequence may count a frame whose append has not yet
+    /// been added to [`WalSink::appended`] (the counter moves after the log's lock is
+    /// released), which [`WalSink::commit_log`] would take as already durable.
+    ///
+    /// # Errors
+    /// The log's failure (it is poisoned).
+    ///
+    /// # Panics
+    /// When `shard` is out of range.
+    pub fn sync_log_of(&self, shard: usize) -> Result<(), WalError> {
+        let log = self.log_of(shard);
+        // After any commit of this log in flight (as `sync_all`).
+        let _one = self.committing[log].lock();
+        let ticket = self.logs[log].lock().sync_ticket()?;
+        if let Some(ticket) = ticket {
+            let result = ticket.run();
+            let mut state = self.logs[log].lock();
+            match result {
+                Ok(micros) => state.sync_done(&ticket, micros),
+                Err(err) => {
+                    state.sync_failed(err.clone());
+                    return Err(err);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Runs `f` on the log shard `shard` writes to, under its lock (for snapshots: its next
     /// sequence number).
     ///
