@@ -1121,6 +1121,14 @@ impl WalSink {
         if self.log_durable(log) >= target {
             return health(self);
         }
+        self.sync_unlocked(log)?;
+        self.log_durable[log].fetch_max(target, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Writes what log `log` holds and runs its `fdatasync` outside the log's lock (appends go
+    /// on meanwhile); the caller holds `committing[log]`.
+    fn sync_unlocked(&self, log: usize) -> Result<(), WalError> {
         let ticket = self.logs[log].lock().sync_ticket()?;
         if let Some(ticket) = ticket {
             let result = ticket.run();
@@ -1133,7 +1141,6 @@ impl WalSink {
                 }
             }
         }
-        self.log_durable[log].fetch_max(target, Ordering::AcqRel);
         Ok(())
     }
 
@@ -1152,19 +1159,7 @@ impl WalSink {
         let log = self.log_of(shard);
         // After any commit of this log in flight (as `sync_all`).
         let _one = self.committing[log].lock();
-        let ticket = self.logs[log].lock().sync_ticket()?;
-        if let Some(ticket) = ticket {
-            let result = ticket.run();
-            let mut state = self.logs[log].lock();
-            match result {
-                Ok(micros) => state.sync_done(&ticket, micros),
-                Err(err) => {
-                    state.sync_failed(err.clone());
-                    return Err(err);
-                }
-            }
-        }
-        Ok(())
+        self.sync_unlocked(log)
     }
 
     /// Runs `f` on the log shard `shard` writes to, under its lock (for snapshots: its next
