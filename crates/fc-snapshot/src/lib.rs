@@ -160,10 +160,10 @@ pub fn build_image(
 ///
 /// The log the image's shard writes to is made durable first ([`WalSink::sync_log_of`]: what
 /// it holds is written and synced), so the frames the image covers are on disk before the
-/// image is. An image ahead of its
-/// log would outlive a crash that took the log's last frames (a kill before the frames were
-/// written, a power loss before they were synced); recovery then continues the log after the
-/// image's sequence, and the log keeps a hole that the next recovery refuses.
+/// image is. An image ahead of its log would outlive a crash that took the log's last frames
+/// (a kill before the frames were written, a power loss before they were synced); recovery
+/// then continues the log after the image's sequence, and the log keeps a hole that the next
+/// recovery refuses.
 ///
 /// # Errors
 /// [`WalError::Io`] syncing the log, writing the image or deleting segments.
