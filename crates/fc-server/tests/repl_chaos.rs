@@ -6,7 +6,7 @@
 //! from its data. Once the writes
 //! stop, the replica must catch up and `DEBUG DIGEST` must agree on both sides.
 //! `FC_REPL_CHAOS_CYCLES` sets the number of events (`cargo xtask repl-chaos --cycles N` runs
-//! it long; CI runs a short one).
+//! it long; CI runs a short one). A failed run keeps both data directories and names them.
 
 mod common;
 
@@ -180,29 +180,36 @@ fn replication_survives_cut_links_and_killed_servers() {
         .as_nanos() as u64;
     eprintln!("repl chaos: {cycles} events, seed {seed}");
     let mut rng = Rng(seed | 1);
-    let dir = tempfile::tempdir().unwrap();
+    // The data directories outlive a failed run (a failure names them), so what the servers
+    // wrote can be read afterwards; a passing run removes them.
+    let dir = tempfile::tempdir().unwrap().keep();
     let port = free_port();
     let primary_args: Vec<String> = vec![
         "--bind".into(),
         format!("127.0.0.1:{port}"),
         "--data-dir".into(),
-        dir.path().display().to_string(),
+        dir.display().to_string(),
         "--appendfsync".into(),
         "everysec".into(),
     ];
     // The replica has a data directory too: a killed replica restarts from its own data and
     // resumes from the watermarks its log ended on (docs/REPLICATION.md, "Restarts").
-    let replica_dir = tempfile::tempdir().unwrap();
+    let replica_dir = tempfile::tempdir().unwrap().keep();
     let replica_args: Vec<String> = vec![
         "--bind".into(),
         "127.0.0.1:0".into(),
         "--replicaof".into(),
         format!("127.0.0.1:{port}"),
         "--data-dir".into(),
-        replica_dir.path().display().to_string(),
+        replica_dir.display().to_string(),
         "--appendfsync".into(),
         "everysec".into(),
     ];
+    eprintln!(
+        "repl chaos: primary data in {}, replica data in {}",
+        dir.display(),
+        replica_dir.display()
+    );
     let mut primary = spawn(&primary_args);
     let mut replica = spawn(&replica_args);
     let stop = Arc::new(AtomicBool::new(false));
@@ -285,7 +292,9 @@ fn replication_survives_cut_links_and_killed_servers() {
         }
         assert!(
             Instant::now() < deadline,
-            "no convergence (seed {seed}):\nprimary {pd}\n{}\nreplica {rd}\n{}",
+            "no convergence (seed {seed}; data kept in {} and {}):\nprimary {pd}\n{}\nreplica {rd}\n{}",
+            dir.display(),
+            replica_dir.display(),
             info(&mut p),
             info(&mut r)
         );
@@ -302,4 +311,8 @@ fn replication_survives_cut_links_and_killed_servers() {
         events[3],
         done.load(Ordering::Relaxed)
     );
+    drop((primary, replica));
+    for d in [&dir, &replica_dir] {
+        let _ = std::fs::remove_dir_all(d);
+    }
 }
