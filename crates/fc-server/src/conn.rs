@@ -412,7 +412,12 @@ async fn run<S: Socket, E: Edge>(
                         spare.push(args);
                     }
                 } else {
-                    let Parsed { spec, args, .. } = parsed;
+                    let Parsed {
+                        spec,
+                        mut args,
+                        route,
+                        ..
+                    } = parsed;
                     let keep = gate.keep_args;
                     if keep {
                         kept.clear();
@@ -421,8 +426,21 @@ async fn run<S: Socket, E: Edge>(
                     start = worker.ticks.now();
                     // Where this command's reply starts (`CLIENT REPLY OFF|SKIP` drop it).
                     let mut mark = out.buf.len();
-                    let ran =
-                        session::dispatch(worker, state, &mut parser, spec, args, &mut out).await;
+                    // A script whose keys are all here runs in place, as the general path
+                    // would run it but without awaiting (see `session::script_in_place`).
+                    let in_place = if paused {
+                        None
+                    } else {
+                        session::script_in_place(worker, state, spec, &mut args, route, &mut out)
+                    };
+                    let ran = match in_place {
+                        Some(slot) => Some(slot),
+                        None => {
+                            let args = std::mem::take(&mut args);
+                            session::dispatch(worker, state, &mut parser, spec, args, &mut out)
+                                .await
+                        }
+                    };
                     let mut took = Ticks::since(start, worker.ticks.now());
                     let ran = spec.zip(ran);
                     let mut fed = false;
@@ -489,6 +507,10 @@ async fn run<S: Socket, E: Edge>(
                         state.restrict(out.version());
                     }
                     paused = shared.pause.maybe();
+                    // The in-place path of scripts gives its arguments' vector back.
+                    if args.capacity() != 0 && args.capacity() <= SPARE_ARGS {
+                        spare.push(args);
+                    }
                     if state.quit {
                         let _ = send(worker, state, &mut stream, kill.as_mut(), &mut out.buf).await;
                         return;
@@ -650,6 +672,7 @@ fn parse_batch<E: Edge>(
                 // routing mode, another hash tag rule) is told so instead of served.
                 if let (Some(claimed), Some(route)) = (claimed, route)
                     && claimed != route.route_hash()
+                    && !spec.is_some_and(command::Spec::script)
                 {
                     tag = edge.refuse(
                         tag,

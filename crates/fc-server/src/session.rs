@@ -365,6 +365,62 @@ pub(crate) async fn dispatch(
     Some(slot)
 }
 
+/// The in-place path of scripts: `EVAL`, `EVALSHA`, `FCALL` and their `_RO` forms, run right
+/// here without awaiting when [`dispatch`] would admit them with nothing to check or wait for
+/// (an authenticated client of database 0 allowed everything, outside `MULTI` and the
+/// restricted modes, no busy script, no stale replica, no argument beginning with the
+/// namespace mark: `into_db` leaves it as it is) and their declared keys are all this worker's
+/// with no transaction holding it (`script::run_in_place`). The caller checks that no `CLIENT
+/// PAUSE` is on. Its statistics slot when it ran (as [`dispatch`] answers); `None`: nothing
+/// ran, `args` is as it was, and the caller takes [`dispatch`]. `route`: the first declared
+/// key's route when the parser computed it.
+pub(crate) fn script_in_place(
+    worker: &Worker,
+    state: &mut ClientState,
+    spec: Option<&'static Spec>,
+    args: &mut Vec<Bytes>,
+    route: Option<fc_shard::EmbeddedKeyRoute>,
+    out: &mut Resp,
+) -> Option<usize> {
+    let spec = spec?;
+    let Some(Session::Script(sc)) = spec.session().filter(|_| spec.script()) else {
+        return None;
+    };
+    if !state.authed
+        || state.db != 0
+        || state.multi.is_some()
+        || state.restricted
+        || spec.write()
+        || !spec.arity_ok(args.len())
+    {
+        return None;
+    }
+    let Selected::Slot(slot) = command::select(spec, args) else {
+        return None;
+    };
+    let shared = &worker.shared;
+    let mark = Some(&fc_shard::NAMESPACE_MARK);
+    if !state.acl_open()
+        || shared.scripts.is_busy()
+        || (shared.repl.stale() && command::slot_flags(slot) & F::STALE == 0)
+        || args[1..].iter().any(|a| a.first() == mark)
+    {
+        return None;
+    }
+    out.failed_slot = slot;
+    let caller = crate::script::Caller {
+        db: 0,
+        client: state.id,
+        user: None,
+    };
+    if crate::script::run_in_place(worker, sc, args, route, caller, out) {
+        Some(slot)
+    } else {
+        out.failed_slot = NO_SLOT;
+        None
+    }
+}
+
 /// Waits while a `CLIENT PAUSE` holds the command (shown as blocked); `false` when the client
 /// was killed meanwhile (it then closes without running it).
 async fn wait_out_pause(

@@ -26,6 +26,8 @@ use crate::shared::{Job, Shared};
 pub(crate) struct Parsed {
     pub(crate) spec: Option<&'static Spec>,
     pub(crate) args: Vec<Bytes>,
+    /// The route of a keyed command's key, or of a script's first declared key
+    /// ([`Worker::route_and_prefetch_bucket`]).
     pub(crate) route: Option<EmbeddedKeyRoute>,
     /// The protocol edge's data for the reply (see `edge::Tag`).
     pub(crate) tag: crate::edge::Tag,
@@ -249,7 +251,8 @@ impl Worker {
     }
 
     /// Routes the key of a keyed command as soon as it is parsed (the route is kept in
-    /// [`Parsed::route`] for the command's owner check and its handler) and starts loading
+    /// [`Parsed::route`] for the command's owner check and its handler; a script's is its
+    /// first declared key's, for `session::script_in_place`) and starts loading
     /// the index bucket of every key of the command this worker owns; the buckets of a
     /// pipelined batch arrive while the rest of it is parsed, and [`Worker::prefetch_entries`]
     /// then starts loading the entries they point to, so that the batch's cache misses overlap
@@ -292,6 +295,7 @@ impl Worker {
                 Sc::Eval | Sc::EvalSha | Sc::EvalRo | Sc::EvalShaRo | Sc::Fcall | Sc::FcallRo,
             ))) => {
                 let n = crate::command::numkeys(args).ok()?;
+                let mut first = None;
                 for key in &args[3..3 + n] {
                     if routes.len() == MAX_KEYS {
                         break;
@@ -299,8 +303,9 @@ impl Worker {
                     let route = store.route_key(key);
                     store.prefetch_bucket(&route);
                     routes.push(route);
+                    first = first.or(Some(route));
                 }
-                None
+                first
             }
             _ => None,
         }

@@ -529,6 +529,17 @@ impl Spec {
         }
     }
 
+    /// Whether it runs a script or a library function (`EVAL`, `EVALSHA`, `FCALL` and their
+    /// `_RO` forms).
+    pub(crate) fn script(&self) -> bool {
+        matches!(
+            self.route,
+            Route::Session(Session::Script(
+                Sc::Eval | Sc::EvalSha | Sc::EvalRo | Sc::EvalShaRo | Sc::Fcall | Sc::FcallRo
+            ))
+        )
+    }
+
     /// Whether the commands after it must wait to be parsed until it has run: `AUTH`,
     /// `HELLO` and `RESET` change the limits the parser applies.
     pub(crate) fn barrier(&self) -> bool {

@@ -15,7 +15,6 @@ use std::pin::pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
-use std::time::Instant;
 
 use bytes::Bytes;
 use fc_shard::EmbeddedKeyRoute;
@@ -42,7 +41,9 @@ pub(crate) struct CallCtx {
     pub(crate) read_only: bool,
     /// Whether a write ran (`SCRIPT KILL` then refuses: `UNKILLABLE`).
     pub(crate) wrote: bool,
-    pub(crate) started: Instant,
+    /// When it started, in the worker's clock ticks (`stats::Ticks`: a counter read, where
+    /// `Instant::now` is a clock call).
+    pub(crate) started: u64,
     /// The calling client's id (blocking commands inside scripts never block).
     pub(crate) client: u64,
     /// The calling client's ACL user when it is not allowed everything.
@@ -129,7 +130,11 @@ pub(crate) fn running() -> Option<(u128, bool, Option<Started>)> {
             let first = !ctx.recorded;
             ctx.recorded = true;
             (
-                ctx.started.elapsed().as_millis(),
+                {
+                    let ticks = &ctx.worker.ticks;
+                    // A counter that went backwards (another core's) counts as no time.
+                    u128::from(ticks.nanos(ticks.now().saturating_sub(ctx.started)) / 1_000_000)
+                },
                 ctx.wrote,
                 first.then(|| (Rc::clone(&ctx.run), ctx.worker.index)),
             )

@@ -5,6 +5,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use bytes::Bytes;
 use fc_resp::RespVersion;
@@ -24,6 +25,9 @@ const HOOK_EVERY: u32 = 100_000;
 /// the interpreter's references, which are limited, and a frame of the worker's stack).
 const MAX_DEPTH: usize = 1000;
 
+/// A compiled `EVAL` body and its shebang's flags (none: no shebang).
+pub(crate) type Compiled = (Function, Option<u32>);
+
 /// A worker thread's interpreter.
 pub(crate) struct Engine {
     pub(crate) lua: Lua,
@@ -35,10 +39,10 @@ pub(crate) struct Engine {
     run_library: Function,
     env: Table,
     /// Compiled `EVAL` bodies by SHA1 (lowercase hex), as of `generation`.
-    scripts: HashMap<[u8; 40], (Function, Option<u32>), foldhash::fast::FixedState>,
+    scripts: HashMap<[u8; 40], Rc<Compiled>, foldhash::fast::FixedState>,
     generation: u64,
     /// Library functions by name with their flags, as of `fn_generation`.
-    functions: HashMap<Vec<u8>, (Function, u32), foldhash::fast::FixedState>,
+    functions: HashMap<Vec<u8>, Rc<(Function, u32)>, foldhash::fast::FixedState>,
     fn_generation: u64,
     /// The interpreter's memory as last added to the registry's total.
     reported: u64,
@@ -192,24 +196,27 @@ impl Engine {
         self.reported = now;
     }
 
-    /// The compiled script of `sha` (compiled from the registry's body on first use here);
-    /// `None` when the registry has no such script.
+    /// The compiled script of `sha` with its shebang's flags (compiled from the registry's body
+    /// on first use here; shared, not cloned: a function's clone is a reference of the
+    /// interpreter's); `None` when the registry has no such script.
     pub(crate) fn script(
         &mut self,
         registry: &Registry,
         sha: &[u8; 40],
-    ) -> Option<Result<(Function, Option<u32>), String>> {
+    ) -> Option<Result<Rc<Compiled>, String>> {
         let generation = registry.generation();
         if generation != self.generation {
             self.scripts.clear();
             self.generation = generation;
         }
         if let Some(f) = self.scripts.get(sha) {
-            return Some(Ok(f.clone()));
+            return Some(Ok(Rc::clone(f)));
         }
         let body = registry.body(sha)?;
-        Some(self.compile_script(&body).inspect(|f| {
-            self.scripts.insert(*sha, f.clone());
+        Some(self.compile_script(&body).map(|f| {
+            let f = Rc::new(f);
+            self.scripts.insert(*sha, Rc::clone(&f));
+            f
         }))
     }
 
@@ -282,7 +289,11 @@ impl Engine {
 
     /// The library function `name` with its flags, loading the registry's libraries into
     /// this interpreter when they changed.
-    pub(crate) fn function(&mut self, registry: &Registry, name: &[u8]) -> Option<(Function, u32)> {
+    pub(crate) fn function(
+        &mut self,
+        registry: &Registry,
+        name: &[u8],
+    ) -> Option<Rc<(Function, u32)>> {
         let generation = registry.fn_generation();
         if generation != self.fn_generation {
             self.functions.clear();
@@ -290,13 +301,14 @@ impl Engine {
                 // Loaded once already by `FUNCTION LOAD`, which checked it.
                 if let Ok(found) = self.load_library(&code) {
                     for r in found {
-                        self.functions.insert(r.name, (r.callback, r.flags));
+                        self.functions
+                            .insert(r.name, Rc::new((r.callback, r.flags)));
                     }
                 }
             }
             self.fn_generation = generation;
         }
-        self.functions.get(name).cloned()
+        self.functions.get(name).map(Rc::clone)
     }
 
     /// Runs a library's code, collecting what it registers: `(name, function, flags)`.

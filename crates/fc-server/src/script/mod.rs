@@ -30,7 +30,6 @@ mod tailcall;
 use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::sync::{Arc, PoisonError};
-use std::time::Instant;
 
 use bytes::Bytes;
 use tokio::sync::oneshot;
@@ -138,18 +137,9 @@ pub(crate) async fn run<R: Reply>(
         Ok(n) => n,
         Err(error) => return out.error(error),
     };
-    let target = match cmd {
-        Sc::Eval | Sc::EvalRo => Target::Script(registry.add(&args[1])),
-        // Whether the script exists is known where it runs (each interpreter caches what
-        // it compiled; the registry is read only on a miss).
-        Sc::EvalSha | Sc::EvalShaRo => match <[u8; 40]>::try_from(&args[1][..]) {
-            Ok(mut sha) => {
-                sha.make_ascii_lowercase();
-                Target::Script(sha)
-            }
-            Err(_) => return out.error(b"NOSCRIPT No matching script. Please use EVAL."),
-        },
-        _ => Target::Function(args[1].to_vec()),
+    let target = match target(registry, cmd, &args) {
+        Ok(target) => target,
+        Err(error) => return out.error(error),
     };
     let plain_keys = (db != 0).then(|| {
         args[3..3 + numkeys]
@@ -169,6 +159,85 @@ pub(crate) async fn run<R: Reply>(
         routes: [None; ROUTES],
     };
     dispatch(worker, run, out, txn).await;
+}
+
+/// What `cmd` runs: `EVAL`'s body (added to the registry) or `EVALSHA`'s SHA1 by digest, or
+/// the function by name.
+fn target(registry: &Registry, cmd: Sc, args: &[Bytes]) -> Result<Target, &'static [u8]> {
+    Ok(match cmd {
+        Sc::Eval | Sc::EvalRo => Target::Script(registry.add(&args[1])),
+        // Whether the script exists is known where it runs (each interpreter caches what
+        // it compiled; the registry is read only on a miss).
+        Sc::EvalSha | Sc::EvalShaRo => match <[u8; 40]>::try_from(&args[1][..]) {
+            Ok(mut sha) => {
+                sha.make_ascii_lowercase();
+                Target::Script(sha)
+            }
+            Err(_) => return Err(b"NOSCRIPT No matching script. Please use EVAL."),
+        },
+        _ => Target::Function(args[1].to_vec()),
+    })
+}
+
+/// [`run`] of a script of database 0 (`caller.db`) whose declared keys are all this
+/// worker's, while no transaction holds it: run now, without awaiting (the connection's
+/// in-place path, `session::script_in_place`). `route` is the first declared key's route when
+/// the caller has it. `false`: nothing ran and `args` is as it was (the caller takes the
+/// general path, which answers a bad key count too). Otherwise `args` is given back emptied
+/// for reuse when nothing kept the run.
+pub(crate) fn run_in_place<R: Reply>(
+    worker: &Worker,
+    cmd: Sc,
+    args: &mut Vec<Bytes>,
+    route: Option<fc_shard::EmbeddedKeyRoute>,
+    caller: Caller,
+    out: &mut R,
+) -> bool {
+    debug_assert_eq!(caller.db, 0);
+    if worker.is_locked() {
+        return false;
+    }
+    let Ok(nkeys) = crate::command::numkeys(args) else {
+        return false;
+    };
+    let shared = &worker.shared;
+    let mut routes = [None; ROUTES];
+    for (i, key) in args[3..3 + nkeys].iter().enumerate() {
+        let route = match route {
+            Some(route) if i == 0 => route,
+            _ => shared.router.route_key(key),
+        };
+        if shared.router.shard_of(&route) % shared.workers != worker.index {
+            return false;
+        }
+        if let Some(slot) = routes.get_mut(i) {
+            *slot = Some(route);
+        }
+    }
+    let target = match target(&shared.scripts, cmd, args) {
+        Ok(target) => target,
+        Err(error) => {
+            out.error(error);
+            return true;
+        }
+    };
+    let run = Rc::new(Run {
+        target,
+        args: std::mem::take(args),
+        nkeys,
+        plain_keys: None,
+        read_only: matches!(cmd, Sc::EvalRo | Sc::EvalShaRo | Sc::FcallRo),
+        db: 0,
+        client: caller.client,
+        user: caller.user,
+        routes,
+    });
+    run_alone(&run, out);
+    if let Ok(run) = Rc::try_unwrap(run) {
+        *args = run.args;
+        args.clear();
+    }
+    true
 }
 
 /// Runs a script where its declared keys live (see the module's documentation).
@@ -261,29 +330,38 @@ fn run_alone<R: Reply>(run: &Rc<Run>, out: &mut R) {
 /// Runs a script on this thread with the workers `links` holds.
 fn run_here<R: Reply>(run: &Rc<Run>, links: Option<TxnLinks>, allowed: call::Allowed, out: &mut R) {
     let worker: Rc<Worker> = crate::worker::current();
-    let registry = Arc::clone(&worker.shared.scripts);
-    engine::with_engine(&registry, |engine| {
+    let registry = &worker.shared.scripts;
+    engine::with_engine(registry, |engine| {
+        // What runs, held here (the engine's cache shares it).
+        let (script, library);
         let (function, read_only, flags) = match &run.target {
-            Target::Script(sha) => match engine.script(&registry, sha) {
+            Target::Script(sha) => match engine.script(registry, sha) {
                 None => return out.error(b"NOSCRIPT No matching script. Please use EVAL."),
                 Some(Err(e)) => return out.error(e.as_bytes()),
-                // A script with a shebang declares its flags (none: it may write).
-                Some(Ok((_, Some(flags))))
-                    if run.read_only && flags & api::flag::NO_WRITES == 0 =>
-                {
-                    return out.error(
-                        b"ERR Can not execute a script with write flag using *_ro command.",
-                    );
+                Some(Ok(found)) => {
+                    script = found;
+                    let (f, flags) = &*script;
+                    // A script with a shebang declares its flags (none: it may write).
+                    if let Some(flags) = flags
+                        && run.read_only
+                        && flags & api::flag::NO_WRITES == 0
+                    {
+                        return out.error(
+                            b"ERR Can not execute a script with write flag using *_ro command.",
+                        );
+                    }
+                    (
+                        f,
+                        run.read_only || flags.is_some_and(|f| f & api::flag::NO_WRITES != 0),
+                        flags.unwrap_or(0),
+                    )
                 }
-                Some(Ok((f, flags))) => (
-                    f,
-                    run.read_only || flags.is_some_and(|f| f & api::flag::NO_WRITES != 0),
-                    flags.unwrap_or(0),
-                ),
             },
-            Target::Function(name) => match engine.function(&registry, name) {
+            Target::Function(name) => match engine.function(registry, name) {
                 None => return out.error(b"ERR Function not found"),
-                Some((f, flags)) => {
+                Some(found) => {
+                    library = found;
+                    let (f, flags) = (&library.0, library.1);
                     if run.read_only && flags & api::flag::NO_WRITES == 0 {
                         return out.error(
                             b"ERR Can not execute a script with write flag using *_ro command.",
@@ -306,17 +384,17 @@ fn run_here<R: Reply>(run: &Rc<Run>, links: Option<TxnLinks>, allowed: call::All
             resp3: false,
             read_only,
             wrote: false,
-            started: Instant::now(),
+            started: worker.ticks.now(),
             client: run.client,
             user: run.user.clone(),
             run: Rc::clone(run),
             recorded: false,
             scratch: call::scratch(),
         });
-        let outcome = engine.run(&function, is_function, run.lua_keys(), run.argv(), out);
+        let outcome = engine.run(function, is_function, run.lua_keys(), run.argv(), out);
         let recorded = call::leave();
         registry.stop(recorded);
-        engine.report(&registry);
+        engine.report(registry);
         if let Err((text, line)) = outcome {
             {
                 let source = if is_function {

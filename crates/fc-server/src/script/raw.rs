@@ -362,6 +362,7 @@ impl Runner {
         let (keys, argv) = (lua.create_table()?, lua.create_table()?);
         base.raw_set("KEYS", &keys)?;
         base.raw_set("ARGV", &argv)?;
+        // In `uv`'s order.
         let upvalues = (handler, base, env, "KEYS", "ARGV", keys, argv);
         // SAFETY: mlua pushes the seven values (checking room) and runs this under a
         // protected call; `lua_pushcclosure` pops them as the closure's upvalues and pushes
@@ -397,17 +398,13 @@ impl Runner {
 }
 
 /// The runner: `f` → `(ok, result)`, with the keys and the arguments of [`INPUT`] and the
-/// upvalues of [`Runner`]'s closure.
+/// upvalues of [`Runner`]'s closure, which it reads in place (pseudo-indexes: no copies on
+/// the stack).
 #[expect(unsafe_code, reason = "the unsafe feature's script runner (SAFETY.md)")]
 unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
     const F: c_int = 1;
+    // On the stack: the error handler, for `lua_pcall` (which takes no pseudo-index).
     const HANDLER: c_int = 2;
-    // 3: the scripts' globals table (`set_global`'s `BASE`).
-    const ENV: c_int = 4;
-    const KEYS: c_int = 5;
-    const ARGV: c_int = 6;
-    const KEYS_TABLE: c_int = 7;
-    const ARGV_TABLE: c_int = 8;
     // SAFETY: `state` is the interpreter calling this C function with the script at 1
     // (`Runner::run`); it leaves exactly two results. Room is checked before any push; the
     // upvalues are what `Runner::new` gave the closure; it sets
@@ -426,9 +423,7 @@ unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
             return 2;
         };
         ffi::lua_settop(state, F);
-        for i in 1..=UPVALUES {
-            ffi::lua_pushvalue(state, ffi::lua_upvalueindex(i));
-        }
+        ffi::lua_pushvalue(state, up(uv::HANDLER));
         ffi::lua_pushvalue(state, F);
         let keys = std::slice::from_raw_parts(input.keys.0, input.keys.1);
         let argv = std::slice::from_raw_parts(input.argv.0, input.argv.1);
@@ -438,8 +433,8 @@ unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
             push_array(state, keys);
             push_array(state, argv);
             // Functions have no `KEYS`/`ARGV` globals (Redis's missing-global error).
-            set_global(state, KEYS, 0);
-            set_global(state, ARGV, 0);
+            set_global(state, uv::KEYS_NAME, None);
+            set_global(state, uv::ARGV_NAME, None);
             2
         } else {
             // An `EVAL` script gets the interpreter's two tables, emptied of what the last
@@ -447,14 +442,14 @@ unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
             // converted) and refilled. Nothing a script can reach outlives its run (its
             // globals are read-only and its environment is scrubbed below), so no reference
             // to them survives either.
-            refill(state, KEYS_TABLE, KEYS, keys);
-            refill(state, ARGV_TABLE, ARGV, argv);
+            refill(state, uv::KEYS, uv::KEYS_NAME, keys);
+            refill(state, uv::ARGV, uv::ARGV_NAME, argv);
             0
         };
         let ok = ffi::lua_pcall(state, nargs, 1, HANDLER) == 0;
         if input.function {
-            set_global(state, KEYS, KEYS_TABLE);
-            set_global(state, ARGV, ARGV_TABLE);
+            set_global(state, uv::KEYS_NAME, Some(uv::KEYS));
+            set_global(state, uv::ARGV_NAME, Some(uv::ARGV));
         }
         if ok && convert_result(state) {
             // Converted: the value stays here.
@@ -462,8 +457,8 @@ unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
             ffi::lua_pushnil(state);
         }
         // What a script stored with `rawset` into its environment goes.
-        empty(state, ENV, 0);
-        // [f, handler, base, env, "KEYS", "ARGV", KEYS, ARGV, result] -> [ok, result]
+        empty(state, up(uv::ENV), 0);
+        // [f, handler, result] -> [ok, result]
         ffi::lua_pushboolean(state, c_int::from(ok));
         ffi::lua_replace(state, 1);
         ffi::lua_replace(state, 2);
@@ -472,27 +467,45 @@ unsafe extern "C-unwind" fn run_c(state: *mut ffi::lua_State) -> c_int {
     2
 }
 
-/// Sets the scripts' global named at `name` to the value at `value` (absolute indexes; 0: nil).
+/// [`run_c`]'s upvalues (see [`Runner`]).
+mod uv {
+    use std::ffi::c_int;
+
+    pub(super) const HANDLER: c_int = 1;
+    /// The scripts' globals table.
+    pub(super) const BASE: c_int = 2;
+    pub(super) const ENV: c_int = 3;
+    pub(super) const KEYS_NAME: c_int = 4;
+    pub(super) const ARGV_NAME: c_int = 5;
+    pub(super) const KEYS: c_int = 6;
+    pub(super) const ARGV: c_int = 7;
+}
+
+/// The pseudo-index of the running C closure's upvalue `i`.
+fn up(i: c_int) -> c_int {
+    ffi::lua_upvalueindex(i)
+}
+
+/// Sets the scripts' global named by upvalue `name` to upvalue `value` (`None`: nil).
 #[expect(unsafe_code, reason = "the unsafe feature's script runner (SAFETY.md)")]
-fn set_global(state: *mut ffi::lua_State, name: c_int, value: c_int) {
-    /// Where `run_c` keeps the scripts' globals table.
-    const BASE: c_int = 3;
-    // SAFETY: called by `run_c` with two free slots, a string at `name` and the plain globals
-    // table at `BASE`: a raw set with a string key raises nothing (an existing field, or a
-    // new one whose allocation does not fail: no memory limit).
+fn set_global(state: *mut ffi::lua_State, name: c_int, value: Option<c_int>) {
+    // SAFETY: called by `run_c` (whose upvalues these are: a string at `name`, the plain
+    // globals table at `uv::BASE`) with two free slots: a raw set with a string key raises
+    // nothing (an existing field, or a new one whose allocation does not fail: no memory
+    // limit).
     unsafe {
-        ffi::lua_pushvalue(state, name);
-        if value == 0 {
-            ffi::lua_pushnil(state);
-        } else {
-            ffi::lua_pushvalue(state, value);
+        ffi::lua_pushvalue(state, up(name));
+        match value {
+            Some(value) => ffi::lua_pushvalue(state, up(value)),
+            None => ffi::lua_pushnil(state),
         }
-        ffi::lua_rawset(state, BASE);
+        ffi::lua_rawset(state, up(uv::BASE));
     }
 }
 
-/// Sets every field of the table at `t` (an absolute index) to nil but those at integer keys
-/// `1..=keep` (the caller overwrites them next); how many fields it had.
+/// Sets every field of the table at `t` (an absolute index or a pseudo-index) to nil but
+/// those at integer keys `1..=keep` (the caller overwrites them next); how many fields it
+/// had.
 #[expect(unsafe_code, reason = "the unsafe feature's script runner (SAFETY.md)")]
 fn empty(state: *mut ffi::lua_State, t: c_int, keep: c_int) -> c_int {
     let mut fields = 0;
@@ -519,32 +532,33 @@ fn empty(state: *mut ffi::lua_State, t: c_int, keep: c_int) -> c_int {
     fields
 }
 
-/// Makes the reused `KEYS`/`ARGV` table at `t` (an absolute index, one of the runner's
-/// upvalues; `name`: the index of its global's name) hold `items` as an array of strings and
-/// nothing else: emptied of what the last script left (its entries `1..=items.len()` are
-/// overwritten instead), without the metatable a script may have set, or replaced (as the
-/// upvalue, at `t` and as the scripts' global) by a new table when the last script left it
-/// large (see [`REUSE_MAX`]).
+/// Makes the reused `KEYS`/`ARGV` table (upvalue `table`; `name`: the upvalue of its global's
+/// name) hold `items` as an array of strings and nothing else: emptied of what the last
+/// script left (its entries `1..=items.len()` are overwritten instead), without the metatable
+/// a script may have set, or replaced (as the upvalue and as the scripts' global) by a new
+/// table when the last script left it large (see [`REUSE_MAX`]).
 #[expect(unsafe_code, reason = "the unsafe feature's script runner (SAFETY.md)")]
-fn refill(state: *mut ffi::lua_State, t: c_int, name: c_int, items: &[bytes::Bytes]) {
+fn refill(state: *mut ffi::lua_State, table: c_int, name: c_int, items: &[bytes::Bytes]) {
     let n = c_int::try_from(items.len()).unwrap_or(c_int::MAX);
+    let t = up(table);
     let fields = empty(state, t, n);
-    // SAFETY: called by `run_c` (a C closure with `UPVALUES` upvalues; `t` is 1 plus the
-    // index of the upvalue it copied) with a table at `t` and two free slots; setting a
-    // table's metatable to nil raises nothing; replacing an upvalue of the running C closure
-    // raises nothing.
+    // SAFETY: called by `run_c` (a C closure with `UPVALUES` upvalues, `table` one of them)
+    // with a table at `t` and two free slots; reading a metatable pushes it (or nothing),
+    // setting a table's metatable to nil raises nothing; replacing an upvalue of the running
+    // C closure raises nothing.
     unsafe {
-        ffi::lua_pushnil(state);
-        ffi::lua_setmetatable(state, t);
+        if ffi::lua_getmetatable(state, t) != 0 {
+            ffi::lua_pushnil(state);
+            ffi::lua_setmetatable(state, t);
+            ffi::lua_settop(state, -2);
+        }
         if fields > REUSE_MAX {
             ffi::lua_createtable(state, n, 0);
-            ffi::lua_pushvalue(state, -1);
-            ffi::lua_replace(state, ffi::lua_upvalueindex(t - 1));
             ffi::lua_replace(state, t);
         }
     }
     if fields > REUSE_MAX {
-        set_global(state, name, t);
+        set_global(state, name, Some(table));
     }
     set_strings(state, t, items);
 }
