@@ -77,7 +77,15 @@ thread_local! {
     static CONTEXT: RefCell<Option<CallCtx>> = const { RefCell::new(None) };
     /// The reply buffer the last script's commands used.
     static SPARE: std::cell::Cell<Replies> = std::cell::Cell::new(Replies::new());
+    /// The last command names scripts called on this thread (`redis.call('GET', ...)` in a
+    /// loop looks its name up once).
+    static NAMES: RefCell<command::RecentNames> = RefCell::new(command::RecentNames::default());
+    /// The argument vector of the last command a script ran here (given back once it ran).
+    static SPARE_ARGS: std::cell::Cell<Vec<Bytes>> = const { std::cell::Cell::new(Vec::new()) };
 }
+
+/// Argument vectors of at most this capacity are kept for the next command.
+const SPARE_ARGS_MAX: usize = 16;
 
 /// Installs the context of the script about to run on this thread.
 pub(crate) fn enter(ctx: CallCtx) {
@@ -188,9 +196,9 @@ pub(crate) struct Args {
 
 impl Args {
     pub(crate) fn new(n: usize) -> Self {
-        Self {
-            argv: Vec::with_capacity(n),
-        }
+        let mut argv = SPARE_ARGS.take();
+        argv.reserve(n);
+        Self { argv }
     }
 
     /// A string argument.
@@ -233,7 +241,7 @@ pub(crate) fn command<T>(
             b"ERR redis.call can not be called while a library loads",
         ));
     }
-    let Some(spec) = command::lookup(name) else {
+    let Some(spec) = NAMES.with_borrow_mut(|names| names.lookup(name)) else {
         return done(Err(b"ERR Unknown Redis command called from script"));
     };
     if !spec.arity_ok(argv.len()) {
@@ -337,7 +345,13 @@ fn execute(
     if let (Route::Key(handler), Some((route, owner))) = (spec.route, route)
         && owner == worker.index
     {
-        return worker.execute_into(handler, &args, Some(route), &mut ctx.scratch);
+        worker.execute_into(handler, &args, Some(route), &mut ctx.scratch);
+        let mut args = args;
+        if args.capacity() <= SPARE_ARGS_MAX {
+            args.clear();
+            SPARE_ARGS.set(args);
+        }
+        return;
     }
     let mut out = Replies::with_limit(worker.shared.live.output_hard());
     let alone: TxnLinks;
