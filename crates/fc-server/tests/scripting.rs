@@ -242,23 +242,46 @@ fn connect(addr: std::net::SocketAddr) -> (BufReader<TcpStream>, TcpStream) {
 
 #[test]
 fn replies_match_redis() {
-    // One worker: the cases' undeclared keys are all its own.
+    // One worker: the cases' undeclared keys are all its own. The same cases three ways: a
+    // client of database 0 allowed everything (scripts take the connection's in-place path,
+    // `session::script_in_place`), one whose user is not allowed everything, and one in
+    // database 2 (both through `session::dispatch`, the general path; database 2 because a
+    // case selects database 1 inside its script and expects a key new there).
     let server = start(ServerConfig {
         shards: 8,
         threads: 1,
         ..ServerConfig::default()
     });
-    let (mut r, mut w) = connect(server.addr());
-    for (args, want) in CASES {
-        let got = exchange(&mut r, &mut w, args);
-        if args[0] == "HELLO" {
-            continue;
+    let setups: [(&str, &[&[&str]]); 3] = [
+        ("in place", &[]),
+        (
+            "a user checked command by command",
+            &[
+                &[
+                    "ACL", "SETUSER", "checked", "on", "nopass", "+@all", "-debug", "~*", "&*",
+                ],
+                &["AUTH", "checked", "any"],
+            ],
+        ),
+        ("database 2", &[&["SELECT", "2"]]),
+    ];
+    for (setup, first) in setups {
+        let (mut r, mut w) = connect(server.addr());
+        for args in first {
+            let got = exchange(&mut r, &mut w, args);
+            assert_eq!(got, b"+OK\r\n", "{setup}: {args:?}");
         }
-        assert_eq!(
-            got.escape_ascii().to_string(),
-            want.escape_ascii().to_string(),
-            "{args:?}"
-        );
+        for (args, want) in CASES {
+            let got = exchange(&mut r, &mut w, args);
+            if args[0] == "HELLO" {
+                continue;
+            }
+            assert_eq!(
+                got.escape_ascii().to_string(),
+                want.escape_ascii().to_string(),
+                "{setup}: {args:?}"
+            );
+        }
     }
     server.shutdown();
 }
