@@ -531,6 +531,8 @@ async fn run<S: Socket, E: Edge>(
                         return;
                     }
                     start = worker.ticks.now();
+                    // Another client may have paused the server meanwhile.
+                    paused = shared.pause.maybe();
                 }
             }
             if let Some(err) = failure {

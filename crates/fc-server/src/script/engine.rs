@@ -162,8 +162,11 @@ impl Engine {
                         first.map(|(run, worker)| Busy {
                             name: run.name(),
                             command: run.args.clone(),
-                            started: std::time::Instant::now()
-                                - std::time::Duration::from_millis(elapsed as u64),
+                            started: {
+                                let now = std::time::Instant::now();
+                                now.checked_sub(std::time::Duration::from_millis(elapsed as u64))
+                                    .unwrap_or(now)
+                            },
                             function: matches!(run.target, super::Target::Function(_)),
                             worker,
                         }),

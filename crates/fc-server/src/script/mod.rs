@@ -218,6 +218,7 @@ pub(crate) fn run_in_place<R: Reply>(
         Ok(target) => target,
         Err(error) => {
             out.error(error);
+            args.clear();
             return true;
         }
     };
