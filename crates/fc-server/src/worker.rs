@@ -16,7 +16,7 @@ use fc_wal::WalError;
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::command::pops::{self, Op};
-use crate::command::{Ctx, Handler, Route, Sc, Session, Spec};
+use crate::command::{Ctx, Handler, Route, Session, Spec};
 use crate::reply::{Replies, Reply, Resp};
 use crate::shared::{Job, Shared};
 
@@ -291,9 +291,7 @@ impl Worker {
             // A script's declared keys (`numkeys` at argument 2): a pipeline of `EVALSHA`s
             // overlaps its misses as a pipeline of `GET`s does. A bad count prefetches nothing
             // (the command answers its error when it runs).
-            Some(Route::Session(Session::Script(
-                Sc::Eval | Sc::EvalSha | Sc::EvalRo | Sc::EvalShaRo | Sc::Fcall | Sc::FcallRo,
-            ))) => {
+            Some(Route::Session(Session::Script(_))) if spec.is_some_and(Spec::script) => {
                 let n = crate::command::numkeys(args).ok()?;
                 let mut first = None;
                 for key in &args[3..3 + n] {

@@ -273,8 +273,8 @@ pub(super) struct Runner {
     run: mlua::Function,
 }
 
-/// How many upvalues [`Runner`]'s closure holds.
-const UPVALUES: c_int = 7;
+/// How many upvalues [`Runner`]'s closure holds (`uv`'s last).
+const UPVALUES: c_int = uv::ARGV;
 
 /// Entries a reused `KEYS`/`ARGV` table may have held before it is replaced by a new one
 /// instead of emptied (a script that filled it keeps no large table alive).
