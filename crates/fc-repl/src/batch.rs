@@ -391,6 +391,17 @@ impl Batcher {
             .flatten()
     }
 
+    /// The open batch, whatever its age, unless its last mutation is a transaction's begin
+    /// marker (which leaves with the mutation after it): what a sender that sweeps every
+    /// `max_delay` takes at each sweep, so that no mutation waits longer than `max_delay`
+    /// plus the sweep's own lateness, and half of it on average.
+    pub fn sweep(&mut self) -> Option<Sealed> {
+        if self.begun {
+            return None;
+        }
+        self.seal()
+    }
+
     /// When the open batch is due (`None`: nothing waits).
     #[must_use]
     pub fn deadline(&self) -> Option<Instant> {

@@ -516,6 +516,37 @@ fn batchers_seal_by_count_bytes_and_delay() {
 }
 
 #[test]
+fn a_sweep_takes_the_open_batch_unless_it_ends_on_a_transactions_begin() {
+    let now = Instant::now();
+    let set = Mutation::Set {
+        key: b"key",
+        value: b"value",
+        expire_at_ms: None,
+    };
+    let mut batcher = Batcher::new(0, SendPolicy::default());
+    assert!(batcher.sweep().is_none(), "nothing open");
+    batcher.push(1, &set, now);
+    batcher.push(2, &set, now);
+    // Whatever its age: a sender sweeping every max_delay keeps every wait under it.
+    let swept = batcher.sweep().unwrap();
+    assert_eq!(
+        (swept.first_seq, swept.last_seq, swept.frame.records),
+        (1, 2, 2)
+    );
+    assert!(!batcher.is_open());
+    // A server transaction's begin waits for the mutation after it.
+    batcher.push(0, &Mutation::TxBegin { id: 7 }, now);
+    assert!(batcher.sweep().is_none());
+    assert!(batcher.is_open());
+    batcher.push(3, &set, now);
+    let swept = batcher.sweep().unwrap();
+    assert_eq!(
+        (swept.first_seq, swept.last_seq, swept.frame.records),
+        (3, 3, 2)
+    );
+}
+
+#[test]
 fn the_backlog_serves_recent_watermarks_and_asks_older_ones_for_a_snapshot() {
     let mut backlog = Backlog::new(2, 2 * 300);
     let frame = |n: usize| -> Arc<[u8]> { vec![0u8; n].into() };

@@ -1012,6 +1012,35 @@ impl Record {
         Ok(record)
     }
 
+    /// The key the change is routed by (a rename's source), if it has one: what a replica
+    /// prefetches before applying a batch.
+    #[must_use]
+    pub fn key(&self) -> Option<&[u8]> {
+        match self {
+            Self::Set { key, .. }
+            | Self::Delete { key }
+            | Self::Expire { key, .. }
+            | Self::Persist { key }
+            | Self::Expired { key }
+            | Self::Evicted { key }
+            | Self::HSet { key, .. }
+            | Self::HDel { key, .. }
+            | Self::ListPush { key, .. }
+            | Self::ListPop { key, .. }
+            | Self::ListSet { key, .. }
+            | Self::ListTrim { key, .. }
+            | Self::ListRem { key, .. }
+            | Self::ListInsert { key, .. }
+            | Self::SAdd { key, .. }
+            | Self::SRem { key, .. }
+            | Self::ZAdd { key, .. }
+            | Self::ZRem { key, .. }
+            | Self::Stream { key, .. } => Some(key),
+            Self::Rename { from, .. } => Some(from),
+            Self::Flush | Self::TxBegin { .. } | Self::TxEnd { .. } | Self::ReplMark { .. } => None,
+        }
+    }
+
     /// Applies the change to `store` (whose shard `shard` it was logged by), as the live store
     /// made it.
     ///

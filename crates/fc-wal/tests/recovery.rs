@@ -201,6 +201,9 @@ proptest! {
         }
         for payload in payloads.lock().unwrap().iter() {
             let record = Record::decode(payload).unwrap();
+            // Every change here is of one key `k?` (what a replica prefetches).
+            let key = record.key();
+            prop_assert!(key.is_some_and(|k| k.len() == 2 && k[0] == b'k'), "{:?}", record);
             // Re-encode through a replica's sink: the bytes must be identical.
             let (replica, again) = capture();
             record.apply(&replica, 0).ok();

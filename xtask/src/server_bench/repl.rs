@@ -61,6 +61,13 @@ pub(crate) struct ReplBenchArgs {
     /// A short run (1 s samples, 1 round, 100k catch-up keys).
     #[arg(long)]
     quick: bool,
+    /// Rows to run: any of `throughput`, `compression`, `lag`, `catchup` (default: all).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "throughput,compression,lag,catchup"
+    )]
+    rows: Vec<String>,
     /// Output directory (default `bench-matrix/<run>`).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -529,7 +536,13 @@ pub(crate) fn bench_repl(mut args: ReplBenchArgs) -> anyhow::Result<()> {
     let (root, run_id, out) = run_dir(args.out.as_deref())?;
     let bin = build_fc_server(&root, "bench-repl")?;
     let mut rows: Vec<Row> = Vec::new();
-    for pipeline in [1, 16] {
+    let wanted = |row: &str| args.rows.iter().any(|r| r == row);
+    for known in &args.rows {
+        if !["throughput", "compression", "lag", "catchup"].contains(&known.as_str()) {
+            bail!("--rows: unknown row {known:?} (throughput, compression, lag, catchup)");
+        }
+    }
+    for pipeline in [1, 16].into_iter().filter(|_| wanted("throughput")) {
         let mut base = 0.0;
         for replicas in 0..=2 {
             eprintln!("bench-repl: SET 64 B, pipeline {pipeline}, {replicas} replicas");
@@ -541,26 +554,32 @@ pub(crate) fn bench_repl(mut args: ReplBenchArgs) -> anyhow::Result<()> {
             rows.push(row);
         }
     }
-    eprintln!("bench-repl: zstd, pipeline 16, 1 replica");
-    let mut zstd = throughput(&bin, &args, 1, 16, "zstd")?;
-    let base = rows
-        .iter()
-        .find(|r| r.replicas == 1 && r.pipeline == 16)
-        .map_or(1.0, |r| r.ops);
-    zstd.ratio = zstd.ops / base;
-    rows.push(zstd);
-    eprintln!("bench-repl: lag");
-    rows.push(lag(&bin, &args)?);
-    eprintln!(
-        "bench-repl: catch-up from snapshots ({} keys)",
-        args.catchup_keys
-    );
-    rows.extend(catchup_snapshot(&bin, &args, args.catchup_keys)?);
-    eprintln!(
-        "bench-repl: catch-up from the backlog ({} keys)",
-        args.catchup_keys
-    );
-    rows.push(catchup_backlog(&bin, &args, args.catchup_keys)?);
+    if wanted("compression") {
+        eprintln!("bench-repl: zstd, pipeline 16, 1 replica");
+        let mut zstd = throughput(&bin, &args, 1, 16, "zstd")?;
+        let base = rows
+            .iter()
+            .find(|r| r.replicas == 1 && r.pipeline == 16)
+            .map_or(0.0, |r| r.ops);
+        zstd.ratio = if base > 0.0 { zstd.ops / base } else { 0.0 };
+        rows.push(zstd);
+    }
+    if wanted("lag") {
+        eprintln!("bench-repl: lag");
+        rows.push(lag(&bin, &args)?);
+    }
+    if wanted("catchup") {
+        eprintln!(
+            "bench-repl: catch-up from snapshots ({} keys)",
+            args.catchup_keys
+        );
+        rows.extend(catchup_snapshot(&bin, &args, args.catchup_keys)?);
+        eprintln!(
+            "bench-repl: catch-up from the backlog ({} keys)",
+            args.catchup_keys
+        );
+        rows.push(catchup_backlog(&bin, &args, args.catchup_keys)?);
+    }
     write(&out, &run_id, &args, &rows)?;
     eprintln!("bench-repl: wrote {}", out.join("repl.csv").display());
     Ok(())

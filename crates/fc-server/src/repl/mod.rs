@@ -201,11 +201,18 @@ impl Source {
                 None => (false, false),
             }
         };
-        if !self.queued[shard].swap(true, Ordering::AcqRel) {
+        // Loads before the swaps: a write into a lane already queued for a busy pump (the
+        // usual case under load) changes no shared line. A stale `true` is safe: the lane's
+        // mutex orders this push after the pump's last `take` of the shard, which clears
+        // `queued` before it locks the lane, so the push is taken by a sweep still to come.
+        let queued = &self.queued[shard];
+        if !queued.load(Ordering::Acquire) && !queued.swap(true, Ordering::AcqRel) {
             lock(&self.dirty).push(shard);
         }
         // Wake the pump when it sleeps, or when this batch is to leave at once.
-        if (self.pump_idle.swap(false, Ordering::AcqRel) || (sealed && self.immediate))
+        let idle = &self.pump_idle;
+        if ((idle.load(Ordering::Acquire) && idle.swap(false, Ordering::AcqRel))
+            || (sealed && self.immediate))
             && let Some(pump) = lock(&self.pump).as_ref()
         {
             pump.unpark();
@@ -229,17 +236,18 @@ impl Source {
         }
     }
 
-    /// The pump's side: shard `shard`'s sealed batches, and the one due by `now`; with when
-    /// its open batch is due.
-    pub(crate) fn take(&self, shard: usize, now: Instant) -> (Vec<Sealed>, Option<Instant>) {
+    /// The pump's side: shard `shard`'s sealed batches and its open one (the pump sweeps
+    /// every `batch_max_delay_us`, so no mutation waits longer: see [`Batcher::sweep`]);
+    /// with whether a batch is still open (it ends on a transaction's begin marker).
+    pub(crate) fn take(&self, shard: usize) -> (Vec<Sealed>, bool) {
         self.queued[shard].store(false, Ordering::Release);
         let mut lane = lock(&self.lanes[shard]);
         lane.ready_bytes = 0;
         let mut ready = std::mem::take(&mut lane.ready);
-        if let Some(due) = lane.batcher.due(now) {
-            ready.push(due);
+        if let Some(open) = lane.batcher.sweep() {
+            ready.push(open);
         }
-        (ready, lane.batcher.deadline())
+        (ready, lane.batcher.is_open())
     }
 }
 
@@ -762,7 +770,7 @@ mod tests {
             let source = Arc::clone(&source);
             std::thread::spawn(move || {
                 std::thread::sleep(Duration::from_millis(20));
-                source.take(0, Instant::now()).0.len()
+                source.take(0).0.len()
             })
         };
         source.on_mutation(0, 9, &set(b"k"));

@@ -32,7 +32,8 @@ pub(crate) fn pump(shared: &Shared, stop: &AtomicBool) {
             Duration::from_micros(us.max(20))
         });
     *lock(&source.pump) = Some(std::thread::current());
-    let mut deadlines: Vec<Option<Instant>> = vec![None; shards];
+    // Shards whose batch stayed open at the last sweep (it ends on a transaction's begin).
+    let mut open = vec![false; shards];
     let mut busy = false;
     while !stop.load(Ordering::Acquire) {
         if busy {
@@ -45,24 +46,23 @@ pub(crate) fn pump(shared: &Shared, stop: &AtomicBool) {
             }
             source.pump_idle.store(false, Ordering::Release);
         }
-        let now = Instant::now();
         let mut check = std::mem::take(&mut *lock(&source.dirty));
-        for (shard, deadline) in deadlines.iter().enumerate() {
-            if deadline.is_some() && !check.contains(&shard) {
+        for (shard, open) in open.iter().enumerate() {
+            if *open && !check.contains(&shard) {
                 check.push(shard);
             }
         }
         let mut sealed = Vec::new();
         for shard in check {
-            let (ready, deadline) = source.take(shard, now);
-            deadlines[shard] = deadline;
+            let (ready, still_open) = source.take(shard);
+            open[shard] = still_open;
             for batch in ready {
                 let mut wire = Vec::with_capacity(batch.frame.payload.len() + fc_repl::HEADER_LEN);
                 batch.frame.encode(compression, &mut wire);
                 sealed.push((shard, batch.first_seq, batch.last_seq, wire));
             }
         }
-        busy = !sealed.is_empty() || deadlines.iter().any(Option::is_some);
+        busy = !sealed.is_empty() || open.contains(&true);
         if sealed.is_empty() {
             continue;
         }
