@@ -70,6 +70,12 @@ pub(crate) struct ServerBenchArgs {
     /// Client connections.
     #[arg(long, default_value_t = 50)]
     connections: usize,
+    /// Paced load: this many commands per second over all connections, each connection
+    /// sending its batches on a fixed schedule (open loop, as traffic at a given load
+    /// arrives) instead of the next as soon as the last is answered. Set by `bench-repl`'s
+    /// lag row, not a flag.
+    #[arg(skip)]
+    pub(crate) rate: Option<f64>,
     /// Distinct keys (preloaded).
     #[arg(long, default_value_t = 100_000)]
     keys: u64,
@@ -1261,6 +1267,11 @@ fn run_load(
     let warmup = Duration::from_secs_f64(args.warmup);
     let duration = Duration::from_secs_f64(args.duration);
     let load_cores = args.load_cores.clone();
+    // A paced connection's time between batches (phases spread over the connections).
+    let interval = args
+        .rate
+        .filter(|r| *r > 0.0)
+        .map(|r| Duration::from_secs_f64(connections as f64 * pipeline as f64 / r));
     let handle = std::thread::spawn(move || -> anyhow::Result<Sample> {
         pin_self(&load_cores);
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -1297,6 +1308,8 @@ fn run_load(
                         )
                         .await;
                     }
+                    let pace = interval
+                        .map(|every| (start + every.mul_f64(c as f64 / connections as f64), every));
                     connection_load(
                         &addr,
                         load,
@@ -1306,8 +1319,8 @@ fn run_load(
                         keys,
                         ttl,
                         seed,
-                        measure_from,
-                        end,
+                        (measure_from, end),
+                        pace,
                     )
                     .await
                 }));
@@ -1488,8 +1501,8 @@ async fn connection_load(
     keys: u64,
     ttl: Option<u64>,
     seed: u64,
-    measure_from: Instant,
-    end: Instant,
+    (measure_from, end): (Instant, Instant),
+    mut pace: Option<(Instant, Duration)>,
 ) -> anyhow::Result<(u64, Vec<u32>)> {
     let mut stream = tokio::net::TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
@@ -1537,6 +1550,12 @@ async fn connection_load(
     let mut latencies = Vec::new();
     let mut round = 0usize;
     loop {
+        if let Some((next, every)) = &mut pace {
+            tokio::time::sleep_until((*next).into()).await;
+            // A connection that fell behind its schedule (a stalled server) starts again
+            // from now rather than sending its backlog in a burst.
+            *next = (*next + *every).max(Instant::now());
+        }
         let now = Instant::now();
         if now >= end {
             break;

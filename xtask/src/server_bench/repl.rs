@@ -8,7 +8,10 @@
 //! - `compression`: the same with one replica at pipeline 16, `compression = "none"` and
 //!   `"zstd"`: bytes sent per write and the primary's CPU.
 //! - `lag`: a probe `SET`s a key on the primary and times until the replica serves it, 2,000
-//!   times, while half the connections load the primary at pipeline 1.
+//!   times, at 50% load: every connection sends `SET`s at pipeline 1 on a fixed schedule,
+//!   together half of what the primary took alone at pipeline 1 in the same run.
+//! - `lag-closed`: the same under a closed loop of half the connections (each sends its
+//!   next `SET` once the last is answered: the load core is saturated).
 //! - `catchup-snapshot`: a replica started empty against a primary holding `--catchup-keys`
 //!   64 B keys, until its link is up with every key; the same for `redis-server --replicaof`
 //!   (diskless sync, `repl-diskless-sync-delay 0`) in the same run.
@@ -339,11 +342,20 @@ fn throughput(
     })
 }
 
-fn lag(bin: &Path, args: &ReplBenchArgs) -> anyhow::Result<Row> {
+/// Replica lag under a load of `rate` SET/s paced over all the connections (`None`: half the
+/// connections in a closed loop, each sending its next `SET` once the last is answered).
+fn lag(bin: &Path, args: &ReplBenchArgs, rate: Option<f64>) -> anyhow::Result<Row> {
     let (primary, replicas) = cluster(bin, args, 1, &[])?;
     let replica = &replicas[0];
     let pid = primary.child.id();
-    let half = load_args(args, (args.connections / 2).max(1));
+    let half = match rate {
+        Some(rate) => {
+            let mut paced = load_args(args, args.connections.max(1));
+            paced.rate = Some(rate);
+            paced
+        }
+        None => load_args(args, (args.connections / 2).max(1)),
+    };
     let addr = primary.addr.clone();
     let background =
         std::thread::spawn(move || run_load((&addr, pid), &half, Mix::Set, 64, 1, Load::Resp));
@@ -380,7 +392,7 @@ fn lag(bin: &Path, args: &ReplBenchArgs) -> anyhow::Result<Row> {
     lags.sort_by(f64::total_cmp);
     let pct = |q: f64| lags[((lags.len() as f64 * q) as usize).min(lags.len() - 1)];
     Ok(Row {
-        row: "lag",
+        row: if rate.is_some() { "lag" } else { "lag-closed" },
         server: "fc-server",
         replicas: 1,
         pipeline: 1,
@@ -565,8 +577,18 @@ pub(crate) fn bench_repl(mut args: ReplBenchArgs) -> anyhow::Result<()> {
         rows.push(zstd);
     }
     if wanted("lag") {
-        eprintln!("bench-repl: lag");
-        rows.push(lag(&bin, &args)?);
+        // 50% load: half of what the primary takes alone at pipeline 1, measured in this run.
+        let alone = match rows.iter().find(|r| r.replicas == 0 && r.pipeline == 1) {
+            Some(row) => row.ops,
+            None => {
+                eprintln!("bench-repl: SET 64 B, pipeline 1, no replica (for the lag's load)");
+                throughput(&bin, &args, 0, 1, "none")?.ops
+            }
+        };
+        eprintln!("bench-repl: lag at {:.0} SET/s, paced", alone / 2.0);
+        rows.push(lag(&bin, &args, Some(alone / 2.0))?);
+        eprintln!("bench-repl: lag under a closed-loop load");
+        rows.push(lag(&bin, &args, None)?);
     }
     if wanted("catchup") {
         eprintln!(
@@ -640,11 +662,23 @@ fn write(out: &Path, run_id: &str, args: &ReplBenchArgs, rows: &[Row]) -> anyhow
             r.ratio
         );
     }
-    for r in rows.iter().filter(|r| r.row == "lag") {
+    for r in rows.iter().filter(|r| r.row.starts_with("lag")) {
+        let load = if r.row == "lag" {
+            format!(
+                "at 50% load ({:.0} SET/s paced over {} connections, pipeline 1)",
+                r.ops, args.connections
+            )
+        } else {
+            format!(
+                "under a closed loop of {} connections at pipeline 1 ({:.0} SET/s)",
+                (args.connections / 2).max(1),
+                r.ops
+            )
+        };
         let _ = writeln!(
             md,
-            "\nLag (SET on the primary until the replica serves it), under {:.0} SET/s at pipeline 1: p50 {:.0} µs, p99 {:.0} µs.",
-            r.ops, r.p50_us, r.p99_us
+            "\nLag (SET on the primary until the replica serves it) {load}: p50 {:.0} µs, p99 {:.0} µs.",
+            r.p50_us, r.p99_us
         );
     }
     md.push_str(
