@@ -52,6 +52,21 @@ impl BatchBuilder {
         self.records += 1;
     }
 
+    /// Gives the builder a buffer to write its next batch into (one the sender is done
+    /// with: its memory is still in cache, and nothing is allocated), when it has none.
+    pub fn reuse(&mut self, mut buffer: Vec<u8>) {
+        if self.payload.capacity() == 0 {
+            buffer.clear();
+            self.payload = buffer;
+        }
+    }
+
+    /// Whether the builder has no buffer (its next push allocates one).
+    #[must_use]
+    pub fn needs_buffer(&self) -> bool {
+        self.payload.capacity() == 0
+    }
+
     /// Records in it.
     #[must_use]
     pub fn records(&self) -> u32 {
@@ -346,6 +361,17 @@ impl Batcher {
             opened: None,
             begun: false,
         }
+    }
+
+    /// [`BatchBuilder::reuse`]: a buffer for the next batch, when the batcher has none.
+    pub fn reuse(&mut self, buffer: Vec<u8>) {
+        self.builder.reuse(buffer);
+    }
+
+    /// [`BatchBuilder::needs_buffer`].
+    #[must_use]
+    pub fn needs_buffer(&self) -> bool {
+        self.builder.needs_buffer()
     }
 
     /// Whether a batch is open (a caller that reads the clock only to open one checks).

@@ -544,6 +544,24 @@ fn a_sweep_takes_the_open_batch_unless_it_ends_on_a_transactions_begin() {
         (swept.first_seq, swept.last_seq, swept.frame.records),
         (3, 3, 2)
     );
+    // A sender gives a spent payload buffer back: the next batch is written into it.
+    assert!(batcher.needs_buffer());
+    let spent = swept.frame.payload;
+    let (at, room) = (spent.as_ptr(), spent.capacity());
+    batcher.reuse(spent);
+    assert!(!batcher.needs_buffer());
+    batcher.push(4, &set, now);
+    let next = batcher.sweep().unwrap();
+    assert_eq!(
+        (next.frame.payload.as_ptr(), next.frame.payload.capacity()),
+        (at, room)
+    );
+    assert_eq!((next.first_seq, next.frame.records), (4, 1));
+    // A builder that has a buffer keeps it.
+    batcher.reuse(next.frame.payload);
+    batcher.reuse(vec![0u8; 3]);
+    batcher.push(5, &set, now);
+    assert_eq!(batcher.sweep().unwrap().frame.payload.as_ptr(), at);
 }
 
 #[test]

@@ -57,7 +57,16 @@ struct Lane {
     ready: Vec<Sealed>,
     /// Payload bytes in `ready`.
     ready_bytes: usize,
+    /// Payload buffers the pump is done with, for the batcher's next batches: the writer
+    /// fills memory still in cache instead of a fresh allocation (whose stores missed, and
+    /// made the lane's unlock wait for them).
+    spare: Vec<Vec<u8>>,
 }
+
+/// Spare payload buffers a lane keeps, and the largest it keeps (a rare huge batch's
+/// buffer is freed).
+const SPARE_BUFFERS: usize = 4;
+const SPARE_MAX_BYTES: usize = 256 << 10;
 
 /// Sealed bytes a lane may hold for the pump before its writers wait (a saturated lane
 /// slows its own shard's writers, and nobody else's).
@@ -90,6 +99,7 @@ impl Source {
                         batcher: Batcher::new(s as u32, policy),
                         ready: Vec::new(),
                         ready_bytes: 0,
+                        spare: Vec::new(),
                     })
                 })
                 .collect(),
@@ -190,6 +200,11 @@ impl Source {
             let now = if lane.batcher.is_open() {
                 self.epoch
             } else {
+                if lane.batcher.needs_buffer()
+                    && let Some(buffer) = lane.spare.pop()
+                {
+                    lane.batcher.reuse(buffer);
+                }
                 Instant::now()
             };
             match lane.batcher.push(seq, mutation, now) {
@@ -233,6 +248,16 @@ impl Source {
                 pump.unpark();
             }
             std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+
+    /// The pump's side: payload buffers it encoded, back to shard `shard`'s lane.
+    pub(crate) fn recycle(&self, shard: usize, buffers: &mut Vec<Vec<u8>>) {
+        let mut lane = lock(&self.lanes[shard]);
+        for buffer in buffers.drain(..) {
+            if lane.spare.len() < SPARE_BUFFERS && buffer.capacity() <= SPARE_MAX_BYTES {
+                lane.spare.push(buffer);
+            }
         }
     }
 
@@ -738,6 +763,39 @@ pub(crate) fn split_addr(text: &str) -> Option<(String, u16)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spent_payload_buffers_go_back_to_their_lane_for_its_next_batches() {
+        let source = Source::new(2, 1, &ReplicationConfig::default());
+        source.enable();
+        let set = Mutation::Set {
+            key: b"k",
+            value: b"v",
+            expire_at_ms: None,
+        };
+        source.on_mutation(0, 1, &set);
+        let (mut ready, open) = source.take(0);
+        assert!(!open);
+        assert_eq!(ready.len(), 1);
+        let spent = ready.pop().unwrap().frame.payload;
+        let at = spent.as_ptr();
+        let mut spent = vec![spent, vec![0u8; SPARE_MAX_BYTES + 1]];
+        source.recycle(0, &mut spent);
+        assert!(spent.is_empty());
+        // The oversized one is freed; the other is kept, and the next batch writes into it.
+        assert_eq!(lock(&source.lanes[0]).spare.len(), 1);
+        source.on_mutation(0, 2, &set);
+        assert!(lock(&source.lanes[0]).spare.is_empty());
+        let (ready, _) = source.take(0);
+        assert_eq!(ready[0].frame.payload.as_ptr(), at);
+        assert_eq!((ready[0].first_seq, ready[0].last_seq), (2, 2));
+        // At most SPARE_BUFFERS are kept.
+        let mut many: Vec<Vec<u8>> = (0..SPARE_BUFFERS + 3)
+            .map(|_| Vec::with_capacity(64))
+            .collect();
+        source.recycle(1, &mut many);
+        assert_eq!(lock(&source.lanes[1]).spare.len(), SPARE_BUFFERS);
+    }
 
     #[test]
     fn a_saturated_lane_makes_its_writer_wait_and_the_pump_frees_it() {

@@ -34,6 +34,8 @@ pub(crate) fn pump(shared: &Shared, stop: &AtomicBool) {
     *lock(&source.pump) = Some(std::thread::current());
     // Shards whose batch stayed open at the last sweep (it ends on a transaction's begin).
     let mut open = vec![false; shards];
+    // Payload buffers encoded, on their way back to their lane.
+    let mut spent: Vec<Vec<u8>> = Vec::new();
     let mut busy = false;
     while !stop.load(Ordering::Acquire) {
         if busy {
@@ -60,6 +62,10 @@ pub(crate) fn pump(shared: &Shared, stop: &AtomicBool) {
                 let mut wire = Vec::with_capacity(batch.frame.payload.len() + fc_repl::HEADER_LEN);
                 batch.frame.encode(compression, &mut wire);
                 sealed.push((shard, batch.first_seq, batch.last_seq, wire));
+                spent.push(batch.frame.payload);
+            }
+            if !spent.is_empty() {
+                source.recycle(shard, &mut spent);
             }
         }
         busy = !sealed.is_empty() || open.contains(&true);
