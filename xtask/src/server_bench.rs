@@ -1552,9 +1552,12 @@ async fn connection_load(
     loop {
         if let Some((next, every)) = &mut pace {
             tokio::time::sleep_until((*next).into()).await;
-            // A connection that fell behind its schedule (a stalled server) starts again
-            // from now rather than sending its backlog in a burst.
-            *next = (*next + *every).max(Instant::now());
+            // The schedule advances by the interval whatever the timer's lateness (tokio's
+            // wakes on whole milliseconds), so a connection makes up a late send at once and
+            // keeps its rate; one that fell far behind (a stalled server) skips what is more
+            // than 8 intervals old instead of sending it all in a burst.
+            let now = Instant::now();
+            *next = (*next + *every).max(now.checked_sub(*every * 8).unwrap_or(now));
         }
         let now = Instant::now();
         if now >= end {

@@ -9,7 +9,8 @@
 //!   `"zstd"`: bytes sent per write and the primary's CPU.
 //! - `lag`: a probe `SET`s a key on the primary and times until the replica serves it, 2,000
 //!   times, at 50% load: every connection sends `SET`s at pipeline 1 on a fixed schedule,
-//!   together half of what the primary took alone at pipeline 1 in the same run.
+//!   together half of what the primary took alone at pipeline 1 in the same run (its
+//!   `ratio`: the rate reached ÷ the rate asked).
 //! - `lag-closed`: the same under a closed loop of half the connections (each sends its
 //!   next `SET` once the last is answered: the load core is saturated).
 //! - `catchup-snapshot`: a replica started empty against a primary holding `--catchup-keys`
@@ -391,8 +392,19 @@ fn lag(bin: &Path, args: &ReplBenchArgs, rate: Option<f64>) -> anyhow::Result<Ro
         .map_err(|_| anyhow::anyhow!("the load thread panicked"))??;
     lags.sort_by(f64::total_cmp);
     let pct = |q: f64| lags[((lags.len() as f64 * q) as usize).min(lags.len() - 1)];
+    if let Some(rate) = rate
+        && load.ops < 0.9 * rate
+    {
+        eprintln!(
+            "bench-repl: the paced load reached {:.0} of {rate:.0} SET/s ({:.0}%)",
+            load.ops,
+            100.0 * load.ops / rate
+        );
+    }
     Ok(Row {
         row: if rate.is_some() { "lag" } else { "lag-closed" },
+        // For the paced row: the load reached ÷ the rate asked.
+        ratio: rate.map_or(0.0, |rate| load.ops / rate),
         server: "fc-server",
         replicas: 1,
         pipeline: 1,
@@ -585,6 +597,11 @@ pub(crate) fn bench_repl(mut args: ReplBenchArgs) -> anyhow::Result<()> {
                 throughput(&bin, &args, 0, 1, "none")?.ops
             }
         };
+        if alone.is_nan() || alone <= 0.0 {
+            bail!(
+                "the primary alone took {alone} SET/s at pipeline 1: no rate to pace the lag's load at"
+            );
+        }
         eprintln!("bench-repl: lag at {:.0} SET/s, paced", alone / 2.0);
         rows.push(lag(&bin, &args, Some(alone / 2.0))?);
         eprintln!("bench-repl: lag under a closed-loop load");
@@ -665,8 +682,10 @@ fn write(out: &Path, run_id: &str, args: &ReplBenchArgs, rows: &[Row]) -> anyhow
     for r in rows.iter().filter(|r| r.row.starts_with("lag")) {
         let load = if r.row == "lag" {
             format!(
-                "at 50% load ({:.0} SET/s paced over {} connections, pipeline 1)",
-                r.ops, args.connections
+                "at 50% load ({:.0} SET/s paced over {} connections, pipeline 1: {:.0}% of the rate asked)",
+                r.ops,
+                args.connections.max(1),
+                100.0 * r.ratio
             )
         } else {
             format!(

@@ -65,8 +65,8 @@ struct Lane {
 
 /// Spare payload buffers a lane keeps, and the largest it keeps (a rare huge batch's
 /// buffer is freed).
-const SPARE_BUFFERS: usize = 4;
-const SPARE_MAX_BYTES: usize = 256 << 10;
+const SPARE_BUFFERS: usize = 2;
+const SPARE_MAX_BYTES: usize = 64 << 10;
 
 /// Sealed bytes a lane may hold for the pump before its writers wait (a saturated lane
 /// slows its own shard's writers, and nobody else's).
