@@ -378,6 +378,18 @@ impl Server {
         }
         // A replica that restarts resumes from the watermarks its log ended on.
         shared.repl.recover_marks(shared.persist.as_deref());
+        // A server configured as a replica is one from its first client on (`ROLE`, `INFO
+        // replication`, `READONLY`): the replication thread, started next, takes the request
+        // to follow from its queue.
+        if let Some((host, port)) = shared
+            .repl
+            .config
+            .replica_of
+            .as_deref()
+            .and_then(repl::split_addr)
+        {
+            shared.repl.start_following(Some((host, port)));
+        }
         handles.push(repl_links::start(
             Arc::clone(&shared),
             repl_listener,

@@ -208,6 +208,29 @@ fn a_replica_starts_from_snapshots_and_follows_every_type() {
 }
 
 #[test]
+fn a_server_configured_as_a_replica_is_one_from_its_first_command() {
+    // A primary address where nothing listens: the link never comes up.
+    let nowhere = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    for _ in 0..5 {
+        let replica = start(config(ReplicationConfig {
+            replica_of: Some(nowhere.to_string()),
+            ..ReplicationConfig::default()
+        }));
+        let mut r = client(&replica);
+        // The very first command already sees a replica (it once raced the replication
+        // thread's start and answered as a primary).
+        let role: Vec<Value> = redis::cmd("ROLE").query(&mut r).unwrap();
+        assert_eq!(role[0], Value::BulkString(b"slave".to_vec()), "{role:?}");
+        assert_eq!(info_text(&mut r, "master_link_status"), "down");
+        let refused = r.set::<_, _, ()>("k", "v").unwrap_err();
+        assert_eq!(refused.code(), Some("READONLY"));
+    }
+}
+
+#[test]
 fn a_replica_refuses_writes_and_both_sides_report_their_roles() {
     let primary = start(config(ReplicationConfig::default()));
     let replica = replica_of(&primary, |_| {});

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::watch;
 
-use crate::repl::{Control, lock, split_addr};
+use crate::repl::{Control, lock};
 use crate::shared::Shared;
 
 /// Starts the replication thread (`fc-repl`): the pump, the replica port, replica links, and
@@ -56,9 +56,6 @@ pub(crate) fn start(
                             ));
                         }
                     });
-                }
-                if let Some((host, port)) = repl.config.replica_of.as_deref().and_then(split_addr) {
-                    repl.start_following(Some((host, port)));
                 }
                 let mut follower: Option<tokio::task::JoinHandle<()>> = None;
                 loop {
