@@ -122,23 +122,23 @@ const MAX_IN_FLIGHT: usize = 64;
 /// Records whose keys a worker starts loading before it applies them.
 const PREFETCH: usize = 32;
 
-/// Starts loading the index buckets, then the entries, of `window`'s keys: a batch's cache
-/// misses overlap instead of costing a memory latency per record in turn (as a pipeline of
-/// commands does on the primary, see `Worker::route_and_prefetch_bucket`). Hints only.
+/// Starts loading the index buckets, then the entries, of `window`'s keys
+/// ([`fc_shard::LocalEmbeddedStore::prefetch_routes`]): a batch's cache misses overlap
+/// instead of costing a memory latency per record in turn, as a pipeline's do on the
+/// primary. Hints only.
 fn prefetch(
     store: &fc_shard::LocalEmbeddedStore,
     window: &[(usize, Record)],
     routes: &mut Vec<fc_shard::EmbeddedKeyRoute>,
 ) {
     routes.clear();
-    for (_, record) in window {
-        if let Some(key) = record.key() {
-            let route = store.route_key(key);
-            store.prefetch_bucket(&route);
-            routes.push(route);
-        }
-    }
-    store.prefetch_entries(routes);
+    routes.extend(
+        window
+            .iter()
+            .filter_map(|(_, record)| record.key())
+            .map(|key| store.route_key(key)),
+    );
+    store.prefetch_routes(routes);
 }
 
 /// Hands each worker the records of its shards, in order (a worker's inbox keeps them in
