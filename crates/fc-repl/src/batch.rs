@@ -52,6 +52,29 @@ impl BatchBuilder {
         self.records += 1;
     }
 
+    /// Adds an entry already encoded as [`BatchBuilder::push`] writes it (sequence, length,
+    /// the WAL's encoding: a server's writers encode on their own thread, and the batches are
+    /// built elsewhere). Returns its sequence number.
+    ///
+    /// # Panics
+    /// When `entry` is shorter than an entry's 12-byte head, or its length field disagrees
+    /// with its size (a caller's bug, not input).
+    pub fn push_encoded(&mut self, entry: &[u8]) -> u64 {
+        assert!(entry.len() >= 12, "a batch entry has a 12-byte head");
+        let seq = u64::from_le_bytes(entry[..8].try_into().expect("8"));
+        let len = u32::from_le_bytes(entry[8..12].try_into().expect("4")) as usize;
+        assert_eq!(len, entry.len() - 12, "a batch entry's length field");
+        if seq != 0 {
+            if self.first_seq == 0 {
+                self.first_seq = seq;
+            }
+            self.last_seq = seq;
+        }
+        self.payload.extend_from_slice(entry);
+        self.records += 1;
+        seq
+    }
+
     /// Gives the builder a buffer to write its next batch into (one the sender is done
     /// with: its memory is still in cache, and nothing is allocated), when it has none.
     pub fn reuse(&mut self, mut buffer: Vec<u8>) {
@@ -389,9 +412,23 @@ impl Batcher {
     /// not finished gathering is in that frame.
     pub fn push(&mut self, seq: u64, mutation: &Mutation<'_>, now: Instant) -> Option<Sealed> {
         self.builder.push(seq, mutation);
+        self.pushed(
+            seq == 0 && matches!(mutation, Mutation::TxBegin { .. }),
+            now,
+        )
+    }
+
+    /// [`Batcher::push`] of an entry already encoded ([`BatchBuilder::push_encoded`]);
+    /// `begins`: it is a transaction's begin marker (sequence 0), which never ends a batch.
+    pub fn push_encoded(&mut self, entry: &[u8], begins: bool, now: Instant) -> Option<Sealed> {
+        self.builder.push_encoded(entry);
+        self.pushed(begins, now)
+    }
+
+    fn pushed(&mut self, begins: bool, now: Instant) -> Option<Sealed> {
         self.opened.get_or_insert(now);
-        self.begun = seq == 0 && matches!(mutation, Mutation::TxBegin { .. });
-        if self.begun {
+        self.begun = begins;
+        if begins {
             return None;
         }
         let full = match self.policy {

@@ -615,3 +615,49 @@ fn encoded(frame: &Frame) -> Arc<[u8]> {
     frame.encode(Compression::None, &mut out);
     out.into()
 }
+
+#[test]
+fn entries_encoded_elsewhere_make_the_same_batches_as_mutations() {
+    let now = Instant::now();
+    let policy = SendPolicy::Batch {
+        max_records: 3,
+        max_bytes: 1 << 20,
+        max_delay: Duration::from_millis(1),
+    };
+    let stream = [
+        (0, Mutation::TxBegin { id: 9 }),
+        (
+            1,
+            Mutation::Set {
+                key: b"a",
+                value: b"1",
+                expire_at_ms: Some(5),
+            },
+        ),
+        (2, Mutation::Delete { key: b"b" }),
+        (0, Mutation::TxEnd { id: 9 }),
+        (3, Mutation::Flush),
+    ];
+    let mut by_mutation = Batcher::new(2, policy);
+    let mut by_entry = Batcher::new(2, policy);
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for (seq, mutation) in &stream {
+        a.extend(by_mutation.push(*seq, mutation, now));
+        // The entry as a batch lays it out: sequence, length, the WAL's encoding.
+        let mut entry = seq.to_le_bytes().to_vec();
+        let mut encoded = Vec::new();
+        fc_wal::encode_mutation(mutation, &mut encoded);
+        entry.extend_from_slice(&(encoded.len() as u32).to_le_bytes());
+        entry.extend_from_slice(&encoded);
+        let begins = *seq == 0 && matches!(mutation, Mutation::TxBegin { .. });
+        b.extend(by_entry.push_encoded(&entry, begins, now));
+    }
+    a.extend(by_mutation.sweep());
+    b.extend(by_entry.sweep());
+    assert_eq!(a.len(), 2);
+    assert_eq!(a.len(), b.len());
+    for (a, b) in a.iter().zip(&b) {
+        assert_eq!((a.first_seq, a.last_seq), (b.first_seq, b.last_seq));
+        assert_eq!(a.frame, b.frame);
+    }
+}

@@ -479,6 +479,8 @@ pub(crate) fn run<F, Fut>(
     F: Fn(std::net::TcpStream, Rc<Worker>, crate::shared::Handover) -> Fut,
     Fut: Future<Output = ()> + 'static,
 {
+    // This thread writes its shards' replication export without a lock.
+    shared.repl.source.attach(index);
     let runtime = shared.config.runtime;
     let own_logs = match &shared.persist {
         Some(persist) if persist.fsync == fc_wal::FsyncPolicy::Always => {
@@ -553,6 +555,8 @@ pub(crate) fn run<F, Fut>(
                         });
                         let _ = cmd.reply.send(replies);
                     }
+                    // The holder's end markers for these shards, before anything else here.
+                    worker.shared.repl.source.settle(worker.index);
                     worker.unlock();
                 }
                 Job::Conn(stream, handover) => {

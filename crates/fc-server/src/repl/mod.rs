@@ -1,6 +1,6 @@
 //! Native replication's shared state (fc-repl's sans-IO core; the links are in
-//! [`crate::repl_links`]): the primary's export ([`Source`]: per-shard lanes fed by the
-//! store's mutation sink, inside each shard's owner), what the links report, and what the
+//! [`crate::repl_links`]): the primary's export ([`Source`]: a ring per worker fed by the
+//! store's mutation sink on the shard's owner, batched by the pump), what the links report, and what the
 //! commands see (`REPLICAOF`, `ROLE`, `INFO replication`, `WAIT`, `READONLY` refusals).
 //!
 //! Protocol and guarantees: `docs/REPLICATION.md`.
@@ -10,270 +10,20 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use fc_repl::{Batcher, Compression, Sealed, SendPolicy};
+use fc_repl::Compression;
 use fc_shard::Mutation;
 use tokio::sync::{Notify, mpsc, watch};
 
 pub(crate) use fc_repl::Backlog;
+pub(crate) use source::{Drain, IDLE_PARK, Source};
+
+mod source;
 
 use crate::ReplicationConfig;
 use crate::reply::Reply as _;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// The primary's export: every shard's lane (its batcher and the batches sealed and not yet
-/// taken by the pump), fed by the store's sink on the shard's owning worker. Off (one load
-/// per mutation, after the sequence is noted) until replication starts: `enabled = true`,
-/// or the first replica's connection.
-pub(crate) struct Source {
-    enabled: AtomicBool,
-    /// Per shard, the latest sequence (noted always: a replica's plan compares with it).
-    last: Box<[AtomicU64]>,
-    lanes: Box<[Mutex<Lane>]>,
-    /// Per shard: already in `dirty` (the pump has not taken it yet).
-    queued: Box<[AtomicBool]>,
-    pub(crate) dirty: Mutex<Vec<usize>>,
-    /// Per worker, the transaction its shards are inside (markers are per shard on the wire:
-    /// each changed shard gets its own begin and end); `in_tx` says whether to look.
-    open: Box<[Mutex<Option<OpenTx>>]>,
-    in_tx: Box<[AtomicBool]>,
-    workers: usize,
-    /// Every mutation leaves in a batch of its own (`send_policy = "immediate"`).
-    immediate: bool,
-    /// The pump sleeps until told (nothing was pending at its last sweep): the next push
-    /// wakes it. A busy pump sweeps on its own clock, so a write costs no wake-up.
-    pub(crate) pump_idle: AtomicBool,
-    pub(crate) pump: Mutex<Option<std::thread::Thread>>,
-    /// Any instant (what a push into an open batch passes for "now": unused).
-    epoch: Instant,
-    /// Times a writer waited for a saturated lane (`repl_lane_waits`).
-    pub(crate) lane_waits: AtomicU64,
-}
-
-struct Lane {
-    batcher: Batcher,
-    ready: Vec<Sealed>,
-    /// Payload bytes in `ready`.
-    ready_bytes: usize,
-    /// Payload buffers the pump is done with, for the batcher's next batches: the writer
-    /// fills memory still in cache instead of a fresh allocation (whose stores missed, and
-    /// made the lane's unlock wait for them).
-    spare: Vec<Vec<u8>>,
-}
-
-/// Spare payload buffers a lane keeps, and the largest it keeps (a rare huge batch's
-/// buffer is freed).
-const SPARE_BUFFERS: usize = 2;
-const SPARE_MAX_BYTES: usize = 64 << 10;
-
-/// Sealed bytes a lane may hold for the pump before its writers wait (a saturated lane
-/// slows its own shard's writers, and nobody else's).
-const LANE_LIMIT: usize = 8 << 20;
-/// Longest a writer waits for the pump to drain its lane (then it goes on: a stopped pump
-/// never stops writes).
-const LANE_WAIT: Duration = Duration::from_millis(100);
-
-struct OpenTx {
-    id: u64,
-    shards: Vec<usize>,
-}
-
-impl Source {
-    pub(crate) fn new(shards: usize, workers: usize, config: &ReplicationConfig) -> Self {
-        let policy = match config.batch {
-            None => SendPolicy::Immediate,
-            Some((max_records, max_bytes, delay_us)) => SendPolicy::Batch {
-                max_records,
-                max_bytes,
-                max_delay: Duration::from_micros(delay_us),
-            },
-        };
-        Self {
-            enabled: AtomicBool::new(false),
-            last: (0..shards).map(|_| AtomicU64::new(0)).collect(),
-            lanes: (0..shards)
-                .map(|s| {
-                    Mutex::new(Lane {
-                        batcher: Batcher::new(s as u32, policy),
-                        ready: Vec::new(),
-                        ready_bytes: 0,
-                        spare: Vec::new(),
-                    })
-                })
-                .collect(),
-            queued: (0..shards).map(|_| AtomicBool::new(false)).collect(),
-            dirty: Mutex::new(Vec::new()),
-            open: (0..workers).map(|_| Mutex::new(None)).collect(),
-            in_tx: (0..workers).map(|_| AtomicBool::new(false)).collect(),
-            workers: workers.max(1),
-            immediate: config.batch.is_none(),
-            pump_idle: AtomicBool::new(true),
-            pump: Mutex::new(None),
-            epoch: Instant::now(),
-            lane_waits: AtomicU64::new(0),
-        }
-    }
-
-    /// Notes each shard's sequence as the store reports it (after loading: a load may not
-    /// pass every mutation through the sink).
-    pub(crate) fn note_sequences(&self, seqs: impl IntoIterator<Item = u64>) {
-        for (last, seq) in self.last.iter().zip(seqs) {
-            last.fetch_max(seq, Ordering::AcqRel);
-        }
-    }
-
-    /// Starts exporting (idempotent): from here on every mutation reaches the backlog.
-    pub(crate) fn enable(&self) {
-        self.enabled.store(true, Ordering::SeqCst);
-    }
-
-    pub(crate) fn enabled(&self) -> bool {
-        self.enabled.load(Ordering::Acquire)
-    }
-
-    /// Each shard's latest sequence.
-    pub(crate) fn latest(&self) -> Vec<u64> {
-        self.last
-            .iter()
-            .map(|l| l.load(Ordering::Acquire))
-            .collect()
-    }
-
-    pub(crate) fn latest_of(&self, shard: usize) -> u64 {
-        self.last[shard].load(Ordering::Acquire)
-    }
-
-    /// The sink's call, on the shard's owner, in sequence order.
-    pub(crate) fn on_mutation(&self, shard: usize, seq: u64, mutation: &Mutation<'_>) {
-        if seq != 0 {
-            self.last[shard].store(seq, Ordering::Release);
-        }
-        if !self.enabled.load(Ordering::Acquire) {
-            return;
-        }
-        let worker = shard % self.workers;
-        // A server transaction's markers take no sequence; a shard's own groups (`LMOVE`'s
-        // pop and push: id 0) take one, and travel as the mutations they bracket.
-        match mutation {
-            Mutation::TxBegin { id } if seq == 0 => {
-                *lock(&self.open[worker]) = Some(OpenTx {
-                    id: *id,
-                    shards: Vec::new(),
-                });
-                self.in_tx[worker].store(true, Ordering::Release);
-                return;
-            }
-            Mutation::TxEnd { id } if seq == 0 => {
-                self.in_tx[worker].store(false, Ordering::Release);
-                let open = lock(&self.open[worker]).take();
-                for shard in open.map(|o| o.shards).unwrap_or_default() {
-                    self.push(shard, 0, &Mutation::TxEnd { id: *id });
-                }
-                return;
-            }
-            _ => {}
-        }
-        let begin = if self.in_tx[worker].load(Ordering::Acquire) {
-            let mut open = lock(&self.open[worker]);
-            match open.as_mut() {
-                Some(tx) if !tx.shards.contains(&shard) => {
-                    tx.shards.push(shard);
-                    Some(tx.id)
-                }
-                _ => None,
-            }
-        } else {
-            None
-        };
-        if let Some(id) = begin {
-            self.push(shard, 0, &Mutation::TxBegin { id });
-        }
-        self.push(shard, seq, mutation);
-    }
-
-    fn push(&self, shard: usize, seq: u64, mutation: &Mutation<'_>) {
-        let (sealed, saturated) = {
-            let mut lane = lock(&self.lanes[shard]);
-            // The clock only when this opens a batch (its delay counts from there).
-            let now = if lane.batcher.is_open() {
-                self.epoch
-            } else {
-                if lane.batcher.needs_buffer()
-                    && let Some(buffer) = lane.spare.pop()
-                {
-                    lane.batcher.reuse(buffer);
-                }
-                Instant::now()
-            };
-            match lane.batcher.push(seq, mutation, now) {
-                Some(sealed) => {
-                    lane.ready_bytes += sealed.frame.payload.len();
-                    lane.ready.push(sealed);
-                    (true, lane.ready_bytes > LANE_LIMIT)
-                }
-                None => (false, false),
-            }
-        };
-        // Loads before the swaps: a write into a lane already queued for a busy pump (the
-        // usual case under load) changes no shared line. A stale `true` is safe: the lane's
-        // mutex orders this push after the pump's last `take` of the shard, which clears
-        // `queued` before it locks the lane, so the push is taken by a sweep still to come.
-        let queued = &self.queued[shard];
-        if !queued.load(Ordering::Acquire) && !queued.swap(true, Ordering::AcqRel) {
-            lock(&self.dirty).push(shard);
-        }
-        // Wake the pump when it sleeps, or when this batch is to leave at once.
-        let idle = &self.pump_idle;
-        if ((idle.load(Ordering::Acquire) && idle.swap(false, Ordering::AcqRel))
-            || (sealed && self.immediate))
-            && let Some(pump) = lock(&self.pump).as_ref()
-        {
-            pump.unpark();
-        }
-        if saturated {
-            self.wait_for_pump(shard);
-        }
-    }
-
-    /// A saturated lane: its writer waits (at most [`LANE_WAIT`]) until the pump has taken
-    /// half of it.
-    fn wait_for_pump(&self, shard: usize) {
-        self.lane_waits.fetch_add(1, Ordering::Relaxed);
-        let started = Instant::now();
-        while lock(&self.lanes[shard]).ready_bytes > LANE_LIMIT / 2 && started.elapsed() < LANE_WAIT
-        {
-            if let Some(pump) = lock(&self.pump).as_ref() {
-                pump.unpark();
-            }
-            std::thread::sleep(Duration::from_micros(50));
-        }
-    }
-
-    /// The pump's side: payload buffers it encoded, back to shard `shard`'s lane.
-    pub(crate) fn recycle(&self, shard: usize, buffers: &mut Vec<Vec<u8>>) {
-        let mut lane = lock(&self.lanes[shard]);
-        for buffer in buffers.drain(..) {
-            if lane.spare.len() < SPARE_BUFFERS && buffer.capacity() <= SPARE_MAX_BYTES {
-                lane.spare.push(buffer);
-            }
-        }
-    }
-
-    /// The pump's side: shard `shard`'s sealed batches and its open one (the pump sweeps
-    /// every `batch_max_delay_us`, so no mutation waits longer: see [`Batcher::sweep`]);
-    /// with whether a batch is still open (it ends on a transaction's begin marker).
-    pub(crate) fn take(&self, shard: usize) -> (Vec<Sealed>, bool) {
-        self.queued[shard].store(false, Ordering::Release);
-        let mut lane = lock(&self.lanes[shard]);
-        lane.ready_bytes = 0;
-        let mut ready = std::mem::take(&mut lane.ready);
-        if let Some(open) = lane.batcher.sweep() {
-            ready.push(open);
-        }
-        (ready, lane.batcher.is_open())
-    }
 }
 
 /// What a replica link of this primary shows (`INFO replication`, `ROLE`, `WAIT`).
@@ -384,7 +134,7 @@ impl Repl {
         config: ReplicationConfig,
         requirepass: Option<&str>,
     ) -> Self {
-        let shards = source.last.len();
+        let shards = source.shards();
         let token = config
             .auth_token
             .as_deref()
@@ -505,7 +255,7 @@ impl Repl {
         let Some(persist) = persist.filter(|_| self.config.replica_of.is_some()) else {
             return;
         };
-        let found = persist.loaded.wal.repl_marks(self.source.last.len());
+        let found = persist.loaded.wal.repl_marks(self.source.shards());
         let Some(primary) = found.iter().flatten().map(|(p, _)| p.clone()).next() else {
             return;
         };
@@ -739,7 +489,7 @@ impl Repl {
         let offset = self.offset();
         let _ = write!(
             out,
-            "master_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:{}\r\nrepl_backlog_size:{}\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:{}\r\nrepl_shard_seqs:{}\r\nrepl_links_refused:{}\r\nrepl_sent_bytes:{}\r\nrepl_shard_snapshots_sent:{}\r\nrepl_lane_waits:{}\r\n",
+            "master_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:{}\r\nrepl_backlog_size:{}\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:{}\r\nrepl_shard_seqs:{}\r\nrepl_links_refused:{}\r\nrepl_sent_bytes:{}\r\nrepl_shard_snapshots_sent:{}\r\nrepl_lane_waits:{}\r\nrepl_export_spilled:{}\r\n",
             u8::from(self.source.enabled()),
             self.config.backlog_bytes,
             self.backlog_bytes.load(Ordering::Relaxed),
@@ -748,6 +498,7 @@ impl Repl {
             self.sent_bytes.load(Ordering::Relaxed),
             self.snapshots_sent.load(Ordering::Relaxed),
             self.source.lane_waits.load(Ordering::Relaxed),
+            self.source.spilled.load(Ordering::Relaxed),
         );
     }
 }
@@ -758,84 +509,4 @@ pub(crate) fn split_addr(text: &str) -> Option<(String, u16)> {
     let port = port.parse().ok()?;
     let host = host.trim_start_matches('[').trim_end_matches(']');
     (!host.is_empty()).then(|| (host.to_string(), port))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn spent_payload_buffers_go_back_to_their_lane_for_its_next_batches() {
-        let source = Source::new(2, 1, &ReplicationConfig::default());
-        source.enable();
-        let set = Mutation::Set {
-            key: b"k",
-            value: b"v",
-            expire_at_ms: None,
-        };
-        source.on_mutation(0, 1, &set);
-        let (mut ready, open) = source.take(0);
-        assert!(!open);
-        assert_eq!(ready.len(), 1);
-        let spent = ready.pop().unwrap().frame.payload;
-        let at = spent.as_ptr();
-        let mut spent = vec![spent, vec![0u8; SPARE_MAX_BYTES + 1]];
-        source.recycle(0, &mut spent);
-        assert!(spent.is_empty());
-        // The oversized one is freed; the other is kept, and the next batch writes into it.
-        assert_eq!(lock(&source.lanes[0]).spare.len(), 1);
-        source.on_mutation(0, 2, &set);
-        assert!(lock(&source.lanes[0]).spare.is_empty());
-        let (ready, _) = source.take(0);
-        assert_eq!(ready[0].frame.payload.as_ptr(), at);
-        assert_eq!((ready[0].first_seq, ready[0].last_seq), (2, 2));
-        // At most SPARE_BUFFERS are kept.
-        let mut many: Vec<Vec<u8>> = (0..SPARE_BUFFERS + 3)
-            .map(|_| Vec::with_capacity(64))
-            .collect();
-        source.recycle(1, &mut many);
-        assert_eq!(lock(&source.lanes[1]).spare.len(), SPARE_BUFFERS);
-    }
-
-    #[test]
-    fn a_saturated_lane_makes_its_writer_wait_and_the_pump_frees_it() {
-        let config = ReplicationConfig {
-            batch: None,
-            ..ReplicationConfig::default()
-        };
-        let source = Arc::new(Source::new(2, 1, &config));
-        source.enable();
-        let value = vec![7u8; 1 << 20];
-        let set = |key: &'static [u8]| Mutation::Set {
-            key,
-            value: &value,
-            expire_at_ms: None,
-        };
-        // Seven 1 MiB batches nearly fill shard 0's lane (8 MiB); nothing waits yet.
-        for seq in 1..=7 {
-            source.on_mutation(0, seq, &set(b"k"));
-        }
-        assert_eq!(source.lane_waits.load(Ordering::Relaxed), 0);
-        // Shard 1's lane is its own: its writers do not wait.
-        source.on_mutation(1, 1, &set(b"j"));
-        assert_eq!(source.lane_waits.load(Ordering::Relaxed), 0);
-        // The eighth overflows the lane: with no pump its writer waits out LANE_WAIT, then
-        // goes on (a stopped pump never stops writes).
-        source.on_mutation(0, 8, &set(b"k"));
-        assert_eq!(source.lane_waits.load(Ordering::Relaxed), 1);
-        // A pump taking the lane frees a waiting writer.
-        let pump = {
-            let source = Arc::clone(&source);
-            std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(20));
-                source.take(0).0.len()
-            })
-        };
-        source.on_mutation(0, 9, &set(b"k"));
-        assert_eq!(source.lane_waits.load(Ordering::Relaxed), 2);
-        let taken = pump.join().unwrap();
-        assert_eq!(taken, 9);
-        assert_eq!(lock(&source.lanes[0]).ready_bytes, 0);
-        assert_eq!(source.latest(), [9, 1]);
-    }
 }

@@ -1,5 +1,5 @@
-//! The replication thread (`fc-repl`): the pump that seals the primary's lanes into the
-//! backlog, a task per replica link ([`primary`]), and the link a replica follows
+//! The replication thread (`fc-repl`): the pump that batches the primary's export rings into
+//! the backlog, a task per replica link ([`primary`]), and the link a replica follows
 //! ([`replica`]). Shared state and what commands see: [`crate::repl`]. Protocol and
 //! guarantees: `docs/REPLICATION.md`.
 

@@ -13,18 +13,17 @@ use tokio::net::TcpStream;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::oneshot;
 
-use crate::repl::{LinkInfo, lock};
+use crate::repl::{Drain, IDLE_PARK, LinkInfo, lock};
 use crate::shared::{Job, Shared};
 
-/// The pump (thread `fc-repl-pump`): seals what the lanes hold into encoded frames in the
-/// backlog, and tells the links. A busy pump sweeps every `batch_max_delay_us` on its own
-/// clock (writers wake nobody); an idle one sleeps until a write wakes it. Stops when `stop`
-/// is set.
+/// The pump (thread `fc-repl-pump`): batches what the workers' rings hold into encoded
+/// frames in the backlog, and tells the links (see [`crate::repl::Drain`]). A busy pump
+/// sweeps every `batch_max_delay_us` on its own clock (writers wake nobody); an idle one
+/// sleeps until a write wakes it. Stops when `stop` is set.
 pub(crate) fn pump(shared: &Shared, stop: &AtomicBool) {
     let repl = &shared.repl;
     let source = &repl.source;
     let compression = repl.compression();
-    let shards = shared.config.shards;
     let tick = repl
         .config
         .batch
@@ -32,49 +31,42 @@ pub(crate) fn pump(shared: &Shared, stop: &AtomicBool) {
             Duration::from_micros(us.max(20))
         });
     *lock(&source.pump) = Some(std::thread::current());
-    // Shards whose batch stayed open at the last sweep (it ends on a transaction's begin).
-    let mut open = vec![false; shards];
-    // Payload buffers encoded, on their way back to their lane.
-    let mut spent: Vec<Vec<u8>> = Vec::new();
+    let mut drain = Drain::new(source);
+    let mut sealed = Vec::new();
     let mut busy = false;
     while !stop.load(Ordering::Acquire) {
         if busy {
             std::thread::sleep(tick);
         } else {
-            source.pump_idle.store(true, Ordering::Release);
-            // Whatever a write added between the last sweep and `pump_idle` is swept now.
-            if lock(&source.dirty).is_empty() {
-                std::thread::park_timeout(Duration::from_millis(100));
+            source.pump_idle.store(true, Ordering::SeqCst);
+            std::sync::atomic::fence(Ordering::SeqCst);
+            // A last look, and another after a short spin: a writer that read `pump_idle`
+            // clear before it was set wrote its entry first (see `crate::repl::Drain`).
+            if !source.pending() && !spin_for_pending(source) {
+                std::thread::park_timeout(IDLE_PARK);
             }
             source.pump_idle.store(false, Ordering::Release);
         }
-        let mut check = std::mem::take(&mut *lock(&source.dirty));
-        for (shard, open) in open.iter().enumerate() {
-            if *open && !check.contains(&shard) {
-                check.push(shard);
-            }
-        }
-        let mut sealed = Vec::new();
-        for shard in check {
-            let (ready, still_open) = source.take(shard);
-            open[shard] = still_open;
-            for batch in ready {
-                let mut wire = Vec::with_capacity(batch.frame.payload.len() + fc_repl::HEADER_LEN);
-                batch.frame.encode(compression, &mut wire);
-                sealed.push((shard, batch.first_seq, batch.last_seq, wire));
-                spent.push(batch.frame.payload);
-            }
-            if !spent.is_empty() {
-                source.recycle(shard, &mut spent);
-            }
-        }
-        busy = !sealed.is_empty() || open.contains(&true);
+        drain.sweep(source, &mut sealed);
+        busy = !sealed.is_empty() || drain.holds_open();
         if sealed.is_empty() {
             continue;
         }
+        let mut frames = Vec::with_capacity(sealed.len());
+        for batch in sealed.drain(..) {
+            let mut wire = Vec::with_capacity(batch.frame.payload.len() + fc_repl::HEADER_LEN);
+            batch.frame.encode(compression, &mut wire);
+            frames.push((
+                batch.frame.shard as usize,
+                batch.first_seq,
+                batch.last_seq,
+                wire,
+            ));
+            drain.recycle(batch.frame.payload);
+        }
         {
             let mut log = lock(&repl.backlog);
-            for (shard, first, last, wire) in sealed {
+            for (shard, first, last, wire) in frames {
                 log.push(shard, first, last, wire.into());
             }
             repl.backlog_bytes
@@ -82,6 +74,16 @@ pub(crate) fn pump(shared: &Shared, stop: &AtomicBool) {
         }
         repl.fresh.send_modify(|g| *g = g.wrapping_add(1));
     }
+}
+
+/// Looks for pending entries for a few microseconds (longer than a store takes to leave a
+/// core's store buffer).
+fn spin_for_pending(source: &crate::repl::Source) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_micros(5) {
+        std::hint::spin_loop();
+    }
+    source.pending()
 }
 
 /// Reads one whole frame (the buffer keeps what follows it).
