@@ -3,7 +3,8 @@
 //! an older one needs a snapshot; a newer one is refused.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+
+use bytes::Bytes;
 
 /// Each shard's recent frames, `limit` bytes per shard at most.
 #[derive(Debug, Clone)]
@@ -32,7 +33,7 @@ struct Held {
     /// Where it sorts: its last sequence (a marker-only frame: the one it precedes). A
     /// replica at watermark `w` needs every frame whose `pos` is above `w`.
     pos: u64,
-    frame: Arc<[u8]>,
+    frame: Bytes,
 }
 
 /// The backlog no longer holds what the replica needs: send a snapshot.
@@ -52,7 +53,7 @@ impl Backlog {
 
     /// Adds a shard's encoded frame covering `first..=last` (a marker-only frame: both 0),
     /// evicting the oldest past the limit (the newest always stays). Returns its index.
-    pub fn push(&mut self, shard: usize, first: u64, last: u64, frame: Arc<[u8]>) -> u64 {
+    pub fn push(&mut self, shard: usize, first: u64, last: u64, frame: Bytes) -> u64 {
         let log = &mut self.shards[shard];
         let (first, pos) = if last == 0 {
             (log.latest + 1, log.latest + 1)
@@ -105,7 +106,7 @@ impl Backlog {
     ///
     /// # Errors
     /// [`NeedSnapshot`] when the backlog no longer reaches back to `watermark + 1`.
-    pub fn since(&self, shard: usize, watermark: u64) -> Result<Vec<Arc<[u8]>>, NeedSnapshot> {
+    pub fn since(&self, shard: usize, watermark: u64) -> Result<Vec<Bytes>, NeedSnapshot> {
         let index = self.since_index(shard, watermark)?;
         self.from_index(shard, index)
     }
@@ -128,7 +129,7 @@ impl Backlog {
     ///
     /// # Errors
     /// [`NeedSnapshot`] when frames from `index` were evicted (the link fell too far behind).
-    pub fn from_index(&self, shard: usize, index: u64) -> Result<Vec<Arc<[u8]>>, NeedSnapshot> {
+    pub fn from_index(&self, shard: usize, index: u64) -> Result<Vec<Bytes>, NeedSnapshot> {
         let log = &self.shards[shard];
         let front = log.frames.front().map_or(log.next, |h| h.index);
         if index < front {
@@ -139,7 +140,7 @@ impl Backlog {
             .frames
             .iter()
             .skip(skip)
-            .map(|h| Arc::clone(&h.frame))
+            .map(|h| h.frame.clone())
             .collect())
     }
 }

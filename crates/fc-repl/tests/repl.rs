@@ -567,7 +567,7 @@ fn a_sweep_takes_the_open_batch_unless_it_ends_on_a_transactions_begin() {
 #[test]
 fn the_backlog_serves_recent_watermarks_and_asks_older_ones_for_a_snapshot() {
     let mut backlog = Backlog::new(2, 2 * 300);
-    let frame = |n: usize| -> Arc<[u8]> { vec![0u8; n].into() };
+    let frame = |n: usize| -> bytes::Bytes { vec![0u8; n].into() };
     for seq in 1..=10u64 {
         backlog.push(0, seq, seq, frame(100));
     }
@@ -590,7 +590,7 @@ fn the_backlog_serves_recent_watermarks_and_asks_older_ones_for_a_snapshot() {
 #[test]
 fn backlog_cursors_follow_frame_indexes_across_markers_and_evictions() {
     let mut backlog = Backlog::new(1, 1000);
-    let frame = |n: usize| -> Arc<[u8]> { vec![n as u8; n].into() };
+    let frame = |n: usize| -> bytes::Bytes { vec![n as u8; n].into() };
     assert_eq!(backlog.push(0, 1, 2, frame(100)), 0);
     // A marker-only frame (a transaction's end) covers no sequence: a replica already at
     // the latest sequence still needs it.
@@ -610,7 +610,7 @@ fn backlog_cursors_follow_frame_indexes_across_markers_and_evictions() {
     assert_eq!(backlog.since_index(0, 2), Err(NeedSnapshot));
 }
 
-fn encoded(frame: &Frame) -> Arc<[u8]> {
+fn encoded(frame: &Frame) -> bytes::Bytes {
     let mut out = Vec::new();
     frame.encode(Compression::None, &mut out);
     out.into()
