@@ -1623,6 +1623,11 @@ fn redis_benchmark(
     if let Some(ca) = tls {
         command.arg("--tls").arg("--cacert").arg(ca);
     }
+    // One thread per load core (redis-benchmark is single-threaded by default, which caps the
+    // load at one core whatever `--load-cores` gives it).
+    if args.load_cores.len() > 1 {
+        command.args(["--threads", &args.load_cores.len().to_string()]);
+    }
     let output = command
         .args(["-h", host, "-p", port, "--csv", "-q"])
         .args(["-c", &args.connections.to_string()])
