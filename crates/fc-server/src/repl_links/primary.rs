@@ -36,7 +36,8 @@ pub(crate) fn pump(shared: &Shared, stop: &AtomicBool) {
     let mut busy = false;
     while !stop.load(Ordering::Acquire) {
         if busy {
-            std::thread::sleep(tick);
+            // A writer waiting for room in its ring wakes the pump early.
+            std::thread::park_timeout(tick);
         } else {
             source.pump_idle.store(true, Ordering::SeqCst);
             std::sync::atomic::fence(Ordering::SeqCst);
@@ -56,6 +57,9 @@ pub(crate) fn pump(shared: &Shared, stop: &AtomicBool) {
         for batch in sealed.drain(..) {
             let mut wire = Vec::with_capacity(batch.frame.payload.len() + fc_repl::HEADER_LEN);
             batch.frame.encode(compression, &mut wire);
+            // The backlog counts a frame's length: it keeps no more than that (a compressed
+            // frame is shorter than the room reserved for it).
+            wire.shrink_to_fit();
             frames.push((
                 batch.frame.shard as usize,
                 batch.first_seq,
