@@ -310,26 +310,19 @@ impl Source {
         let worker = shard % self.workers;
         let ring = &self.rings[worker];
         STAGE.with_borrow_mut(|stage| {
-            if stage.source == self.id && stage.worker == worker {
-                if stage.writer.is_none() {
-                    stage.writer = lock(&ring.writer).take();
+            if let Some(writer) = self.own_writer(stage, worker) {
+                if ring.has_deferred.load(Ordering::Acquire) {
+                    self.write_deferred(writer, ring);
                 }
-                if let Some(writer) = stage.writer.as_mut() {
-                    if ring.has_deferred.load(Ordering::Acquire) {
-                        self.write_deferred(writer, ring);
-                    }
-                    writer.scratch.clear();
-                    encode_entry(&mut writer.scratch, shard, seq, mutation);
-                    self.write(writer, ring);
-                    return;
-                }
+                writer.scratch.clear();
+                encode_entry(&mut writer.scratch, shard, seq, mutation);
+                return self.write(writer, ring);
             }
             // Not the worker's thread: through the ring's lock while no thread holds it.
             if let Some(writer) = lock(&ring.writer).as_mut() {
                 writer.scratch.clear();
                 encode_entry(&mut writer.scratch, shard, seq, mutation);
-                self.write(writer, ring);
-                return;
+                return self.write(writer, ring);
             }
             // The worker's thread holds its ring, and this thread holds the worker (a
             // transaction's end markers, written by the thread that held several workers):
@@ -338,12 +331,7 @@ impl Source {
             encode_entry(&mut deferred, shard, seq, mutation);
             ring.has_deferred.store(true, Ordering::Release);
         });
-        // Wake the pump when it sleeps (a load when it is busy), or when every mutation is
-        // to leave at once.
-        let idle = &self.pump_idle;
-        if (idle.load(Ordering::Acquire) && idle.swap(false, Ordering::AcqRel)) || self.immediate {
-            self.wake_pump();
-        }
+        self.nudge_pump();
     }
 
     /// On worker `worker`'s thread when a hold of it ends (`Job::Hold`): writes what the
@@ -355,16 +343,28 @@ impl Source {
             return;
         }
         STAGE.with_borrow_mut(|stage| {
-            if stage.source != self.id || stage.worker != worker {
-                return;
-            }
-            if stage.writer.is_none() {
-                stage.writer = lock(&ring.writer).take();
-            }
-            if let Some(writer) = stage.writer.as_mut() {
+            if let Some(writer) = self.own_writer(stage, worker) {
                 self.write_deferred(writer, ring);
             }
         });
+        self.nudge_pump();
+    }
+
+    /// Worker `worker`'s ring producer when this thread is that worker's (`stage`), taken
+    /// from the ring's mutex at its first use.
+    fn own_writer<'a>(&self, stage: &'a mut Stage, worker: usize) -> Option<&'a mut Writer> {
+        if stage.source != self.id || stage.worker != worker {
+            return None;
+        }
+        if stage.writer.is_none() {
+            stage.writer = lock(&self.rings[worker].writer).take();
+        }
+        stage.writer.as_mut()
+    }
+
+    /// Wakes the pump when it sleeps (a load when it is busy), or when every mutation is to
+    /// leave at once.
+    fn nudge_pump(&self) {
         let idle = &self.pump_idle;
         if (idle.load(Ordering::Acquire) && idle.swap(false, Ordering::AcqRel)) || self.immediate {
             self.wake_pump();
