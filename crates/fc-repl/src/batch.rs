@@ -36,12 +36,7 @@ impl BatchBuilder {
 
     /// Adds a mutation with its sequence number (0 for transaction markers).
     pub fn push(&mut self, seq: u64, mutation: &Mutation<'_>) {
-        if seq != 0 {
-            if self.first_seq == 0 {
-                self.first_seq = seq;
-            }
-            self.last_seq = seq;
-        }
+        self.count(seq);
         // Encoded in place after a length placeholder (no second copy).
         self.payload.extend_from_slice(&seq.to_le_bytes());
         let at = self.payload.len();
@@ -49,6 +44,16 @@ impl BatchBuilder {
         fc_wal::encode_mutation(mutation, &mut self.payload);
         let len = (self.payload.len() - at - 4) as u32;
         self.payload[at..at + 4].copy_from_slice(&len.to_le_bytes());
+    }
+
+    /// Counts one more entry, of sequence `seq` (0: a marker, outside the span).
+    fn count(&mut self, seq: u64) {
+        if seq != 0 {
+            if self.first_seq == 0 {
+                self.first_seq = seq;
+            }
+            self.last_seq = seq;
+        }
         self.records += 1;
     }
 
@@ -64,14 +69,8 @@ impl BatchBuilder {
         let seq = u64::from_le_bytes(entry[..8].try_into().expect("8"));
         let len = u32::from_le_bytes(entry[8..12].try_into().expect("4")) as usize;
         assert_eq!(len, entry.len() - 12, "a batch entry's length field");
-        if seq != 0 {
-            if self.first_seq == 0 {
-                self.first_seq = seq;
-            }
-            self.last_seq = seq;
-        }
+        self.count(seq);
         self.payload.extend_from_slice(entry);
-        self.records += 1;
         seq
     }
 
