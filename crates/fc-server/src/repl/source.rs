@@ -441,27 +441,28 @@ impl Source {
         shrink(&mut writer.scratch);
     }
 
-    /// A spill past [`SPILL_LIMIT`] (the pump has stalled): its writer waits, at most
-    /// [`RING_WAIT`] each time, until the pump has taken it (memory stays bounded while the
-    /// pump runs; a stopped pump never stops writes).
+    /// A spill past [`SPILL_LIMIT`] (the pump has stalled): its writer waits until the pump
+    /// has taken it (memory stays bounded while the pump runs; a stopped pump never stops
+    /// writes).
     fn wait_for_spill(&self, ring: &Ring) {
-        self.lane_waits.fetch_add(1, Ordering::Relaxed);
-        let started = Instant::now();
-        while lock(&ring.spill).len() > SPILL_LIMIT / 2 && started.elapsed() < self.ring_wait {
-            self.wake_pump();
-            std::thread::sleep(Duration::from_micros(50));
-        }
+        self.wait_for_pump(|| lock(&ring.spill).len() <= SPILL_LIMIT / 2);
     }
 
-    /// A full ring: its writer waits (at most [`RING_WAIT`]) for the pump to make room for
-    /// `need` bytes; whether it did.
+    /// A full ring: its writer waits for the pump to make room for `need` bytes; whether it
+    /// did.
     fn wait_for_room(&self, producer: &Producer<u8>, need: usize) -> bool {
+        self.wait_for_pump(|| producer.slots() >= need)
+    }
+
+    /// Wakes the pump and waits, at most [`RING_WAIT`] (counted in `repl_lane_waits`), until
+    /// `done`; whether it came.
+    fn wait_for_pump(&self, done: impl Fn() -> bool) -> bool {
         self.lane_waits.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         while started.elapsed() < self.ring_wait {
             self.wake_pump();
             std::thread::sleep(Duration::from_micros(50));
-            if producer.slots() >= need {
+            if done() {
                 return true;
             }
         }
