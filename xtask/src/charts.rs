@@ -2,7 +2,9 @@
 //! value size, thread count or pipeline depth; a hit-ratio workload at a capacity), one bar
 //! per backend. `bench`, `bench-server` and `hitratio` draw them at the end of a run into
 //! `<run>/charts/` and list them in `<run>/charts.md` (linked from the summaries);
-//! `cargo xtask charts <run-dir>` draws them again from the CSVs.
+//! `cargo xtask charts <run-dir>` draws them again from the CSVs. A run with fc-gpu's
+//! `gpu-timeline.csv` also gets `charts/gpu-timeline.svg`: each piece's gather and copy on one
+//! time axis, a row each per stream.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -136,6 +138,80 @@ fn draw(path: &Path, chart: &Bars) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Draws fc-gpu's traced load (`gpu-timeline.csv`): for each stream (lane), a row of the
+/// pieces' gathers (host clock) and a row of their copies (CUDA events), in microseconds.
+fn draw_timeline(csv: &Path, path: &Path) -> anyhow::Result<()> {
+    let rows = read_csv(csv)?;
+    let num = |r: &BTreeMap<String, String>, k: &str| -> f64 {
+        r.get(k).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+    };
+    let lanes = rows
+        .iter()
+        .map(|r| num(r, "lane") as usize + 1)
+        .max()
+        .unwrap_or(1);
+    let end = rows
+        .iter()
+        .map(|r| num(r, "copy_end_us").max(num(r, "gather_end_us")))
+        .fold(1.0f64, f64::max);
+    let n = 2 * lanes;
+    let root = SVGBackend::new(path, (960, 100 + 40 * n as u32)).into_drawing_area();
+    let fail = |e: &dyn std::fmt::Display| anyhow::anyhow!("{}: {e}", path.display());
+    root.fill(&WHITE).map_err(|e| fail(&e))?;
+    let names: Vec<String> = (0..lanes)
+        .flat_map(|l| [format!("stream {l}: gather"), format!("stream {l}: copy")])
+        .collect();
+    let mut plot = ChartBuilder::on(&root)
+        .caption(
+            "fc-gpu load: each piece gathered (host) and copied (GPU)",
+            ("sans-serif", 16),
+        )
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(130)
+        .build_cartesian_2d(0f64..end * 1.02, (0..n - 1).into_segmented())
+        .map_err(|e| fail(&e))?;
+    plot.configure_mesh()
+        .disable_y_mesh()
+        .y_labels(n)
+        .y_label_formatter(&|v| match v {
+            SegmentValue::CenterOf(i) => names.get(*i).cloned().unwrap_or_default(),
+            _ => String::new(),
+        })
+        .x_desc("microseconds from the start of the load")
+        .draw()
+        .map_err(|e| fail(&e))?;
+    let bar = |row: usize, from: f64, to: f64, color: RGBColor| {
+        Rectangle::new(
+            [
+                (from, SegmentValue::Exact(row)),
+                (to.max(from), SegmentValue::Exact(row + 1)),
+            ],
+            ShapeStyle::from(color.mix(0.6)).filled(),
+        )
+    };
+    plot.draw_series(rows.iter().flat_map(|r| {
+        let lane = num(r, "lane") as usize;
+        [
+            bar(
+                2 * lane,
+                num(r, "gather_start_us"),
+                num(r, "gather_end_us"),
+                RGBColor(160, 160, 160),
+            ),
+            bar(
+                2 * lane + 1,
+                num(r, "copy_start_us"),
+                num(r, "copy_end_us"),
+                RGBColor(31, 119, 180),
+            ),
+        ]
+    }))
+    .map_err(|e| fail(&e))?;
+    root.present().map_err(|e| fail(&e))?;
+    Ok(())
+}
+
 /// `1.23M`, `45.6k`, `0.458`.
 fn human(v: f64) -> String {
     if v >= 1e9 {
@@ -238,7 +314,8 @@ pub(crate) fn for_run(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
             charts.push(("hitratio-", chart));
         }
     }
-    if charts.is_empty() {
+    let timeline = dir.join("gpu-timeline.csv");
+    if charts.is_empty() && !timeline.exists() {
         return Ok(Vec::new());
     }
     let out = dir.join("charts");
@@ -247,6 +324,15 @@ pub(crate) fn for_run(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
         "# Charts\n\nOne chart per shape, a bar per backend (fast-cache's in blue).\n\n",
     );
     let mut drawn = Vec::new();
+    if timeline.exists() {
+        let path = out.join("gpu-timeline.svg");
+        draw_timeline(&timeline, &path)?;
+        let _ = writeln!(
+            index,
+            "![fc-gpu's traced load: gathers and copies over time](charts/gpu-timeline.svg)\n"
+        );
+        drawn.push(path);
+    }
     for (_, chart) in &charts {
         let name = file_name("", &chart.title);
         let path = out.join(&name);
@@ -284,6 +370,32 @@ pub(crate) fn draw_and_link(dir: &Path, summary: &Path) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_gpu_timeline_is_drawn_with_a_row_per_stream_and_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("gpu-timeline.csv"),
+            "session,lane,host_start,bytes,gather_start_us,gather_end_us,issued_us,copy_start_us,copy_end_us\n0,0,0,1048576,1.0,60.0,61.0,62.0,80.0\n1,1,0,1048576,61.0,120.0,121.0,122.0,140.0\n",
+        )
+        .unwrap();
+        let drawn = for_run(dir.path()).unwrap();
+        assert_eq!(drawn, [dir.path().join("charts/gpu-timeline.svg")]);
+        let svg = std::fs::read_to_string(&drawn[0]).unwrap();
+        for row in [
+            "stream 0: gather",
+            "stream 0: copy",
+            "stream 1: gather",
+            "stream 1: copy",
+        ] {
+            assert!(svg.contains(row), "{row} missing");
+        }
+        assert!(
+            std::fs::read_to_string(dir.path().join("charts.md"))
+                .unwrap()
+                .contains("gpu-timeline.svg")
+        );
+    }
 
     #[test]
     fn a_run_gets_one_chart_per_shape_with_a_bar_per_backend() {

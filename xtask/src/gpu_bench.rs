@@ -74,7 +74,10 @@ pub(crate) fn bench_gpu(args: &GpuBenchArgs) -> anyhow::Result<()> {
     }
     let rows = std::fs::read_to_string(&csv)?;
     let summary = summary(&run_id, &machine, &rows);
-    std::fs::write(out.join("gpu-summary.md"), summary)?;
+    let summary_path = out.join("gpu-summary.md");
+    std::fs::write(&summary_path, summary)?;
+    // The traced load's timeline (gpu_bench writes it beside gpu.csv), drawn.
+    crate::charts::draw_and_link(&out, &summary_path)?;
     eprintln!("bench-gpu: wrote {}", csv.display());
     Ok(())
 }
@@ -100,6 +103,7 @@ fn summary(run_id: &str, machine: &str, csv: &str) -> String {
     let mut text = format!(
         "# bench-gpu {run_id}\n\nGPU: {machine}\n\n| direction | chunk | chunks | contiguous GB/s | naive GB/s | fc-gpu GB/s | fc-gpu ÷ contiguous | fc-gpu ÷ naive |\n|---|---:|---:|---:|---:|---:|---:|---:|\n"
     );
+    let mut sweep = String::new();
     for ((dir, size, count), paths) in &cells {
         let get = |p: &str| paths.get(p).copied().unwrap_or(0.0);
         let (c, n, f) = (get("contiguous"), get("naive"), get("fc-gpu"));
@@ -110,6 +114,22 @@ fn summary(run_id: &str, machine: &str, csv: &str) -> String {
             100.0 * f / c.max(1e-9),
             f / n.max(1e-9)
         );
+        for (path, gbps) in paths {
+            if let Some(threads) = path.strip_prefix("fc-gpu-threads-") {
+                let _ = writeln!(
+                    sweep,
+                    "| {dir} | {} KiB | {count} | {threads} | {gbps:.2} | {:.0}% |",
+                    size / 1024,
+                    100.0 * gbps / c.max(1e-9)
+                );
+            }
+        }
+    }
+    if !sweep.is_empty() {
+        let _ = write!(
+            text,
+            "\n## Gather threads\n\n| direction | chunk | chunks | gather threads | fc-gpu GB/s | ÷ contiguous |\n|---|---:|---:|---:|---:|---:|\n{sweep}"
+        );
     }
     text
 }
@@ -118,10 +138,14 @@ fn summary(run_id: &str, machine: &str, csv: &str) -> String {
 mod tests {
     #[test]
     fn the_summary_compares_fc_gpu_with_both_baselines() {
-        let csv = "direction,chunk_bytes,chunks,path,gb_per_s,ms\nhtod,262144,64,contiguous,25.00,0.671\nhtod,262144,64,naive,5.00,3.355\nhtod,262144,64,fc-gpu,21.00,0.799\n";
+        let csv = "direction,chunk_bytes,chunks,path,gb_per_s,ms\nhtod,262144,64,contiguous,25.00,0.671\nhtod,262144,64,naive,5.00,3.355\nhtod,262144,64,fc-gpu,21.00,0.799\nhtod,262144,64,fc-gpu-threads-2,20.00,0.8\n";
         let text = super::summary("r", "H100", csv);
         assert!(
             text.contains("| htod | 256 KiB | 64 | 25.00 | 5.00 | 21.00 | 84% | 4.20x |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| htod | 256 KiB | 64 | 2 | 20.00 | 80% |"),
             "{text}"
         );
     }

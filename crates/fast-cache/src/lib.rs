@@ -296,10 +296,24 @@ pub mod protocol {
 #[cfg(feature = "cuda")]
 pub mod cuda {
     pub use fc_config::{CudaConfig, CudaSection};
-    pub use fc_gpu::cuda::{DeviceBuffer, Gpu, GpuError, SessionLoad, TransferReport};
+    pub use fc_gpu::cuda::{DeviceBuffer, Gpu, GpuError, GpuOptions, SessionLoad, TransferReport};
     #[cfg(feature = "unsafe")]
     pub use fc_gpu::cuda::{Pinned, PinnedBuffer};
     pub use fc_gpu::*;
+
+    /// The `[cuda]` settings as [`Gpu::open_with`] takes them (streams, gather threads,
+    /// piece size); the device ordinal, staging limit and alignment are used where the GPU
+    /// is opened, the pool made and the offsets planned.
+    #[must_use]
+    pub fn gpu_options(config: &CudaConfig) -> GpuOptions {
+        GpuOptions {
+            streams: config.streams,
+            gather: GatherConfig {
+                threads: config.gather_threads,
+                piece_bytes: usize::try_from(config.piece_bytes).unwrap_or(usize::MAX),
+            },
+        }
+    }
 }
 
 /// The Redis-compatible server, to embed in a binary of your own (the `fc-server` binary is

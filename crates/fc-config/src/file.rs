@@ -144,6 +144,12 @@ pub struct CudaSection {
     pub streams: usize,
     /// Device offsets of chunks are multiples of this (256), a power of two.
     pub alignment: u64,
+    /// Threads gathering a session out of the cache into staging memory (4; 0: the loading
+    /// thread alone); 0 to 64.
+    pub gather_threads: usize,
+    /// The largest piece a session is gathered and copied in (`1mb`): each piece's copy
+    /// starts as soon as it is gathered; at least `64kb`.
+    pub piece_bytes: Size,
 }
 
 impl Default for CudaSection {
@@ -153,6 +159,8 @@ impl Default for CudaSection {
             staging_bytes: Size::Text("256mb".into()),
             streams: 2,
             alignment: 256,
+            gather_threads: 4,
+            piece_bytes: Size::Text("1mb".into()),
         }
     }
 }
@@ -168,6 +176,10 @@ pub struct CudaConfig {
     pub streams: usize,
     /// Device offset alignment.
     pub alignment: u64,
+    /// Gather threads.
+    pub gather_threads: usize,
+    /// The largest gather piece, in bytes.
+    pub piece_bytes: u64,
 }
 
 /// `[acl]`: where users are kept.
@@ -654,6 +666,29 @@ impl FastCacheConfig {
                 message: format!("{} is not a power of two", c.alignment),
             });
         }
+        if c.gather_threads > 64 {
+            problems.push(Problem {
+                field: "cuda.gather_threads",
+                message: format!("{} is more than 64", c.gather_threads),
+            });
+        }
+        let piece_bytes = match c.piece_bytes.bytes() {
+            Ok(n) if n >= 64 << 10 => n,
+            Ok(n) => {
+                problems.push(Problem {
+                    field: "cuda.piece_bytes",
+                    message: format!("{n} is below 64kb"),
+                });
+                0
+            }
+            Err(e) => {
+                problems.push(Problem {
+                    field: "cuda.piece_bytes",
+                    message: e,
+                });
+                0
+            }
+        };
         if !problems.is_empty() {
             return Err(ConfigError::Invalid(problems));
         }
@@ -662,6 +697,8 @@ impl FastCacheConfig {
             staging_bytes,
             streams: c.streams,
             alignment: c.alignment,
+            gather_threads: c.gather_threads,
+            piece_bytes,
         })
     }
 
@@ -1250,21 +1287,29 @@ mod tests {
                 device: 0,
                 staging_bytes: 256 << 20,
                 streams: 2,
-                alignment: 256
+                alignment: 256,
+                gather_threads: 4,
+                piece_bytes: 1 << 20,
             }
         );
         let set = FastCacheConfig::from_toml_str(
-            "[cuda]\ndevice = 1\nstaging_bytes = \"1gb\"\nstreams = 4\nalignment = 4096\n",
+            "[cuda]\ndevice = 1\nstaging_bytes = \"1gb\"\nstreams = 4\nalignment = 4096\ngather_threads = 8\npiece_bytes = \"4mb\"\n",
         )
         .unwrap()
         .cuda_config()
         .unwrap();
         assert_eq!(
-            (set.device, set.staging_bytes, set.streams),
-            (1, 1 << 30, 4)
+            (
+                set.device,
+                set.staging_bytes,
+                set.streams,
+                set.gather_threads,
+                set.piece_bytes
+            ),
+            (1, 1 << 30, 4, 8, 4 << 20)
         );
         let bad = FastCacheConfig::from_toml_str(
-            "[cuda]\nstaging_bytes = \"1kb\"\nstreams = 0\nalignment = 100\n",
+            "[cuda]\nstaging_bytes = \"1kb\"\nstreams = 0\nalignment = 100\ngather_threads = 65\npiece_bytes = \"4kb\"\n",
         )
         .unwrap();
         let Err(ConfigError::Invalid(problems)) = bad.validate() else {
@@ -1273,7 +1318,13 @@ mod tests {
         let fields: Vec<&str> = problems.iter().map(|p| p.field).collect();
         assert_eq!(
             fields,
-            ["cuda.staging_bytes", "cuda.streams", "cuda.alignment"]
+            [
+                "cuda.staging_bytes",
+                "cuda.streams",
+                "cuda.alignment",
+                "cuda.gather_threads",
+                "cuda.piece_bytes"
+            ]
         );
     }
 

@@ -9,12 +9,16 @@
 //! copies through a bounce buffer of its own.
 
 use std::sync::Arc;
+use std::time::Instant;
 
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DriverError};
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DriverError};
 use fc_shard::{EmbeddedStore, StoreError};
 
+use crate::gather::{GatherConfig, GatherError, Gatherer, Piece, layout};
 use crate::plan::{PlanError, TransferPlan};
-use crate::staging::{HostMemory, StagingError, StagingPool, gather_session, scatter_session};
+use crate::staging::{HostMemory, Staged, StagingError, StagingPool, scatter_session};
+use crate::timeline::{Timeline, TimelinePiece};
 
 /// What can go wrong on the GPU path.
 #[derive(Debug, thiserror::Error)]
@@ -46,13 +50,35 @@ pub enum GpuError {
     /// A stream index past the device's streams.
     #[error("stream {0} does not exist")]
     NoStream(usize),
+    /// The gather threads could not be started.
+    #[error(transparent)]
+    Gather(#[from] GatherError),
 }
 
-/// A GPU and its streams.
+/// A GPU, its streams, and the threads that gather sessions for it.
 #[derive(Debug)]
 pub struct Gpu {
     ctx: Arc<CudaContext>,
     streams: Vec<Arc<CudaStream>>,
+    gatherer: Gatherer,
+}
+
+/// How [`Gpu::open_with`] sets a GPU up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuOptions {
+    /// CUDA streams (at least one; two let one session's copies overlap the next's gather).
+    pub streams: usize,
+    /// The gather threads and piece size ([`GatherConfig`]).
+    pub gather: GatherConfig,
+}
+
+impl Default for GpuOptions {
+    fn default() -> Self {
+        Self {
+            streams: 2,
+            gather: GatherConfig::default(),
+        }
+    }
 }
 
 /// Device memory.
@@ -132,11 +158,36 @@ impl Gpu {
     /// # Errors
     /// [`GpuError::NoDriver`] without libcuda; the driver's error without that GPU.
     pub fn open(ordinal: usize, streams: usize) -> Result<Self, GpuError> {
+        Self::open_with(
+            ordinal,
+            GpuOptions {
+                streams,
+                ..GpuOptions::default()
+            },
+        )
+    }
+
+    /// Opens GPU `ordinal` as `options` say.
+    ///
+    /// # Errors
+    /// As [`Gpu::open`]; [`GpuError::Gather`] when the gather threads cannot start.
+    pub fn open_with(ordinal: usize, options: GpuOptions) -> Result<Self, GpuError> {
         let ctx = context(ordinal)?;
-        let streams = (0..streams.max(1))
+        let streams = (0..options.streams.max(1))
             .map(|_| ctx.new_stream())
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Self { ctx, streams })
+        let gatherer = Gatherer::new(options.gather)?;
+        Ok(Self {
+            ctx,
+            streams,
+            gatherer,
+        })
+    }
+
+    /// The gather threads' configuration.
+    #[must_use]
+    pub fn gather_config(&self) -> GatherConfig {
+        self.gatherer.config()
     }
 
     /// The cudarc context (for kernels of your own).
@@ -211,8 +262,9 @@ impl Gpu {
     }
 
     /// Loads a session's chunks: gathers them from the store into one staging buffer (one
-    /// copy), then copies them to `device_offsets` (aligned to `align`) in as few copies as
-    /// adjacent spans allow, and waits for the copies.
+    /// copy, on the gather threads, piece by piece), copying each piece to `device_offsets`
+    /// (aligned to `align`) as soon as it is gathered, in as few copies as adjacent spans
+    /// allow, and waits for the copies.
     ///
     /// # Errors
     /// [`GpuError::Missing`] when a key is missing (nothing is copied), planning, staging and
@@ -237,13 +289,15 @@ impl Gpu {
         Ok(reports.pop().unwrap_or_default())
     }
 
-    /// Loads several sessions, double-buffered: while one batch's copies run on one stream,
-    /// the next batch is gathered into the other staging buffer (and copied on the other
-    /// stream); a staging buffer is reused only after its stream finished. Staging buffers are
-    /// sized by the largest batch, gathered again when a value grew.
+    /// Loads several sessions, double-buffered: while one session's copies run on one stream,
+    /// the next session is gathered into the other staging buffer (and copied on the other
+    /// stream); a staging buffer is reused only after its stream finished. Within a session,
+    /// pieces are copied as the gather threads finish them ([`crate::Gatherer`]). Each
+    /// session's values are read under its shards' read locks, held for its gather (not its
+    /// copies). Staging buffers are sized by the largest session.
     ///
     /// # Errors
-    /// As [`Gpu::load_session`]; batches before the failing one were loaded.
+    /// As [`Gpu::load_session`]; sessions before the failing one were loaded.
     pub fn load_sessions<M: HostMemory, K: AsRef<[u8]>>(
         &self,
         pool: &StagingPool<M>,
@@ -252,45 +306,96 @@ impl Gpu {
         device: &mut DeviceBuffer,
         align: u64,
     ) -> Result<Vec<TransferReport>, GpuError> {
+        self.load(pool, store, loads, device, align, None)
+    }
+
+    /// [`Gpu::load_sessions`], timed: for every piece, when a gather thread copied it (host
+    /// clock) and when the GPU copied it (CUDA events), on one time axis from the start of
+    /// the call, so the overlap of gathering and copying can be seen and measured
+    /// ([`Timeline`]). The events cost a few microseconds per piece.
+    ///
+    /// # Errors
+    /// As [`Gpu::load_sessions`].
+    pub fn load_sessions_traced<M: HostMemory, K: AsRef<[u8]>>(
+        &self,
+        pool: &StagingPool<M>,
+        store: &EmbeddedStore,
+        loads: &[SessionLoad<'_, K>],
+        device: &mut DeviceBuffer,
+        align: u64,
+    ) -> Result<(Vec<TransferReport>, Timeline), GpuError> {
+        let mut tracer = Tracer::start(self)?;
+        let reports = self.load(pool, store, loads, device, align, Some(&mut tracer))?;
+        Ok((reports, tracer.finish()?))
+    }
+
+    fn load<M: HostMemory, K: AsRef<[u8]>>(
+        &self,
+        pool: &StagingPool<M>,
+        store: &EmbeddedStore,
+        loads: &[SessionLoad<'_, K>],
+        device: &mut DeviceBuffer,
+        align: u64,
+        mut tracer: Option<&mut Tracer>,
+    ) -> Result<Vec<TransferReport>, GpuError> {
         let lanes = self.streams.len().min(2);
-        let mut staged: Vec<Option<crate::staging::Staged<'_, M>>> =
-            (0..lanes).map(|_| None).collect();
+        let mut staged: Vec<Option<Staged<'_, M>>> = (0..lanes).map(|_| None).collect();
         let mut reports = Vec::with_capacity(loads.len());
-        for (i, load) in loads.iter().enumerate() {
-            let lane = i % lanes;
+        for (session, load) in loads.iter().enumerate() {
+            let lane = session % lanes;
             // The lane's staging buffer is free once its previous copies finished.
             self.synchronize(lane)?;
-            let mut buffer = match staged[lane].take() {
-                Some(buffer) => buffer,
-                None => pool.acquire(1)?,
-            };
-            let mut gathered = gather_session(store, load.prefix, load.keys, &mut buffer[..]);
-            if !gathered.fits() {
-                // Too small: the old buffer goes back, one of the size needed comes.
-                drop(buffer);
-                buffer = pool.acquire(gathered.needed)?;
-                gathered = gather_session(store, load.prefix, load.keys, &mut buffer[..]);
-            }
-            let buffer = staged[lane].insert(buffer);
-            if !gathered.complete() {
-                return Err(GpuError::Missing {
-                    missing: load.keys.len() - gathered.hits,
-                    chunks: load.keys.len(),
-                });
-            }
-            let plan = TransferPlan::new(
-                &gathered.spans,
-                gathered.bytes,
-                load.device_offsets,
-                device.len() as u64,
-                align,
-            )?;
-            self.upload(&plan, &buffer[..gathered.bytes], device, lane)?;
-            reports.push(TransferReport {
-                chunks: plan.chunks().len(),
-                copies: plan.copies().len(),
-                bytes: plan.bytes(),
-            });
+            let slot = &mut staged[lane];
+            let tracer = tracer.as_deref_mut();
+            let report = store.with_session_views(load.prefix, load.keys, |values| {
+                let mut gathered = layout(values, slot.as_ref().map_or(0, |b| b.len()));
+                if gathered.hits < values.len() {
+                    return Err(GpuError::Missing {
+                        missing: values.len() - gathered.hits,
+                        chunks: values.len(),
+                    });
+                }
+                if !gathered.fits() {
+                    // Too small (or none yet): the old buffer goes back, one of the size
+                    // needed comes.
+                    *slot = None;
+                    *slot = Some(pool.acquire(gathered.needed)?);
+                    gathered = layout(values, gathered.needed);
+                }
+                let plan = TransferPlan::new(
+                    &gathered.spans,
+                    gathered.bytes,
+                    load.device_offsets,
+                    device.len() as u64,
+                    align,
+                )?;
+                let buffer = slot.as_mut().expect("a staging buffer was acquired");
+                let mut issue = Issue {
+                    gpu: self,
+                    stream: self.stream(lane)?,
+                    plan: &plan,
+                    device: &mut *device,
+                    tracer,
+                    session,
+                    lane,
+                    failed: None,
+                };
+                self.gatherer.fill(
+                    values,
+                    &gathered.spans,
+                    &mut buffer[..gathered.bytes],
+                    |piece| issue.piece(&piece),
+                );
+                if let Some(err) = issue.failed {
+                    return Err(err);
+                }
+                Ok(TransferReport {
+                    chunks: plan.chunks().len(),
+                    copies: plan.copies().len(),
+                    bytes: plan.bytes(),
+                })
+            })?;
+            reports.push(report);
         }
         for lane in 0..lanes {
             self.synchronize(lane)?;
@@ -299,8 +404,8 @@ impl Gpu {
     }
 
     /// Stores GPU-produced chunks: chunk `i` (`lens[i]` bytes at `device_offsets[i]`) is
-    /// copied to a staging buffer, then written to the store under `keys[i]` as one packed
-    /// session write.
+    /// copied to a staging buffer, then written to the store under `keys[i]`, straight from
+    /// the staging buffer (one copy into the store, under the session's shard lock).
     ///
     /// # Errors
     /// Planning, staging, driver and store errors.
@@ -332,6 +437,123 @@ impl Gpu {
             copies: plan.copies().len(),
             bytes: plan.bytes(),
         })
+    }
+}
+
+/// Issues a session's copies piece by piece as the gather threads hand them over (on the
+/// calling thread); the first failure stops the rest.
+struct Issue<'a> {
+    gpu: &'a Gpu,
+    stream: &'a Arc<CudaStream>,
+    plan: &'a TransferPlan,
+    device: &'a mut DeviceBuffer,
+    tracer: Option<&'a mut Tracer>,
+    session: usize,
+    lane: usize,
+    failed: Option<GpuError>,
+}
+
+impl Issue<'_> {
+    fn piece(&mut self, piece: &Piece<'_>) {
+        if self.failed.is_none()
+            && let Err(err) = self.copy(piece)
+        {
+            self.failed = Some(err);
+        }
+    }
+
+    fn copy(&mut self, piece: &Piece<'_>) -> Result<(), GpuError> {
+        let issued = Instant::now();
+        let start = match self.tracer {
+            Some(_) => Some(self.gpu.timing_event(self.stream)?),
+            None => None,
+        };
+        for (host, at) in self.plan.copies_in(piece.host.clone()) {
+            let at = at as usize;
+            let mut dst = self.device.slice.slice_mut(at..at + host.len());
+            let src = &piece.bytes[host.start - piece.host.start..host.end - piece.host.start];
+            self.stream.memcpy_htod(src, &mut dst)?;
+        }
+        if let (Some(tracer), Some(start)) = (self.tracer.as_deref_mut(), start) {
+            let end = self.gpu.timing_event(self.stream)?;
+            tracer.marks.push(Mark {
+                session: self.session,
+                lane: self.lane,
+                host: piece.host.clone(),
+                gather: (piece.started, piece.finished),
+                issued,
+                copy: (start, end),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A traced piece, its copy's events not yet read.
+struct Mark {
+    session: usize,
+    lane: usize,
+    host: std::ops::Range<usize>,
+    gather: (Instant, Instant),
+    issued: Instant,
+    copy: (CudaEvent, CudaEvent),
+}
+
+/// The clocks of a traced load: a CUDA event and the host instant it was seen complete, the
+/// zero of both time axes (they agree to within the few microseconds an event's completion
+/// takes to be seen).
+struct Tracer {
+    base: CudaEvent,
+    t0: Instant,
+    marks: Vec<Mark>,
+}
+
+impl Tracer {
+    fn start(gpu: &Gpu) -> Result<Self, GpuError> {
+        for lane in 0..gpu.streams.len() {
+            gpu.synchronize(lane)?;
+        }
+        let base = gpu.timing_event(&gpu.streams[0])?;
+        base.synchronize()?;
+        Ok(Self {
+            base,
+            t0: Instant::now(),
+            marks: Vec::new(),
+        })
+    }
+
+    fn finish(self) -> Result<Timeline, GpuError> {
+        let wall_us = micros(self.t0, Instant::now());
+        let mut pieces = Vec::with_capacity(self.marks.len());
+        for mark in self.marks {
+            pieces.push(TimelinePiece {
+                session: mark.session,
+                lane: mark.lane,
+                host: mark.host,
+                gather_start_us: micros(self.t0, mark.gather.0),
+                gather_end_us: micros(self.t0, mark.gather.1),
+                issued_us: micros(self.t0, mark.issued),
+                copy_start_us: f64::from(self.base.elapsed_ms(&mark.copy.0)?) * 1e3,
+                copy_end_us: f64::from(self.base.elapsed_ms(&mark.copy.1)?) * 1e3,
+            });
+        }
+        Ok(Timeline { pieces, wall_us })
+    }
+}
+
+/// Microseconds from `t0` to `t` (negative when `t` came first: a piece gathered before the
+/// trace's zero, which cannot happen, would show as such rather than be hidden).
+fn micros(t0: Instant, t: Instant) -> f64 {
+    match t.checked_duration_since(t0) {
+        Some(d) => d.as_secs_f64() * 1e6,
+        None => -(t0.duration_since(t).as_secs_f64() * 1e6),
+    }
+}
+
+impl Gpu {
+    /// An event recorded on `stream` now, with timing on.
+    fn timing_event(&self, stream: &Arc<CudaStream>) -> Result<CudaEvent, GpuError> {
+        Ok(stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?)
     }
 }
 

@@ -5,13 +5,16 @@
 //! length, checked for bounds, alignment and overlaps, adjacent spans coalesced into one
 //! copy), a bounded pool of reusable staging buffers ([`StagingPool`], page-locked with the
 //! `cuda` and `unsafe` features), gathering a session's values straight from the store into a
-//! staging buffer with one copy ([`gather_session`]) and writing chunks back as one packed
-//! session write ([`scatter_session`]); with the `cuda` feature, the copies themselves
-//! (`cuda::Gpu`: streams, double-buffered loads, stores back to the cache) through cudarc,
-//! which loads the driver at run time, so this crate builds on machines without CUDA.
+//! staging buffer with one copy ([`gather_session`]; in parallel and piece by piece, each
+//! piece handed over as soon as it is copied, with [`Gatherer`]) and writing chunks back in
+//! one session write ([`scatter_session`]); with the `cuda` feature, the copies themselves
+//! (`cuda::Gpu`: streams, loads whose copies start with the first gathered piece,
+//! double-buffered across sessions, a traced load's [`Timeline`], stores back to the cache)
+//! through cudarc, which loads the driver at run time, so this crate builds on machines
+//! without CUDA.
 //!
-//! **Must not depend on:** anything but fc-shard (and cudarc with `cuda`). Nothing above it
-//! uses it except the facade's `cuda` module.
+//! **Must not depend on:** anything but fc-shard (and cudarc with `cuda`; rayon for the
+//! gather threads). Nothing above it uses it except the facade's `cuda` module.
 //!
 //! ## Example (no GPU needed)
 //! ```
@@ -43,11 +46,15 @@
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
+mod gather;
 mod plan;
 mod staging;
+mod timeline;
 
+pub use gather::{GatherConfig, GatherError, Gatherer, MIN_PIECE, Piece, layout};
 pub use plan::{Chunk, Copy, PlanError, TransferPlan, align_up};
 pub use staging::{
     Gathered, HostMemory, Pageable, PoolStats, STAGING_GRANULE, Staged, StagingError, StagingPool,
     gather, gather_session, gather_session_local, scatter_session,
 };
+pub use timeline::{Timeline, TimelinePiece};

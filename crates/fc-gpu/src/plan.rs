@@ -257,6 +257,18 @@ impl TransferPlan {
         &self.copies
     }
 
+    /// The plan's copies cut to the host bytes `host` (a piece of a pipelined gather): each
+    /// copy that overlaps it, clipped to it, as (host span, device offset). Issuing the
+    /// copies of every piece of a partition of the host buffer moves exactly the plan's
+    /// bytes.
+    pub fn copies_in(&self, host: Range<usize>) -> impl Iterator<Item = (Range<usize>, u64)> + '_ {
+        self.copies.iter().filter_map(move |copy| {
+            let start = copy.host.start.max(host.start);
+            let end = copy.host.end.min(host.end);
+            (start < end).then(|| (start..end, copy.device + (start - copy.host.start) as u64))
+        })
+    }
+
     /// Bytes moved.
     #[must_use]
     pub fn bytes(&self) -> usize {

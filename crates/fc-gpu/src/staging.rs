@@ -7,7 +7,7 @@ use std::ops::Range;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use fc_shard::{EmbeddedStore, LocalEmbeddedStore, PackedSessionWrite, StoreError};
+use fc_shard::{EmbeddedStore, LocalEmbeddedStore, StoreError};
 
 /// Why a staging buffer could not be had.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -370,11 +370,15 @@ pub fn gather_session_local<K: AsRef<[u8]>>(
     })
 }
 
-/// Writes chunks back to the store as one packed session write (GPU-produced KV blocks
-/// stored after a device → host copy): chunk `i` is `src[spans[i]]` under `keys[i]`.
+/// Writes chunks back to the store as one session write (GPU-produced KV blocks stored after
+/// a device → host copy): chunk `i` is `src[spans[i]]` under `keys[i]`, copied once, from
+/// `src` into the store, under the session's shard lock.
 ///
 /// # Errors
 /// [`StoreError`] from the store (out of memory under `noeviction`).
+///
+/// # Panics
+/// When `keys` and `spans` differ in length, or a span runs past `src`.
 pub fn scatter_session<K: AsRef<[u8]>>(
     store: &EmbeddedStore,
     prefix: &[u8],
@@ -382,10 +386,6 @@ pub fn scatter_session<K: AsRef<[u8]>>(
     src: &[u8],
     spans: &[Range<usize>],
 ) -> Result<(), StoreError> {
-    let bytes = spans.iter().map(Range::len).sum();
-    let mut write = PackedSessionWrite::with_capacity(prefix.to_vec(), keys.len(), bytes);
-    for (key, span) in keys.iter().zip(spans) {
-        write.push_record(key.as_ref(), &src[span.clone()]);
-    }
-    store.try_batch_set_session_packed_no_ttl(write)
+    let values: Vec<&[u8]> = spans.iter().map(|span| &src[span.clone()]).collect();
+    store.try_batch_set_session_no_ttl(prefix, keys, &values)
 }

@@ -1,11 +1,11 @@
 //! fc-gpu's pure-data layer, without a GPU: plans (coalescing, every refusal, and a property
 //! test that applying a plan's copies puts every chunk's bytes at its device offset), the
-//! staging pool (reuse, best fit, the limit, statistics), gathering from both store kinds, and
-//! writing chunks back.
+//! staging pool (reuse, best fit, the limit, statistics), gathering from both store kinds
+//! (sequential, and the parallel pipelined `Gatherer`), and writing chunks back.
 
 use fc_gpu::{
-    HostMemory, Pageable, PlanError, StagingError, StagingPool, TransferPlan, gather_session,
-    gather_session_local, scatter_session,
+    GatherConfig, Gatherer, HostMemory, Pageable, PlanError, StagingError, StagingPool,
+    TransferPlan, gather_session, gather_session_local, scatter_session,
 };
 use fc_shard::{EmbeddedRouteMode, EmbeddedStore, PackedSessionWrite};
 use proptest::prelude::*;
@@ -260,4 +260,97 @@ fn chunks_written_back_read_back() {
         )
         .is_err()
     );
+}
+
+proptest! {
+    /// A parallel gather writes what the sequential one writes, whatever the threads, piece
+    /// size and value sizes (a piece may end inside a value); its pieces partition the
+    /// buffer, each handed over once with its own bytes; and the plan's copies cut to those
+    /// pieces (`copies_in`) put every chunk at its device offset, as the whole copies do.
+    #[test]
+    fn a_parallel_gather_equals_the_sequential_one(
+        lens in proptest::collection::vec(0usize..200_000, 1..12),
+        missing in proptest::collection::vec(any::<bool>(), 12),
+        threads in 0usize..4,
+        piece_kib in 64usize..300,
+    ) {
+        let store = EmbeddedStore::with_route_mode(4, EmbeddedRouteMode::session_prefix());
+        let keys: Vec<String> = (0..lens.len()).map(|i| format!("s:1:{i}")).collect();
+        for (i, (key, &len)) in keys.iter().zip(&lens).enumerate() {
+            if !missing[i] || i == 0 {
+                let value: Vec<u8> = (0..len).map(|b| (b * 31 + i * 7) as u8).collect();
+                store.set(key.as_bytes(), value, None);
+            }
+        }
+        let total: usize = lens.iter().sum();
+        let mut expected = vec![0u8; total];
+        let sequential = gather_session(&store, b"s:1", &keys, &mut expected);
+        let gatherer = Gatherer::new(GatherConfig { threads, piece_bytes: piece_kib << 10 }).unwrap();
+        let mut dst = vec![0u8; total];
+        let mut pieces = Vec::new();
+        let gathered = gatherer.gather_session(&store, b"s:1", &keys, &mut dst, |piece| {
+            assert_eq!(piece.bytes.len(), piece.host.len());
+            assert!(piece.finished >= piece.started);
+            pieces.push((piece.host.clone(), piece.bytes.to_vec()));
+        });
+        prop_assert_eq!(&gathered.spans, &sequential.spans);
+        prop_assert_eq!((gathered.bytes, gathered.hits), (sequential.bytes, sequential.hits));
+        prop_assert_eq!(&dst[..gathered.bytes], &expected[..sequential.bytes]);
+        pieces.sort_by_key(|(host, _)| host.start);
+        let mut at = 0;
+        for (host, bytes) in &pieces {
+            prop_assert_eq!(host.start, at);
+            prop_assert!(host.len() <= (piece_kib << 10).max(fc_gpu::MIN_PIECE));
+            prop_assert_eq!(&bytes[..], &dst[host.clone()]);
+            at = host.end;
+        }
+        prop_assert_eq!(at, gathered.bytes);
+        // The found chunks, packed on the device at 256: pieces' copies place each of them.
+        let found: Vec<_> = gathered.spans.iter().flatten().cloned().map(Some).collect();
+        let lens: Vec<usize> = found.iter().flatten().map(std::ops::Range::len).collect();
+        let offsets = TransferPlan::packed_offsets(&lens, 0, 256);
+        let device_len = offsets.last().map_or(0, |&o| o + 256 + lens.last().map_or(0, |&l| l as u64));
+        let plan = TransferPlan::new(&found, gathered.bytes, &offsets, device_len, 256).unwrap();
+        let mut device = vec![0u8; device_len as usize];
+        let mut moved = 0;
+        for (host, _) in &pieces {
+            for (span, at) in plan.copies_in(host.clone()) {
+                prop_assert!(span.start >= host.start && span.end <= host.end);
+                let at = at as usize;
+                device[at..at + span.len()].copy_from_slice(&dst[span.clone()]);
+                moved += span.len();
+            }
+        }
+        prop_assert_eq!(moved, plan.bytes());
+        for (span, &offset) in found.iter().flatten().zip(&offsets) {
+            let o = offset as usize;
+            prop_assert_eq!(&device[o..o + span.len()], &dst[span.clone()]);
+        }
+    }
+}
+
+#[test]
+fn a_parallel_gather_copies_nothing_when_the_buffer_is_small() {
+    let (store, keys) = session_store();
+    let gatherer = Gatherer::new(GatherConfig {
+        threads: 2,
+        piece_bytes: 64 << 10,
+    })
+    .unwrap();
+    let needed: usize = (0..5).map(|l| 1024 + l).sum();
+    let mut small = vec![7u8; needed - 1];
+    let mut calls = 0;
+    let gathered = gatherer.gather_session(&store, b"session:9", &keys, &mut small, |_| calls += 1);
+    assert!(!gathered.fits());
+    assert_eq!(gathered.needed, needed);
+    assert_eq!(calls, 0);
+    assert!(small.iter().all(|&b| b == 7), "nothing was written");
+    let mut fits = vec![0u8; needed];
+    let mut missing_keys = keys.clone();
+    missing_keys.push("session:9:layer:99".into());
+    let gathered = gatherer.gather_session(&store, b"session:9", &missing_keys, &mut fits, |_| {});
+    assert!(gathered.fits() && !gathered.complete());
+    assert_eq!(gathered.hits, 5);
+    assert_eq!(gathered.spans[5], None);
+    assert_eq!(&fits[..1024], &[1u8; 1024][..]);
 }

@@ -62,24 +62,57 @@ fn install_redis_server() {
 
 fn redis_server() -> RedisServer {
     install_redis_server();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
-    let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("redis-server starts");
-    let server = RedisServer { child, port };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "redis-server did not start");
-        std::thread::sleep(Duration::from_millis(20));
+    // A free port is only free until someone else binds it: another test's server may take
+    // it before redis-server does (redis-server then exits, and the port answers for the
+    // other server). So the server that answers must be ours (its `process_id`), else try
+    // another port.
+    for _ in 0..5 {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server starts");
+        let mut server = RedisServer { child, port };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if server
+                .child
+                .try_wait()
+                .expect("redis-server's status")
+                .is_some()
+            {
+                break; // it could not bind: another port
+            }
+            if serves_from(port, server.child.id()) {
+                return server;
+            }
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
-    server
+    panic!("redis-server found no free port in five tries");
+}
+
+/// Whether the Redis on `port` is process `pid`.
+fn serves_from(port: u16, pid: u32) -> bool {
+    let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{port}/")) else {
+        return false;
+    };
+    let Ok(mut con) = client.get_connection() else {
+        return false;
+    };
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(&mut con)
+        .unwrap_or_default();
+    info.lines()
+        .any(|line| line.trim() == format!("process_id:{pid}"))
 }
 
 fn connect(port: u16) -> Connection {

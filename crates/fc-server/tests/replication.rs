@@ -209,11 +209,11 @@ fn a_replica_starts_from_snapshots_and_follows_every_type() {
 
 #[test]
 fn a_server_configured_as_a_replica_is_one_from_its_first_command() {
-    // A primary address where nothing listens: the link never comes up.
-    let nowhere = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    // A primary address that never answers: the link never comes up. The listener is held
+    // (never accepting) so no other test's server can take its port, which once brought
+    // this link up against another test's primary.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let nowhere = silent.local_addr().unwrap();
     for _ in 0..5 {
         let replica = start(config(ReplicationConfig {
             replica_of: Some(nowhere.to_string()),

@@ -438,6 +438,34 @@ fn closures_are_sinks_and_sessions_co_locate_in_session_mode() {
 }
 
 #[test]
+fn session_views_borrow_every_value_at_once_and_slices_write_back() {
+    let clock = ManualClock::new(NOW);
+    let store = EmbeddedStore::builder(8)
+        .route_mode(EmbeddedRouteMode::session_prefix())
+        .clock(clock.clone())
+        .build();
+    let keys: Vec<String> = (0..4).map(|l| format!("session:3:layer:{l}")).collect();
+    let values: Vec<Vec<u8>> = (0..4).map(|l| vec![l as u8; 10 + l]).collect();
+    let borrowed: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
+    store
+        .try_batch_set_session_no_ttl(b"session:3", &keys, &borrowed)
+        .unwrap();
+    assert_eq!(store.get(b"session:3:layer:2"), Some(vec![2; 12]));
+    // One of them expires; one key was never written.
+    store.set(b"session:3:layer:1", vec![9; 3], Some(5));
+    clock.advance_ms(10);
+    let mut asked: Vec<String> = keys.clone();
+    asked.push("session:3:layer:9".into());
+    assert_eq!(store.len(), 4, "the expired entry is still there");
+    let lens = store.with_session_views(b"session:3", &asked, |views| {
+        views.iter().map(|v| v.map(<[u8]>::len)).collect::<Vec<_>>()
+    });
+    assert_eq!(lens, [Some(10), None, Some(12), Some(13), None]);
+    // The expired one was reaped once the views were done.
+    assert_eq!(store.len(), 3);
+}
+
+#[test]
 fn prepared_and_routed_operations_agree_with_plain_ones() {
     let store = EmbeddedStore::new(8);
     let key = store.prepare_point_key(b"prepared".to_vec());

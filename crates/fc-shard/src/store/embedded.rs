@@ -723,6 +723,27 @@ impl EmbeddedStore {
         self.write_routed(&routes, |i| records[i], None)
     }
 
+    /// Stores a session's records from borrowed values (no expiry): `values[i]` under
+    /// `keys[i]`, one copy each into the store, under one lock per shard (one lock in
+    /// session-prefix route mode). The write-back path of a GPU store: the values sit in a
+    /// staging buffer and need no packing first.
+    ///
+    /// # Errors
+    /// [`StoreError::OutOfMemory`] under `NoEviction`.
+    ///
+    /// # Panics
+    /// When `keys` and `values` differ in length.
+    pub fn try_batch_set_session_no_ttl<K: AsRef<[u8]>>(
+        &self,
+        prefix: &[u8],
+        keys: &[K],
+        values: &[&[u8]],
+    ) -> Result<(), StoreError> {
+        assert_eq!(keys.len(), values.len(), "one value per key");
+        let routes = self.session_routes(prefix, keys);
+        self.write_routed(&routes, |i| (keys[i].as_ref(), values[i]), None)
+    }
+
     /// Copies of the values of a session's `keys`, in key order.
     #[must_use]
     pub fn batch_get_session<K: AsRef<[u8]>>(
@@ -746,6 +767,49 @@ impl EmbeddedStore {
     ) {
         let routes = self.session_routes(prefix, keys);
         self.read_routed(&routes, keys, visit);
+    }
+
+    /// Runs `f` with every value of a session's `keys` borrowed at once, in key order (`None`
+    /// for a miss), each shard they live on read-locked until `f` returns. What a parallel
+    /// gather needs: the values' lengths before anything is copied, and the bytes to copy
+    /// from on several threads. Writers to those shards wait for `f`: keep it short (a GPU
+    /// load holds it for one gather). Expired entries found are reaped afterwards.
+    ///
+    /// Locks are taken in shard order and no writer holds two shards at once, so this cannot
+    /// deadlock with writers; `f` must not write to the store (its own shards are held).
+    pub fn with_session_views<K: AsRef<[u8]>, R>(
+        &self,
+        prefix: &[u8],
+        keys: &[K],
+        f: impl FnOnce(&[Option<&[u8]>]) -> R,
+    ) -> R {
+        let routes = self.session_routes(prefix, keys);
+        let order = order_by_shard(&self.router, &routes);
+        let guards: Vec<_> = shard_runs(&order)
+            .map(|run| (run, self.shards[run[0].0].read()))
+            .collect();
+        let mut views = vec![None; keys.len()];
+        let mut expired = Vec::new();
+        for (run, shard) in &guards {
+            for &(_, i) in *run {
+                match shard.lookup(tag_of(routes[i].key_hash()), keys[i].as_ref(), &self.clock) {
+                    Lookup::Hit(_, span) => views[i] = Some(shard.value_at(span)),
+                    Lookup::Miss => {}
+                    Lookup::Expired => expired.push(i),
+                }
+            }
+        }
+        let out = f(&views);
+        drop(views);
+        drop(guards);
+        for i in expired {
+            self.reap(
+                self.router.shard_of(&routes[i]),
+                tag_of(routes[i].key_hash()),
+                keys[i].as_ref(),
+            );
+        }
+        out
     }
 
     /// The values of a session's `keys` packed into one contiguous buffer.
