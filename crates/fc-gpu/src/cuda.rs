@@ -336,10 +336,31 @@ impl Gpu {
         loads: &[SessionLoad<'_, K>],
         device: &mut DeviceBuffer,
         align: u64,
-        mut tracer: Option<&mut Tracer>,
+        tracer: Option<&mut Tracer>,
     ) -> Result<Vec<TransferReport>, GpuError> {
         let lanes = self.streams.len().min(2);
         let mut staged: Vec<Option<Staged<'_, M>>> = (0..lanes).map(|_| None).collect();
+        let loaded = self.load_into(pool, store, loads, device, align, tracer, &mut staged);
+        // The staging buffers go back to the pool only once nothing reads them, whatever
+        // happened: a session that failed may have copies in flight.
+        let synced = (0..lanes).try_for_each(|lane| self.synchronize(lane));
+        let reports = loaded?;
+        synced?;
+        Ok(reports)
+    }
+
+    #[expect(clippy::too_many_arguments, reason = "load's state, passed down")]
+    fn load_into<'p, M: HostMemory, K: AsRef<[u8]>>(
+        &self,
+        pool: &'p StagingPool<M>,
+        store: &EmbeddedStore,
+        loads: &[SessionLoad<'_, K>],
+        device: &mut DeviceBuffer,
+        align: u64,
+        mut tracer: Option<&mut Tracer>,
+        staged: &mut [Option<Staged<'p, M>>],
+    ) -> Result<Vec<TransferReport>, GpuError> {
+        let lanes = staged.len();
         let mut reports = Vec::with_capacity(loads.len());
         for (session, load) in loads.iter().enumerate() {
             let lane = session % lanes;
@@ -355,8 +376,8 @@ impl Gpu {
                         chunks: values.len(),
                     });
                 }
-                if !gathered.fits() {
-                    // Too small (or none yet): the old buffer goes back, one of the size
+                if slot.is_none() || !gathered.fits() {
+                    // None yet, or too small: the old buffer goes back, one of the size
                     // needed comes.
                     *slot = None;
                     *slot = Some(pool.acquire(gathered.needed)?);
@@ -396,9 +417,6 @@ impl Gpu {
                 })
             })?;
             reports.push(report);
-        }
-        for lane in 0..lanes {
-            self.synchronize(lane)?;
         }
         Ok(reports)
     }
