@@ -2,10 +2,11 @@
 //! as the WAL encodes it, with its sequence number) and what a replica applies, idempotently
 //! against its per-shard watermarks, transactions whole.
 
+use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use fc_shard::{EmbeddedStore, Mutation};
-use fc_wal::Record;
+use fc_wal::{Record, RecordView};
 
 use crate::error::{FrameError, LinkError};
 use crate::frame::{Frame, Kind};
@@ -128,34 +129,94 @@ impl BatchBuilder {
 /// [`FrameError::Malformed`] for a payload that does not hold `frame.records` whole entries
 /// (nothing is returned, so nothing of it is applied).
 pub fn decode_batch(frame: &Frame) -> Result<Vec<(u64, Record)>, FrameError> {
+    split_batch(frame)?
+        .into_iter()
+        .map(|entry| {
+            let record = Record::decode(&frame.payload[entry.range])
+                .map_err(|_| FrameError::Malformed("batch"))?;
+            Ok((entry.seq, record))
+        })
+        .collect()
+}
+
+/// What an entry is to the applier's grouping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Marker {
+    Begin,
+    End,
+    Change,
+}
+
+/// One entry of a batch, checked: its sequence, its record's bytes in the payload, and what
+/// it is.
+struct Split {
+    seq: u64,
+    range: Range<usize>,
+    marker: Marker,
+}
+
+/// A batch's entries, every record read (in place: a `Set` or a delete allocates nothing)
+/// before any is returned, so a bad one rejects the whole frame.
+fn split_batch(frame: &Frame) -> Result<Vec<Split>, FrameError> {
     if frame.kind != Kind::Batch {
         return Err(FrameError::Malformed("batch"));
     }
-    let mut rest = &frame.payload[..];
+    let payload = &frame.payload[..];
     // Each entry takes at least 12 bytes: the count is checked before allocating.
     let n = frame.records as usize;
-    if n.checked_mul(12).is_none_or(|b| b > rest.len()) {
+    if n.checked_mul(12).is_none_or(|b| b > payload.len()) {
         return Err(FrameError::Malformed("batch"));
     }
     let mut out = Vec::with_capacity(n);
+    let mut at = 0;
     for _ in 0..n {
-        if rest.len() < 12 {
+        let Some(head) = payload.get(at..at + 12) else {
+            return Err(FrameError::Malformed("batch"));
+        };
+        let seq = u64::from_le_bytes(head[..8].try_into().expect("8"));
+        let len = u32::from_le_bytes(head[8..12].try_into().expect("4")) as usize;
+        at += 12;
+        if len > payload.len() - at {
             return Err(FrameError::Malformed("batch"));
         }
-        let seq = u64::from_le_bytes(rest[..8].try_into().expect("8"));
-        let len = u32::from_le_bytes(rest[8..12].try_into().expect("4")) as usize;
-        rest = &rest[12..];
-        if len > rest.len() {
-            return Err(FrameError::Malformed("batch"));
-        }
-        let record = Record::decode(&rest[..len]).map_err(|_| FrameError::Malformed("batch"))?;
-        rest = &rest[len..];
-        out.push((seq, record));
+        let range = at..at + len;
+        let view = RecordView::decode(&payload[range.clone()])
+            .map_err(|_| FrameError::Malformed("batch"))?;
+        let marker = if view.is_tx_begin() {
+            Marker::Begin
+        } else if view.is_tx_end() {
+            Marker::End
+        } else {
+            Marker::Change
+        };
+        at += len;
+        out.push(Split { seq, range, marker });
     }
-    if !rest.is_empty() {
+    if at != payload.len() {
         return Err(FrameError::Malformed("batch"));
     }
     Ok(out)
+}
+
+/// A record due to be applied, as its encoded bytes ([`RecordView::decode`] reads them in
+/// place).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    /// In the frame being applied: these bytes of its payload.
+    InFrame(Range<usize>),
+    /// Held since an earlier entry (a transaction's change, gathered until its end).
+    Held(Vec<u8>),
+}
+
+impl Entry {
+    /// Its bytes, `payload` being the frame's being applied.
+    #[must_use]
+    pub fn bytes<'a>(&'a self, payload: &'a [u8]) -> &'a [u8] {
+        match self {
+            Self::InFrame(range) => &payload[range.clone()],
+            Self::Held(bytes) => bytes,
+        }
+    }
 }
 
 /// What applying a batch did.
@@ -231,22 +292,40 @@ impl Applier {
         frame: &Frame,
         mut apply: impl FnMut(usize, Record) -> Result<(), String>,
     ) -> Result<Applied, LinkError> {
+        self.apply_entries(frame, |shard, entry| {
+            let record = Record::decode(entry.bytes(&frame.payload)).map_err(|e| e.to_string())?;
+            apply(shard, record)
+        })
+    }
+
+    /// [`Applier::apply_with`], each record given as its bytes ([`Entry`]): what is in the
+    /// frame stays there, so a server can hand the frame's payload to its workers whole and
+    /// have each read its records in place. Every record of the frame is read (without
+    /// allocating, for sets and deletes) before any is given, so a bad one rejects the frame.
+    ///
+    /// # Errors
+    /// As [`Applier::apply_with`].
+    pub fn apply_entries(
+        &mut self,
+        frame: &Frame,
+        mut apply: impl FnMut(usize, Entry) -> Result<(), String>,
+    ) -> Result<Applied, LinkError> {
         let shard = frame.shard as usize;
         if shard >= self.watermarks.len() {
             return Err(LinkError::Record(format!("batch of unknown shard {shard}")));
         }
-        let entries = decode_batch(frame).map_err(|e| LinkError::Record(e.to_string()))?;
+        let entries = split_batch(frame).map_err(|e| LinkError::Record(e.to_string()))?;
         let mut done = Applied::default();
-        for (seq, record) in entries {
-            match record {
-                Record::TxBegin { .. } => {
+        for Split { seq, range, marker } in entries {
+            match marker {
+                Marker::Begin => {
                     let group = self.open[shard].get_or_insert_with(Group::default);
                     group.depth += 1;
                     if seq != 0 {
                         group.held.push((seq, None));
                     }
                 }
-                Record::TxEnd { .. } => {
+                Marker::End => {
                     let Some(group) = &mut self.open[shard] else {
                         // An end whose start this replica never saw (it began before a
                         // snapshot): only its sequence counts.
@@ -263,17 +342,19 @@ impl Applier {
                         let held = self.open[shard].take().map(|g| g.held).unwrap_or_default();
                         let records = held.iter().filter(|(_, r)| r.is_some()).count();
                         done.held = done.held.saturating_sub(records);
-                        for (seq, record) in held {
-                            self.apply_one(shard, seq, record, &mut apply, &mut done)?;
+                        for (seq, bytes) in held {
+                            let entry = bytes.map(Entry::Held);
+                            self.apply_one(shard, seq, entry, &mut apply, &mut done)?;
                         }
                     }
                 }
-                record => {
+                Marker::Change => {
                     if let Some(group) = &mut self.open[shard] {
-                        group.held.push((seq, Some(record)));
+                        group.held.push((seq, Some(frame.payload[range].to_vec())));
                         done.held += 1;
                     } else {
-                        self.apply_one(shard, seq, Some(record), &mut apply, &mut done)?;
+                        let entry = Some(Entry::InFrame(range));
+                        self.apply_one(shard, seq, entry, &mut apply, &mut done)?;
                     }
                 }
             }
@@ -286,8 +367,8 @@ impl Applier {
         &mut self,
         shard: usize,
         seq: u64,
-        record: Option<Record>,
-        apply: &mut impl FnMut(usize, Record) -> Result<(), String>,
+        record: Option<Entry>,
+        apply: &mut impl FnMut(usize, Entry) -> Result<(), String>,
         done: &mut Applied,
     ) -> Result<(), LinkError> {
         let watermark = self.watermarks[shard];
@@ -315,12 +396,12 @@ impl Applier {
     }
 }
 
-/// A group being gathered: its nesting depth and its entries (markers with a sequence as
-/// `None`).
+/// A group being gathered: its nesting depth and its entries (their records' bytes; markers
+/// with a sequence as `None`).
 #[derive(Debug, Clone, Default)]
 struct Group {
     depth: u32,
-    held: Vec<(u64, Option<Record>)>,
+    held: Vec<(u64, Option<Vec<u8>>)>,
 }
 
 /// When a primary's batch leaves.

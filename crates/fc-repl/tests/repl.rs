@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fc_repl::{
-    Applier, Backlog, Batcher, Compression, Frame, FrameDecoder, FrameError, Hello, Kind,
+    Applier, Backlog, Batcher, Compression, Entry, Frame, FrameDecoder, FrameError, Hello, Kind,
     LinkError, NeedSnapshot, Plan, Sealed, SendPolicy, Welcome, decode_watermarks,
     watermarks_frame,
 };
@@ -323,6 +323,62 @@ fn a_transaction_applies_whole_at_its_end() {
     assert_eq!(done.applied, 2);
     assert_eq!(replica.get(b"a"), Some(b"v".to_vec()));
     assert_eq!(replica.get(b"b"), Some(b"v".to_vec()));
+    assert_eq!(applier.watermarks(), [2]);
+}
+
+#[test]
+fn entries_point_into_their_frame_and_a_transactions_are_held_copies() {
+    let mut batcher = Batcher::new(0, SendPolicy::Immediate);
+    let now = Instant::now();
+    let set = |k: &'static [u8]| Mutation::Set {
+        key: k,
+        value: b"v",
+        expire_at_ms: None,
+    };
+    let plain = batcher.push(1, &set(b"p"), now).unwrap();
+    assert!(batcher.push(0, &Mutation::TxBegin { id: 3 }, now).is_none());
+    let inside = batcher.push(2, &set(b"t"), now).unwrap();
+    let end = batcher.push(0, &Mutation::TxEnd { id: 3 }, now).unwrap();
+    let mut applier = Applier::new(vec![0]);
+    let mut got = Vec::new();
+    applier
+        .apply_entries(&plain.frame, |shard, entry| {
+            got.push((shard, entry));
+            Ok(())
+        })
+        .unwrap();
+    let [(0, Entry::InFrame(range))] = &got[..] else {
+        panic!("{got:?}");
+    };
+    // The range is the record's own bytes in the frame.
+    let view = fc_wal::RecordView::decode(&plain.frame.payload[range.clone()]).unwrap();
+    assert_eq!(view.key(), Some(&b"p"[..]));
+    got.clear();
+    applier
+        .apply_entries(&inside.frame, |shard, entry| {
+            got.push((shard, entry));
+            Ok(())
+        })
+        .unwrap();
+    assert!(got.is_empty(), "held until its end");
+    applier
+        .apply_entries(&end.frame, |shard, entry| {
+            got.push((shard, entry));
+            Ok(())
+        })
+        .unwrap();
+    let [(0, Entry::Held(bytes))] = &got[..] else {
+        panic!("{got:?}");
+    };
+    assert_eq!(got[0].1.bytes(&end.frame.payload), &bytes[..]);
+    assert_eq!(
+        fc_wal::Record::decode(bytes).unwrap(),
+        fc_wal::Record::Set {
+            key: b"t".to_vec(),
+            value: b"v".to_vec(),
+            expire_at_ms: None
+        }
+    );
     assert_eq!(applier.watermarks(), [2]);
 }
 

@@ -56,7 +56,7 @@ pub use log::{
     FsyncPolicy, PREALLOC_BYTES, SYNC_BUCKETS_MICROS, ShardLog, SyncTicket, WalConfig, WalSink,
     WalStatsSnapshot, WalTap, segment_name,
 };
-pub use record::{PayloadError, Record, StreamRecord, encode_mutation};
+pub use record::{PayloadError, Record, RecordView, StreamRecord, encode_mutation};
 pub use recover::{Damage, LogRecovery, RecoveryMode, RecoveryReport, recover, recover_from};
 
 /// An [`EmbeddedStore`] that survives restarts: opening replays the log, and every change is

@@ -683,7 +683,33 @@ struct Reader<'a> {
     buf: &'a [u8],
 }
 
-impl Reader<'_> {
+/// A `Set`'s key, value and expiry, borrowed from its payload.
+type SetFields<'a> = (&'a [u8], &'a [u8], Option<u64>);
+
+impl<'a> Reader<'a> {
+    /// A length-prefixed byte string, borrowed.
+    fn slice(&mut self) -> Result<&'a [u8], PayloadError> {
+        let len = self.usize()?;
+        if len > self.buf.len() {
+            return Err(PayloadError::Truncated);
+        }
+        let (b, rest) = self.buf.split_at(len);
+        self.buf = rest;
+        Ok(b)
+    }
+
+    /// A `Set`'s fields (after its tag), borrowed.
+    fn set(&mut self) -> Result<SetFields<'a>, PayloadError> {
+        let key = self.slice()?;
+        let value = self.slice()?;
+        let expire_at_ms = match self.u8()? {
+            0 => None,
+            1 => Some(self.u64_le()?),
+            _ => return Err(PayloadError::Invalid("expiry flag")),
+        };
+        Ok((key, value, expire_at_ms))
+    }
+
     fn u8(&mut self) -> Result<u8, PayloadError> {
         let (&b, rest) = self.buf.split_first().ok_or(PayloadError::Truncated)?;
         self.buf = rest;
@@ -729,13 +755,7 @@ impl Reader<'_> {
     }
 
     fn bytes(&mut self) -> Result<Vec<u8>, PayloadError> {
-        let len = self.usize()?;
-        if len > self.buf.len() {
-            return Err(PayloadError::Truncated);
-        }
-        let (b, rest) = self.buf.split_at(len);
-        self.buf = rest;
-        Ok(b.to_vec())
+        self.slice().map(<[u8]>::to_vec)
     }
 
     /// An element count, bounded by the bytes left (every element takes at least one byte)
@@ -898,16 +918,10 @@ impl Record {
         let tag = r.u8()?;
         let record = match tag {
             1 => {
-                let key = r.bytes()?;
-                let value = r.bytes()?;
-                let expire_at_ms = match r.u8()? {
-                    0 => None,
-                    1 => Some(r.u64_le()?),
-                    _ => return Err(PayloadError::Invalid("expiry flag")),
-                };
+                let (key, value, expire_at_ms) = r.set()?;
                 Self::Set {
-                    key,
-                    value,
+                    key: key.to_vec(),
+                    value: value.to_vec(),
                     expire_at_ms,
                 }
             }
@@ -1062,5 +1076,111 @@ impl Record {
         shard: usize,
     ) -> Result<(), StoreError> {
         apply_record!(self, store, shard)
+    }
+}
+
+/// A mutation read in place: the common ones (`Set`, and the deletes: `Delete`, `Expired` and
+/// `Evicted`, applied alike) borrow their bytes from the payload; every other kind is decoded
+/// owned. A replica's worker applies these from the frame its link read, so the bytes of a
+/// `SET` are copied once, into the store, on the thread that owns the shard.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RecordView<'a> {
+    /// `Set`, borrowed.
+    Set {
+        /// The key.
+        key: &'a [u8],
+        /// The value.
+        value: &'a [u8],
+        /// Its absolute expiry (Unix ms), if any.
+        expire_at_ms: Option<u64>,
+    },
+    /// `Delete`, `Expired` or `Evicted`, borrowed.
+    Delete {
+        /// The key.
+        key: &'a [u8],
+    },
+    /// Any other mutation, owned.
+    Owned(Record),
+}
+
+impl<'a> RecordView<'a> {
+    /// Reads one payload (as [`Record::decode`]; a `Set` or a delete allocates nothing).
+    ///
+    /// # Errors
+    /// [`PayloadError`] for a payload this build cannot read.
+    pub fn decode(payload: &'a [u8]) -> Result<Self, PayloadError> {
+        let mut r = Reader { buf: payload };
+        let view = match payload.first() {
+            Some(1) => {
+                r.u8()?;
+                let (key, value, expire_at_ms) = r.set()?;
+                Self::Set {
+                    key,
+                    value,
+                    expire_at_ms,
+                }
+            }
+            Some(2 | 5 | 6) => {
+                r.u8()?;
+                Self::Delete { key: r.slice()? }
+            }
+            _ => return Record::decode(payload).map(Self::Owned),
+        };
+        if !r.buf.is_empty() {
+            return Err(PayloadError::Trailing(r.buf.len()));
+        }
+        Ok(view)
+    }
+
+    /// The key it changes (as [`Record::key`]).
+    #[must_use]
+    pub fn key(&self) -> Option<&[u8]> {
+        match self {
+            Self::Set { key, .. } | Self::Delete { key } => Some(key),
+            Self::Owned(record) => record.key(),
+        }
+    }
+
+    /// Whether it opens a transaction (`TxBegin`).
+    #[must_use]
+    pub fn is_tx_begin(&self) -> bool {
+        matches!(self, Self::Owned(Record::TxBegin { .. }))
+    }
+
+    /// Whether it closes a transaction (`TxEnd`).
+    #[must_use]
+    pub fn is_tx_end(&self) -> bool {
+        matches!(self, Self::Owned(Record::TxEnd { .. }))
+    }
+
+    /// [`Record::apply_local`], from the borrowed bytes.
+    ///
+    /// # Errors
+    /// As [`Record::apply_local`].
+    pub fn apply_local(
+        &self,
+        store: &mut LocalEmbeddedStore,
+        shard: usize,
+    ) -> Result<(), StoreError> {
+        match self {
+            Self::Set {
+                key,
+                value,
+                expire_at_ms,
+            } => {
+                let expiry = expire_at_ms.map_or(SetExpiry::Clear, SetExpiry::AtMs);
+                let options = SetOptions {
+                    expiry,
+                    ..SetOptions::default()
+                };
+                store.set_with(key, value, options)?;
+                Ok(())
+            }
+            Self::Delete { key } => {
+                store.delete(key);
+                Ok(())
+            }
+            Self::Owned(record) => record.apply_local(store, shard),
+        }
     }
 }

@@ -12,7 +12,8 @@ use fc_shard::{
     StreamId, StreamTrim, TrimStrategy, XAddId, XAddOptions, XClaimOptions, ZAddOptions,
 };
 use fc_wal::{
-    FsyncPolicy, LoggedStore, Record, RecoveryMode, WalConfig, WalError, encode_mutation,
+    FsyncPolicy, LoggedStore, Record, RecordView, RecoveryMode, WalConfig, WalError,
+    encode_mutation,
 };
 use proptest::prelude::*;
 
@@ -214,10 +215,31 @@ proptest! {
                 prop_assert_eq!(first, payload);
             }
         }
+        // Read in place, every payload is the same mutation: a set or a delete borrowed,
+        // the rest owned.
+        for payload in payloads.lock().unwrap().iter() {
+            let record = Record::decode(payload).unwrap();
+            let view = RecordView::decode(payload).unwrap();
+            prop_assert_eq!(view.key(), record.key());
+            match (&view, &record) {
+                (RecordView::Set { key, value, expire_at_ms }, Record::Set { key: k, value: v, expire_at_ms: e }) => {
+                    prop_assert_eq!((*key, *value, expire_at_ms), (&k[..], &v[..], e));
+                }
+                (RecordView::Delete { key }, Record::Delete { key: k } | Record::Expired { key: k } | Record::Evicted { key: k }) => {
+                    prop_assert_eq!(*key, &k[..]);
+                }
+                (RecordView::Owned(owned), _) => prop_assert_eq!(owned, &record),
+                _ => prop_assert!(false, "{:?} read as {:?}", record, view),
+            }
+            let mut trailing = payload.clone();
+            trailing.push(0);
+            prop_assert!(RecordView::decode(&trailing).is_err());
+        }
         // Truncated payloads are errors, never panics.
         for payload in payloads.lock().unwrap().iter() {
             for cut in 0..payload.len() {
                 prop_assert!(Record::decode(&payload[..cut]).is_err());
+                prop_assert!(RecordView::decode(&payload[..cut]).is_err());
             }
         }
         // The same mutations as one batch payload (a shared log's: each after its shard)

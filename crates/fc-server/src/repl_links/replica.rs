@@ -7,9 +7,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fc_repl::{Applier, FrameDecoder, Hello, Kind, LinkError, Plan, Welcome, watermarks_frame};
+use bytes::Bytes;
+use fc_repl::{
+    Applier, Entry, FrameDecoder, Hello, Kind, LinkError, Plan, Welcome, watermarks_frame,
+};
 use fc_snapshot::Image;
-use fc_wal::Record;
+use fc_wal::RecordView;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
@@ -122,23 +125,73 @@ const MAX_IN_FLIGHT: usize = 64;
 /// Records whose keys a worker starts loading before it applies them.
 const PREFETCH: usize = 32;
 
-/// Starts loading the index buckets, then the entries, of `window`'s keys
-/// ([`fc_shard::LocalEmbeddedStore::prefetch_routes`]): a batch's cache misses overlap
-/// instead of costing a memory latency per record in turn, as a pipeline's do on the
-/// primary. Hints only.
-fn prefetch(
-    store: &fc_shard::LocalEmbeddedStore,
-    window: &[(usize, Record)],
-    routes: &mut Vec<fc_shard::EmbeddedKeyRoute>,
-) {
-    routes.clear();
-    routes.extend(
-        window
-            .iter()
-            .filter_map(|(_, record)| record.key())
-            .map(|key| store.route_key(key)),
-    );
-    store.prefetch_routes(routes);
+/// A record for a worker: its shard, and its bytes in the frame's payload or, a
+/// transaction's change held across frames, its own.
+enum Item {
+    InFrame(usize, std::ops::Range<usize>),
+    Held(usize, Vec<u8>),
+}
+
+impl Item {
+    fn shard(&self) -> usize {
+        match self {
+            Self::InFrame(shard, _) | Self::Held(shard, _) => *shard,
+        }
+    }
+}
+
+/// One frame's records for one worker, with the frame's payload (shared by every worker it
+/// has records for: the link copies no record, the worker reads each in place).
+struct Apply {
+    payload: Bytes,
+    items: Vec<Item>,
+}
+
+/// Applies `applies` on their worker's store, in order, each window of [`PREFETCH`] records'
+/// keys prefetched first ([`fc_shard::LocalEmbeddedStore::prefetch_routes`]: a batch's cache
+/// misses overlap instead of costing a memory latency per record in turn, as a pipeline's do
+/// on the primary). Returns the shards a record could not be applied to.
+fn apply_on_worker(store: &mut fc_shard::LocalEmbeddedStore, applies: &[Apply]) -> Vec<usize> {
+    let mut failed: Vec<usize> = Vec::new();
+    let mut routes = Vec::with_capacity(PREFETCH);
+    let mut window: Vec<(usize, RecordView<'_>)> = Vec::with_capacity(PREFETCH);
+    for apply in applies {
+        for items in apply.items.chunks(PREFETCH) {
+            window.clear();
+            for item in items {
+                let bytes = match item {
+                    Item::InFrame(_, range) => &apply.payload[range.clone()],
+                    Item::Held(_, bytes) => &bytes[..],
+                };
+                // The link read every record of the frame before handing it over.
+                match RecordView::decode(bytes) {
+                    Ok(view) => window.push((item.shard(), view)),
+                    Err(err) => {
+                        tracing::error!(
+                            "replica: shard {}: unreadable change: {err}",
+                            item.shard()
+                        );
+                        failed.push(item.shard());
+                    }
+                }
+            }
+            routes.clear();
+            routes.extend(
+                window
+                    .iter()
+                    .filter_map(|(_, view)| view.key())
+                    .map(|key| store.route_key(key)),
+            );
+            store.prefetch_routes(&routes);
+            for (shard, view) in &window {
+                if let Err(err) = view.apply_local(store, *shard) {
+                    tracing::error!("replica: shard {shard}: cannot apply a change: {err}");
+                    failed.push(*shard);
+                }
+            }
+        }
+    }
+    failed
 }
 
 /// Hands each worker the records of its shards, in order (a worker's inbox keeps them in
@@ -148,7 +201,7 @@ fn prefetch(
 /// watermarks, which are those of everything in `pending` (see `Repl::mark_applied`).
 async fn dispatch(
     shared: &Arc<Shared>,
-    pending: &mut [Vec<(usize, Record)>],
+    pending: &mut [Vec<Apply>],
     in_flight: &mut [VecDeque<oneshot::Receiver<()>>],
     progress: &Progress,
 ) {
@@ -163,7 +216,10 @@ async fn dispatch(
         // Watermarks are written only where they can be read back: with a data directory.
         let mut changed: Vec<(usize, u64)> = Vec::new();
         if shared.persist.is_some() {
-            let mut shards: Vec<usize> = records.iter().map(|(shard, _)| *shard).collect();
+            let mut shards: Vec<usize> = records
+                .iter()
+                .flat_map(|apply| apply.items.iter().map(Item::shard))
+                .collect();
             shards.sort_unstable();
             shards.dedup();
             changed = shards.into_iter().map(|s| (s, marks[s])).collect();
@@ -174,17 +230,9 @@ async fn dispatch(
         let job = Job::Local(Box::new(move |store| {
             // A shard a change could not be applied to gets no watermark: a restart syncs it
             // again rather than resume past what it lacks.
-            let mut failed: Vec<usize> = Vec::new();
-            let mut routes = Vec::with_capacity(PREFETCH.min(records.len()));
-            for window in records.chunks(PREFETCH) {
-                prefetch(store, window, &mut routes);
-                for (shard, record) in window {
-                    if let Err(err) = record.apply_local(store, *shard) {
-                        tracing::error!("replica: shard {shard}: cannot apply a change: {err}");
-                        owner.repl.unmark(*shard);
-                        failed.push(*shard);
-                    }
-                }
+            let failed = apply_on_worker(store, &records);
+            for &shard in &failed {
+                owner.repl.unmark(shard);
             }
             for (shard, seq) in changed {
                 if !failed.contains(&shard) {
@@ -304,7 +352,9 @@ async fn session(
         syncing
     );
     let mut images: Vec<Option<Vec<u8>>> = vec![None; shards];
-    let mut pending: Vec<Vec<(usize, Record)>> = vec![Vec::new(); shared.workers];
+    let mut pending: Vec<Vec<Apply>> = (0..shared.workers).map(|_| Vec::new()).collect();
+    // One frame's records per worker, until the frame's payload is handed over.
+    let mut items: Vec<Vec<Item>> = (0..shared.workers).map(|_| Vec::new()).collect();
     let mut in_flight: Vec<VecDeque<oneshot::Receiver<()>>> =
         (0..shared.workers).map(|_| VecDeque::new()).collect();
     let mut acked = progress.applier.watermarks().to_vec();
@@ -321,10 +371,24 @@ async fn session(
             match frame.kind {
                 Kind::Batch => {
                     let workers = shared.workers;
-                    let applied = progress.applier.apply_with(&frame, |shard, record| {
-                        pending[shard % workers].push((shard, record));
+                    let applied = progress.applier.apply_entries(&frame, |shard, entry| {
+                        items[shard % workers].push(match entry {
+                            Entry::InFrame(range) => Item::InFrame(shard, range),
+                            Entry::Held(bytes) => Item::Held(shard, bytes),
+                        });
                         Ok(())
                     });
+                    // What the applier took (its watermarks moved past it) is applied, even
+                    // when the frame then failed (a gap after it).
+                    let payload = Bytes::from(frame.payload);
+                    for (worker, items) in items.iter_mut().enumerate() {
+                        if !items.is_empty() {
+                            pending[worker].push(Apply {
+                                payload: payload.clone(),
+                                items: std::mem::take(items),
+                            });
+                        }
+                    }
                     if let Err(err) = applied {
                         failure = Some(err.to_string());
                         break;
