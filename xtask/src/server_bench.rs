@@ -1198,7 +1198,7 @@ impl Sample {
 }
 
 /// User + system CPU seconds `pid` has used.
-fn cpu_seconds(pid: u32) -> f64 {
+pub(crate) fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // Fields after the command name (which may hold spaces) start at state (field 3).
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);

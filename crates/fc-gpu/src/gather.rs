@@ -155,7 +155,7 @@ impl Gatherer {
             .filter_map(|(span, value)| Some((span.clone()?, (*value)?)))
             .collect();
         chunks.sort_by_key(|(span, _)| span.start);
-        let total = chunks.last().map_or(0, |(span, _)| span.end);
+        let total = chunks.iter().map(|(span, _)| span.end).max().unwrap_or(0);
         assert!(total <= dst.len(), "the layout runs past the buffer");
         let mut slots = Vec::new();
         let mut rest = &mut dst[..total];

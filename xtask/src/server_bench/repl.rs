@@ -4,7 +4,8 @@
 //! Rows:
 //! - `throughput`: 64 B `SET`s (the xtask load, pipelines 1 and 16) on a primary with 0, 1
 //!   and 2 replicas; operations per second, the primary's CPU (cores), operations per primary
-//!   core-second, replication bytes per write; the ratio to 0 replicas in the same run.
+//!   core-second, replication bytes per write, the first replica's CPU per write (all its
+//!   threads, over every write of the row); the ratio to 0 replicas in the same run.
 //! - `compression`: the same with one replica at pipeline 16, `compression = "none"` and
 //!   `"zstd"`: bytes sent per write and the primary's CPU.
 //! - `lag`: a probe `SET`s a key on the primary and times until the replica serves it, 2,000
@@ -231,6 +232,26 @@ fn wait_link(replica: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Waits until `replica`'s link has taken `writes` writes (`slave_repl_offset`), then a moment
+/// for its workers to apply what they were handed.
+fn wait_applied(replica: &str, writes: f64) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let offset: f64 = info(replica, "replication", "slave_repl_offset")?
+            .parse()
+            .unwrap_or(0.0);
+        if offset >= writes {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("{replica} took {offset} of {writes} writes in 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    Ok(())
+}
+
 fn load_args(args: &ReplBenchArgs, connections: usize) -> ServerBenchArgs {
     #[derive(clap::Parser)]
     struct Wrap {
@@ -258,6 +279,7 @@ struct Row {
     ops: f64,
     cpu: f64,
     bytes_per_op: f64,
+    replica_ns_per_op: f64,
     ratio: f64,
     p50_us: f64,
     p99_us: f64,
@@ -297,8 +319,9 @@ fn throughput(
         "--replication-compression".to_string(),
         compression.to_string(),
     ];
-    let (primary, _replicas) = cluster(bin, args, replicas, &extra)?;
+    let (primary, followers) = cluster(bin, args, replicas, &extra)?;
     let pid = primary.child.id();
+    let replica_cpu0 = followers.first().map(|r| super::cpu_seconds(r.child.id()));
     let load = load_args(args, args.connections);
     let mut samples = Vec::new();
     let sent0: f64 = info(&primary.addr, "replication", "repl_sent_bytes")?
@@ -321,6 +344,14 @@ fn throughput(
     let writes: f64 = info(&primary.addr, "replication", "master_repl_offset")?
         .parse()
         .unwrap_or(0.0);
+    // The first replica's CPU over those writes, once it has applied them.
+    let replica_ns_per_op = match (followers.first(), replica_cpu0) {
+        (Some(replica), Some(cpu0)) if writes > 0.0 => {
+            wait_applied(&replica.addr, writes)?;
+            (super::cpu_seconds(replica.child.id()) - cpu0) * 1e9 / writes
+        }
+        _ => 0.0,
+    };
     let s = Sample::median(&samples);
     Ok(Row {
         row: if compression == "none" || replicas == 0 {
@@ -339,6 +370,7 @@ fn throughput(
         } else {
             0.0
         },
+        replica_ns_per_op,
         ..Row::default()
     })
 }
@@ -626,13 +658,13 @@ pub(crate) fn bench_repl(mut args: ReplBenchArgs) -> anyhow::Result<()> {
 
 fn write(out: &Path, run_id: &str, args: &ReplBenchArgs, rows: &[Row]) -> anyhow::Result<()> {
     let mut csv = String::from(
-        "row,server,replicas,pipeline,compression,ops_per_sec,primary_cpu_cores,ops_per_primary_core,repl_bytes_per_write,ratio,p50_us,p99_us,seconds,keys\n",
+        "row,server,replicas,pipeline,compression,ops_per_sec,primary_cpu_cores,ops_per_primary_core,repl_bytes_per_write,ratio,p50_us,p99_us,seconds,keys,replica_cpu_ns_per_write\n",
     );
     for r in rows {
         let per_core = if r.cpu > 0.0 { r.ops / r.cpu } else { 0.0 };
         let _ = writeln!(
             csv,
-            "{},{},{},{},{},{:.0},{:.3},{:.0},{:.1},{:.3},{:.1},{:.1},{:.3},{}",
+            "{},{},{},{},{},{:.0},{:.3},{:.0},{:.1},{:.3},{:.1},{:.1},{:.3},{},{:.0}",
             r.row,
             r.server,
             r.replicas,
@@ -646,7 +678,8 @@ fn write(out: &Path, run_id: &str, args: &ReplBenchArgs, rows: &[Row]) -> anyhow
             r.p50_us,
             r.p99_us,
             r.seconds,
-            r.keys
+            r.keys,
+            r.replica_ns_per_op
         );
     }
     std::fs::write(out.join("repl.csv"), csv)?;
@@ -659,7 +692,7 @@ fn write(out: &Path, run_id: &str, args: &ReplBenchArgs, rows: &[Row]) -> anyhow
         args.duration,
         args.rounds.max(1)
     );
-    md.push_str("| row | replicas | pipeline | compression | SET/s | primary CPU | SET per primary core-s | repl bytes/write | vs 0 replicas |\n|---|---|---|---|---|---|---|---|---|\n");
+    md.push_str("| row | replicas | pipeline | compression | SET/s | primary CPU | SET per primary core-s | repl bytes/write | replica CPU ns/write | vs 0 replicas |\n|---|---|---|---|---|---|---|---|---|---|\n");
     for r in rows
         .iter()
         .filter(|r| r.row == "throughput" || r.row == "compression")
@@ -667,7 +700,7 @@ fn write(out: &Path, run_id: &str, args: &ReplBenchArgs, rows: &[Row]) -> anyhow
         let per_core = if r.cpu > 0.0 { r.ops / r.cpu } else { 0.0 };
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {:.0} | {:.2} | {:.0} | {:.1} | {:.2}x |",
+            "| {} | {} | {} | {} | {:.0} | {:.2} | {:.0} | {:.1} | {:.0} | {:.2}x |",
             r.row,
             r.replicas,
             r.pipeline,
@@ -676,6 +709,7 @@ fn write(out: &Path, run_id: &str, args: &ReplBenchArgs, rows: &[Row]) -> anyhow
             r.cpu,
             per_core,
             r.bytes_per_op,
+            r.replica_ns_per_op,
             r.ratio
         );
     }
