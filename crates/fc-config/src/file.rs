@@ -637,23 +637,23 @@ impl FastCacheConfig {
     pub fn cuda_config(&self) -> Result<CudaConfig, ConfigError> {
         let c = &self.cuda;
         let mut problems = Vec::new();
-        let staging_bytes = match c.staging_bytes.bytes() {
+        // A size of at least 64 KiB, else a problem (and 0).
+        let mut at_least_64kb = |field: &'static str, size: &Size| match size.bytes() {
             Ok(n) if n >= 64 << 10 => n,
             Ok(n) => {
                 problems.push(Problem {
-                    field: "cuda.staging_bytes",
+                    field,
                     message: format!("{n} is below 64kb"),
                 });
                 0
             }
-            Err(e) => {
-                problems.push(Problem {
-                    field: "cuda.staging_bytes",
-                    message: e,
-                });
+            Err(message) => {
+                problems.push(Problem { field, message });
                 0
             }
         };
+        let staging_bytes = at_least_64kb("cuda.staging_bytes", &c.staging_bytes);
+        let piece_bytes = at_least_64kb("cuda.piece_bytes", &c.piece_bytes);
         if !(1..=16).contains(&c.streams) {
             problems.push(Problem {
                 field: "cuda.streams",
@@ -672,23 +672,6 @@ impl FastCacheConfig {
                 message: format!("{} is more than 64", c.gather_threads),
             });
         }
-        let piece_bytes = match c.piece_bytes.bytes() {
-            Ok(n) if n >= 64 << 10 => n,
-            Ok(n) => {
-                problems.push(Problem {
-                    field: "cuda.piece_bytes",
-                    message: format!("{n} is below 64kb"),
-                });
-                0
-            }
-            Err(e) => {
-                problems.push(Problem {
-                    field: "cuda.piece_bytes",
-                    message: e,
-                });
-                0
-            }
-        };
         if !problems.is_empty() {
             return Err(ConfigError::Invalid(problems));
         }
@@ -1320,10 +1303,10 @@ mod tests {
             fields,
             [
                 "cuda.staging_bytes",
+                "cuda.piece_bytes",
                 "cuda.streams",
                 "cuda.alignment",
-                "cuda.gather_threads",
-                "cuda.piece_bytes"
+                "cuda.gather_threads"
             ]
         );
     }

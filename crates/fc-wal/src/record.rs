@@ -791,6 +791,18 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// A `Set`'s change on `$store` (either store kind): its value, and its expiry set or cleared.
+macro_rules! apply_set {
+    ($store:expr, $key:expr, $value:expr, $expire_at_ms:expr) => {{
+        let expiry = $expire_at_ms.map_or(SetExpiry::Clear, SetExpiry::AtMs);
+        let options = SetOptions {
+            expiry,
+            ..SetOptions::default()
+        };
+        $store.set_with($key, $value, options)?;
+    }};
+}
+
 /// The body of [`Record::apply`] and [`Record::apply_local`]: the same calls on either store
 /// kind (their methods share names and meanings; see fc-shard's `surface`).
 macro_rules! apply_record {
@@ -804,12 +816,7 @@ macro_rules! apply_record {
                 value,
                 expire_at_ms,
             } => {
-                let expiry = expire_at_ms.map_or(SetExpiry::Clear, SetExpiry::AtMs);
-                let options = SetOptions {
-                    expiry,
-                    ..SetOptions::default()
-                };
-                $store.set_with(key, value, options)?;
+                apply_set!($store, key, value, *expire_at_ms);
             }
             Self::Delete { key } | Self::Expired { key } | Self::Evicted { key } => {
                 $store.delete(key);
@@ -1168,12 +1175,7 @@ impl<'a> RecordView<'a> {
                 value,
                 expire_at_ms,
             } => {
-                let expiry = expire_at_ms.map_or(SetExpiry::Clear, SetExpiry::AtMs);
-                let options = SetOptions {
-                    expiry,
-                    ..SetOptions::default()
-                };
-                store.set_with(key, value, options)?;
+                apply_set!(store, *key, *value, *expire_at_ms);
                 Ok(())
             }
             Self::Delete { key } => {
