@@ -296,15 +296,19 @@ fn a_missing_batch_is_a_gap_and_nothing_after_it_applies() {
     assert_eq!(replica.get(b"k2"), None);
 }
 
+/// `SET k v`, no expiry.
+fn set(k: &'static [u8]) -> Mutation<'static> {
+    Mutation::Set {
+        key: k,
+        value: b"v",
+        expire_at_ms: None,
+    }
+}
+
 #[test]
 fn a_transaction_applies_whole_at_its_end() {
     let mut batcher = Batcher::new(0, SendPolicy::Immediate);
     let now = Instant::now();
-    let set = |k: &'static [u8]| Mutation::Set {
-        key: k,
-        value: b"v",
-        expire_at_ms: None,
-    };
     // The begin leaves with the mutation after it, even in immediate batches.
     assert!(batcher.push(0, &Mutation::TxBegin { id: 7 }, now).is_none());
     let first = [
@@ -330,11 +334,6 @@ fn a_transaction_applies_whole_at_its_end() {
 fn entries_point_into_their_frame_and_a_transactions_are_held_copies() {
     let mut batcher = Batcher::new(0, SendPolicy::Immediate);
     let now = Instant::now();
-    let set = |k: &'static [u8]| Mutation::Set {
-        key: k,
-        value: b"v",
-        expire_at_ms: None,
-    };
     let plain = batcher.push(1, &set(b"p"), now).unwrap();
     assert!(batcher.push(0, &Mutation::TxBegin { id: 3 }, now).is_none());
     let inside = batcher.push(2, &set(b"t"), now).unwrap();
@@ -469,11 +468,6 @@ fn a_shards_own_groups_count_in_the_watermark_and_nest_in_transactions() {
 /// shard forever, seen in `repl_chaos`.)
 #[test]
 fn a_transaction_cut_off_by_a_lost_link_comes_again_whole() {
-    let set = |k: &'static [u8]| Mutation::Set {
-        key: k,
-        value: b"v",
-        expire_at_ms: None,
-    };
     for policy in [
         SendPolicy::Immediate,
         SendPolicy::Batch {
