@@ -339,33 +339,26 @@ fn entries_point_into_their_frame_and_a_transactions_are_held_copies() {
     let inside = batcher.push(2, &set(b"t"), now).unwrap();
     let end = batcher.push(0, &Mutation::TxEnd { id: 3 }, now).unwrap();
     let mut applier = Applier::new(vec![0]);
-    let mut got = Vec::new();
-    applier
-        .apply_entries(&plain.frame, |shard, entry| {
-            got.push((shard, entry));
-            Ok(())
-        })
-        .unwrap();
+    // The entries a frame makes due, with their shards.
+    let mut due = |frame: &Frame| {
+        let mut got = Vec::new();
+        applier
+            .apply_entries(frame, |shard, entry| {
+                got.push((shard, entry));
+                Ok(())
+            })
+            .unwrap();
+        got
+    };
+    let got = due(&plain.frame);
     let [(0, Entry::InFrame(range))] = &got[..] else {
         panic!("{got:?}");
     };
     // The range is the record's own bytes in the frame.
     let view = fc_wal::RecordView::decode(&plain.frame.payload[range.clone()]).unwrap();
     assert_eq!(view.key(), Some(&b"p"[..]));
-    got.clear();
-    applier
-        .apply_entries(&inside.frame, |shard, entry| {
-            got.push((shard, entry));
-            Ok(())
-        })
-        .unwrap();
-    assert!(got.is_empty(), "held until its end");
-    applier
-        .apply_entries(&end.frame, |shard, entry| {
-            got.push((shard, entry));
-            Ok(())
-        })
-        .unwrap();
+    assert!(due(&inside.frame).is_empty(), "held until its end");
+    let got = due(&end.frame);
     let [(0, Entry::Held(bytes))] = &got[..] else {
         panic!("{got:?}");
     };
