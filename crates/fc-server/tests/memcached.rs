@@ -47,43 +47,74 @@ impl Drop for Memcached {
 }
 
 fn start_memcached() -> Memcached {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
     let root = Command::new("id")
         .arg("-u")
         .output()
         .is_ok_and(|o| o.stdout.starts_with(b"0"));
-    let mut cmd = Command::new(memcached());
-    cmd.args([
-        "-l",
-        "127.0.0.1",
-        "-p",
-        &port.to_string(),
-        "-U",
-        "0",
-        "-t",
-        "1",
-    ]);
-    if root {
-        cmd.args(["-u", "root"]);
-    }
-    let child = Memcached(
-        cmd.stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-        format!("127.0.0.1:{port}").parse().unwrap(),
-    );
-    for _ in 0..100 {
-        if TcpStream::connect(child.1).is_ok() {
-            return child;
+    // A free port is free only until someone binds it: another test's server (they bind
+    // port 0 meanwhile) may take it first, memcached then exits, and the port answers for
+    // that server. So the server answering must be this memcached (`stats`' pid), else try
+    // another port.
+    for _ in 0..5 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut cmd = Command::new(memcached());
+        cmd.args([
+            "-l",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-U",
+            "0",
+            "-t",
+            "1",
+        ]);
+        if root {
+            cmd.args(["-u", "root"]);
         }
-        std::thread::sleep(Duration::from_millis(20));
+        let mut child = Memcached(
+            cmd.stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+            format!("127.0.0.1:{port}").parse().unwrap(),
+        );
+        for _ in 0..100 {
+            if child.0.try_wait().unwrap().is_some() {
+                break; // it could not bind: another port
+            }
+            if serves_from(child.1, child.0.id()) {
+                return child;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
     panic!("memcached did not start");
+}
+
+/// Whether the memcached at `addr` is process `pid`.
+fn serves_from(addr: SocketAddr, pid: u32) -> bool {
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if s.write_all(b"stats\r\n").is_err() {
+        return false;
+    }
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !got.ends_with(b"END\r\n") {
+        match s.read(&mut chunk) {
+            Ok(n) if n > 0 => got.extend_from_slice(&chunk[..n]),
+            _ => return false,
+        }
+    }
+    String::from_utf8_lossy(&got)
+        .lines()
+        .any(|line| line.trim() == format!("STAT pid {pid}"))
 }
 
 struct Conn(TcpStream);
