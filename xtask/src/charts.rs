@@ -4,7 +4,9 @@
 //! `<run>/charts/` and list them in `<run>/charts.md` (linked from the summaries);
 //! `cargo xtask charts <run-dir>` draws them again from the CSVs. A run with fc-gpu's
 //! `gpu-timeline.csv` also gets `charts/gpu-timeline.svg`: each piece's gather and copy on one
-//! time axis, a row each per stream.
+//! time axis, a row each per stream; and one with `gpu-store-timeline.csv` gets
+//! `charts/gpu-store-timeline.svg`: each piece's copy to the host and the building of its
+//! entries.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -138,9 +140,20 @@ fn draw(path: &Path, chart: &Bars) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Draws fc-gpu's traced load (`gpu-timeline.csv`): for each stream (lane), a row of the
-/// pieces' gathers (host clock) and a row of their copies (CUDA events), in microseconds.
-fn draw_timeline(csv: &Path, path: &Path) -> anyhow::Result<()> {
+/// Which traced transfer a timeline is.
+#[derive(Clone, Copy)]
+enum Traced {
+    /// `gpu-timeline.csv`: pieces gathered out of the store, then copied to the device.
+    Load,
+    /// `gpu-store-timeline.csv`: pieces copied to the host, then built into entries (the
+    /// CSV's `gather_*` columns).
+    Store,
+}
+
+/// Draws fc-gpu's traced load or store: for each stream (lane), a row of the pieces' host
+/// work (a load's gathers, a store's builds; host clock) and a row of their copies (CUDA
+/// events), in microseconds.
+fn draw_timeline(csv: &Path, path: &Path, traced: Traced) -> anyhow::Result<()> {
     let rows = read_csv(csv)?;
     let num = |r: &BTreeMap<String, String>, k: &str| -> f64 {
         r.get(k).and_then(|v| v.parse().ok()).unwrap_or(0.0)
@@ -158,14 +171,28 @@ fn draw_timeline(csv: &Path, path: &Path) -> anyhow::Result<()> {
     let root = SVGBackend::new(path, (960, 100 + 40 * n as u32)).into_drawing_area();
     let fail = |e: &dyn std::fmt::Display| anyhow::anyhow!("{}: {e}", path.display());
     root.fill(&WHITE).map_err(|e| fail(&e))?;
+    let (host_work, caption, axis) = match traced {
+        Traced::Load => (
+            "gather",
+            "fc-gpu load: each piece gathered (host) and copied (GPU)",
+            "microseconds from the start of the load",
+        ),
+        Traced::Store => (
+            "build",
+            "fc-gpu store: each piece copied (GPU) and built into entries (host)",
+            "microseconds from the start of the store",
+        ),
+    };
     let names: Vec<String> = (0..lanes)
-        .flat_map(|l| [format!("stream {l}: gather"), format!("stream {l}: copy")])
+        .flat_map(|l| {
+            [
+                format!("stream {l}: {host_work}"),
+                format!("stream {l}: copy"),
+            ]
+        })
         .collect();
     let mut plot = ChartBuilder::on(&root)
-        .caption(
-            "fc-gpu load: each piece gathered (host) and copied (GPU)",
-            ("sans-serif", 16),
-        )
+        .caption(caption, ("sans-serif", 16))
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(130)
@@ -178,7 +205,7 @@ fn draw_timeline(csv: &Path, path: &Path) -> anyhow::Result<()> {
             SegmentValue::CenterOf(i) => names.get(*i).cloned().unwrap_or_default(),
             _ => String::new(),
         })
-        .x_desc("microseconds from the start of the load")
+        .x_desc(axis)
         .draw()
         .map_err(|e| fail(&e))?;
     let bar = |row: usize, from: f64, to: f64, color: RGBColor| {
@@ -314,8 +341,23 @@ pub(crate) fn for_run(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
             charts.push(("hitratio-", chart));
         }
     }
-    let timeline = dir.join("gpu-timeline.csv");
-    if charts.is_empty() && !timeline.exists() {
+    let timelines: Vec<(PathBuf, &str, Traced, &str)> = [
+        (
+            "gpu-timeline",
+            Traced::Load,
+            "fc-gpu's traced load: gathers and copies over time",
+        ),
+        (
+            "gpu-store-timeline",
+            Traced::Store,
+            "fc-gpu's traced store: copies and builds over time",
+        ),
+    ]
+    .into_iter()
+    .map(|(name, traced, alt)| (dir.join(format!("{name}.csv")), name, traced, alt))
+    .filter(|(csv, ..)| csv.exists())
+    .collect();
+    if charts.is_empty() && timelines.is_empty() {
         return Ok(Vec::new());
     }
     let out = dir.join("charts");
@@ -324,13 +366,10 @@ pub(crate) fn for_run(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
         "# Charts\n\nOne chart per shape, a bar per backend (fast-cache's in blue).\n\n",
     );
     let mut drawn = Vec::new();
-    if timeline.exists() {
-        let path = out.join("gpu-timeline.svg");
-        draw_timeline(&timeline, &path)?;
-        let _ = writeln!(
-            index,
-            "![fc-gpu's traced load: gathers and copies over time](charts/gpu-timeline.svg)\n"
-        );
+    for (csv, name, traced, alt) in timelines {
+        let path = out.join(format!("{name}.svg"));
+        draw_timeline(&csv, &path, traced)?;
+        let _ = writeln!(index, "![{alt}](charts/{name}.svg)\n");
         drawn.push(path);
     }
     for (_, chart) in &charts {
@@ -379,8 +418,19 @@ mod tests {
             "session,lane,host_start,bytes,gather_start_us,gather_end_us,issued_us,copy_start_us,copy_end_us\n0,0,0,1048576,1.0,60.0,61.0,62.0,80.0\n1,1,0,1048576,61.0,120.0,121.0,122.0,140.0\n",
         )
         .unwrap();
+        std::fs::write(
+            dir.path().join("gpu-store-timeline.csv"),
+            "session,lane,host_start,bytes,gather_start_us,gather_end_us,issued_us,copy_start_us,copy_end_us\n0,0,0,2097152,50.0,90.0,1.0,2.0,45.0\n0,0,2097152,2097152,91.0,130.0,1.5,46.0,89.0\n",
+        )
+        .unwrap();
         let drawn = for_run(dir.path()).unwrap();
-        assert_eq!(drawn, [dir.path().join("charts/gpu-timeline.svg")]);
+        assert_eq!(
+            drawn,
+            [
+                dir.path().join("charts/gpu-timeline.svg"),
+                dir.path().join("charts/gpu-store-timeline.svg")
+            ]
+        );
         let svg = std::fs::read_to_string(&drawn[0]).unwrap();
         for row in [
             "stream 0: gather",
@@ -390,11 +440,12 @@ mod tests {
         ] {
             assert!(svg.contains(row), "{row} missing");
         }
-        assert!(
-            std::fs::read_to_string(dir.path().join("charts.md"))
-                .unwrap()
-                .contains("gpu-timeline.svg")
-        );
+        let svg = std::fs::read_to_string(&drawn[1]).unwrap();
+        for row in ["stream 0: build", "stream 0: copy", "fc-gpu store"] {
+            assert!(svg.contains(row), "{row} missing");
+        }
+        let index = std::fs::read_to_string(dir.path().join("charts.md")).unwrap();
+        assert!(index.contains("gpu-timeline.svg") && index.contains("gpu-store-timeline.svg"));
     }
 
     #[test]

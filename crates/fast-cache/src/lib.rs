@@ -302,7 +302,7 @@ pub mod cuda {
     pub use fc_gpu::*;
 
     /// The `[cuda]` settings as [`Gpu::open_with`] takes them (streams, gather threads,
-    /// piece size); the device ordinal, staging limit and alignment are used where the GPU
+    /// piece size, recycled bytes); the device ordinal, staging limit and alignment are used where the GPU
     /// is opened, the pool made and the offsets planned.
     #[must_use]
     pub fn gpu_options(config: &CudaConfig) -> GpuOptions {
@@ -311,6 +311,7 @@ pub mod cuda {
             gather: GatherConfig {
                 threads: config.gather_threads,
                 piece_bytes: usize::try_from(config.piece_bytes).unwrap_or(usize::MAX),
+                recycle_bytes: usize::try_from(config.recycle_bytes).unwrap_or(usize::MAX),
             },
         }
     }

@@ -150,6 +150,10 @@ pub struct CudaSection {
     /// The largest piece a session is gathered and copied in (`1mb`): each piece's copy
     /// starts as soon as it is gathered; at least `64kb`.
     pub piece_bytes: Size,
+    /// Most bytes of replaced chunks' memory kept to store the next chunks of the same size
+    /// into (`512mb`; `0`: none kept): a store into memory already mapped skips the kernel's
+    /// page faults.
+    pub recycle_bytes: Size,
 }
 
 impl Default for CudaSection {
@@ -161,6 +165,7 @@ impl Default for CudaSection {
             alignment: 256,
             gather_threads: 4,
             piece_bytes: Size::Text("1mb".into()),
+            recycle_bytes: Size::Text("512mb".into()),
         }
     }
 }
@@ -180,6 +185,8 @@ pub struct CudaConfig {
     pub gather_threads: usize,
     /// The largest gather piece, in bytes.
     pub piece_bytes: u64,
+    /// Most bytes of replaced chunks' memory kept for the next stores.
+    pub recycle_bytes: u64,
 }
 
 /// `[acl]`: where users are kept.
@@ -672,6 +679,13 @@ impl FastCacheConfig {
                 message: format!("{} is more than 64", c.gather_threads),
             });
         }
+        let recycle_bytes = c.recycle_bytes.bytes().unwrap_or_else(|message| {
+            problems.push(Problem {
+                field: "cuda.recycle_bytes",
+                message,
+            });
+            0
+        });
         if !problems.is_empty() {
             return Err(ConfigError::Invalid(problems));
         }
@@ -682,6 +696,7 @@ impl FastCacheConfig {
             alignment: c.alignment,
             gather_threads: c.gather_threads,
             piece_bytes,
+            recycle_bytes,
         })
     }
 
@@ -1273,10 +1288,11 @@ mod tests {
                 alignment: 256,
                 gather_threads: 4,
                 piece_bytes: 1 << 20,
+                recycle_bytes: 512 << 20,
             }
         );
         let set = FastCacheConfig::from_toml_str(
-            "[cuda]\ndevice = 1\nstaging_bytes = \"1gb\"\nstreams = 4\nalignment = 4096\ngather_threads = 8\npiece_bytes = \"4mb\"\n",
+            "[cuda]\ndevice = 1\nstaging_bytes = \"1gb\"\nstreams = 4\nalignment = 4096\ngather_threads = 8\npiece_bytes = \"4mb\"\nrecycle_bytes = 0\n",
         )
         .unwrap()
         .cuda_config()
@@ -1287,12 +1303,13 @@ mod tests {
                 set.staging_bytes,
                 set.streams,
                 set.gather_threads,
-                set.piece_bytes
+                set.piece_bytes,
+                set.recycle_bytes
             ),
-            (1, 1 << 30, 4, 8, 4 << 20)
+            (1, 1 << 30, 4, 8, 4 << 20, 0)
         );
         let bad = FastCacheConfig::from_toml_str(
-            "[cuda]\nstaging_bytes = \"1kb\"\nstreams = 0\nalignment = 100\ngather_threads = 65\npiece_bytes = \"4kb\"\n",
+            "[cuda]\nstaging_bytes = \"1kb\"\nstreams = 0\nalignment = 100\ngather_threads = 65\npiece_bytes = \"4kb\"\nrecycle_bytes = \"lots\"\n",
         )
         .unwrap();
         let Err(ConfigError::Invalid(problems)) = bad.validate() else {
@@ -1306,7 +1323,8 @@ mod tests {
                 "cuda.piece_bytes",
                 "cuda.streams",
                 "cuda.alignment",
-                "cuda.gather_threads"
+                "cuda.gather_threads",
+                "cuda.recycle_bytes"
             ]
         );
     }

@@ -45,6 +45,7 @@ fn pipelined(bencher: Bencher<'_, '_>, chunk: usize, threads: usize) {
     let gatherer = Gatherer::new(GatherConfig {
         threads,
         piece_bytes: 1 << 20,
+        ..GatherConfig::default()
     })
     .expect("gather threads");
     let mut dst = vec![0u8; chunk * CHUNKS];

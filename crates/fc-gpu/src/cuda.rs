@@ -13,11 +13,11 @@ use std::time::Instant;
 
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DriverError};
-use fc_shard::{EmbeddedStore, StoreError};
+use fc_shard::{BuiltEntry, EmbeddedStore, StoreError};
 
 use crate::gather::{GatherConfig, GatherError, Gatherer, Piece, layout};
 use crate::plan::{PlanError, TransferPlan};
-use crate::staging::{HostMemory, Staged, StagingError, StagingPool, scatter_session};
+use crate::staging::{HostMemory, Staged, StagingError, StagingPool};
 use crate::timeline::{Timeline, TimelinePiece};
 
 /// What can go wrong on the GPU path.
@@ -53,6 +53,14 @@ pub enum GpuError {
     /// The gather threads could not be started.
     #[error(transparent)]
     Gather(#[from] GatherError),
+    /// A store was given a different number of keys than of chunks.
+    #[error("{keys} keys for {chunks} chunks")]
+    KeyCount {
+        /// Keys given.
+        keys: usize,
+        /// Chunks given.
+        chunks: usize,
+    },
 }
 
 /// A GPU, its streams, and the threads that gather sessions for it.
@@ -421,14 +429,20 @@ impl Gpu {
         Ok(reports)
     }
 
-    /// Stores GPU-produced chunks: chunk `i` (`lens[i]` bytes at `device_offsets[i]`) is
-    /// copied to a staging buffer, then written to the store under `keys[i]`, straight from
-    /// the staging buffer (one copy into the store, under the session's shard lock).
+    /// Stores GPU-produced chunks: chunk `i` (`lens[i]` bytes at `device_offsets[i]`) under
+    /// `keys[i]` of the session `prefix`. The chunks are copied into a staging buffer piece by
+    /// piece (runs of whole chunks, [`Gatherer::value_pieces`]), an event after each piece; as
+    /// each piece lands, the gather threads copy its chunks out into entries of their own
+    /// ([`Gatherer::build_entries`]) while the next pieces are still on the bus. The entries
+    /// then move into the store under the session's shard lock, with no copy under it
+    /// ([`EmbeddedStore::try_batch_set_session_built_no_ttl`]).
     ///
     /// # Errors
-    /// Planning, staging, driver and store errors.
+    /// Planning, staging, driver and store errors; on an error the store is unchanged unless
+    /// the store itself refused (out of memory under `NoEviction`: entries before the refused
+    /// one were written).
     #[expect(clippy::too_many_arguments, reason = "one store, spelled out")]
-    pub fn store_session<M: HostMemory, K: AsRef<[u8]>>(
+    pub fn store_session<M: HostMemory, K: AsRef<[u8]> + Sync>(
         &self,
         pool: &StagingPool<M>,
         device: &DeviceBuffer,
@@ -438,24 +452,148 @@ impl Gpu {
         prefix: &[u8],
         keys: &[K],
     ) -> Result<TransferReport, GpuError> {
+        let session = SessionStore {
+            device_offsets,
+            lens,
+            prefix,
+            keys,
+        };
+        self.store(pool, device, &session, store, None)
+    }
+
+    /// [`Gpu::store_session`], timed: for every piece, when the GPU copied it to the host
+    /// (CUDA events) and when a gather thread built its entries (host clock: the timeline's
+    /// `gather_*` fields), on one time axis from the start of the call ([`Timeline`]).
+    ///
+    /// # Errors
+    /// As [`Gpu::store_session`].
+    #[expect(clippy::too_many_arguments, reason = "one store, spelled out")]
+    pub fn store_session_traced<M: HostMemory, K: AsRef<[u8]> + Sync>(
+        &self,
+        pool: &StagingPool<M>,
+        device: &DeviceBuffer,
+        device_offsets: &[u64],
+        lens: &[usize],
+        store: &EmbeddedStore,
+        prefix: &[u8],
+        keys: &[K],
+    ) -> Result<(TransferReport, Timeline), GpuError> {
+        let session = SessionStore {
+            device_offsets,
+            lens,
+            prefix,
+            keys,
+        };
+        let mut tracer = Tracer::start(self)?;
+        let report = self.store(pool, device, &session, store, Some(&mut tracer))?;
+        Ok((report, tracer.finish()?))
+    }
+
+    fn store<M: HostMemory, K: AsRef<[u8]> + Sync>(
+        &self,
+        pool: &StagingPool<M>,
+        device: &DeviceBuffer,
+        session: &SessionStore<'_, K>,
+        store: &EmbeddedStore,
+        tracer: Option<&mut Tracer>,
+    ) -> Result<TransferReport, GpuError> {
+        let (lens, keys) = (session.lens, session.keys);
+        if keys.len() != lens.len() {
+            return Err(GpuError::KeyCount {
+                keys: keys.len(),
+                chunks: lens.len(),
+            });
+        }
         let mut spans = Vec::with_capacity(lens.len());
         let mut at = 0;
         for &len in lens {
-            spans.push(Some(at..at + len));
+            spans.push(at..at + len);
             at += len;
         }
-        let plan = TransferPlan::new(&spans, at, device_offsets, device.len() as u64, 1)?;
+        let planned: Vec<_> = spans.iter().cloned().map(Some).collect();
+        let plan = TransferPlan::new(&planned, at, session.device_offsets, device.len() as u64, 1)?;
         let mut staged = pool.acquire(at)?;
-        self.download(&plan, device, &mut staged[..], 0)?;
-        self.synchronize(0)?;
-        let spans: Vec<_> = spans.into_iter().flatten().collect();
-        scatter_session(store, prefix, keys, &staged[..], &spans)?;
+        let built = self.download_entries(&plan, device, &mut staged[..at], keys, &spans, tracer);
+        // The staging buffer goes back to the pool only once no copy writes into it.
+        let synced = self.synchronize(0);
+        drop(staged);
+        let entries = built?;
+        synced?;
+        self.gatherer.store_built(store, session.prefix, entries)?;
         Ok(TransferReport {
             chunks: plan.chunks().len(),
             copies: plan.copies().len(),
             bytes: plan.bytes(),
         })
     }
+
+    /// Issues every piece's copies into `staged` on stream 0, an event after each, then
+    /// builds the entries piece by piece as the events complete.
+    fn download_entries<K: AsRef<[u8]> + Sync>(
+        &self,
+        plan: &TransferPlan,
+        device: &DeviceBuffer,
+        staged: &mut [u8],
+        keys: &[K],
+        spans: &[std::ops::Range<usize>],
+        tracer: Option<&mut Tracer>,
+    ) -> Result<Vec<BuiltEntry>, GpuError> {
+        let stream = self.stream(0)?;
+        let pieces = self.gatherer.value_pieces(spans);
+        let mut landed = Vec::with_capacity(pieces.len());
+        let mut traced = Vec::new();
+        for piece in &pieces {
+            let host = spans[piece.start].start..spans[piece.end - 1].end;
+            let issued = Instant::now();
+            let start = match tracer {
+                Some(_) => Some(self.timing_event(stream)?),
+                None => None,
+            };
+            for (host, at) in plan.copies_in(host.clone()) {
+                let at = at as usize;
+                let src = device.slice.slice(at..at + host.len());
+                stream.memcpy_dtoh(&src, &mut staged[host])?;
+            }
+            match start {
+                Some(start) => {
+                    landed.push(self.timing_event(stream)?);
+                    traced.push((host, issued, start));
+                }
+                None => landed.push(stream.record_event(None)?),
+            }
+        }
+        // From here the buffer is only read, and each piece only after its event: the copies
+        // still running write to later pieces, which nothing reads yet.
+        let staged = &*staged;
+        let built = self
+            .gatherer
+            .build_entries(keys, staged, spans, &pieces, |p| {
+                Ok::<_, GpuError>(landed[p].synchronize()?)
+            })?;
+        if let Some(tracer) = tracer {
+            for (((host, issued, start), end), times) in
+                traced.into_iter().zip(landed).zip(&built.piece_times)
+            {
+                tracer.marks.push(Mark {
+                    session: 0,
+                    lane: 0,
+                    host,
+                    gather: *times,
+                    issued,
+                    copy: (start, end),
+                });
+            }
+        }
+        Ok(built.entries)
+    }
+}
+
+/// A session to store from the device ([`Gpu::store_session`]'s arguments).
+struct SessionStore<'a, K> {
+    device_offsets: &'a [u64],
+    lens: &'a [usize],
+    prefix: &'a [u8],
+    keys: &'a [K],
 }
 
 /// Issues a session's copies piece by piece as the gather threads hand them over (on the

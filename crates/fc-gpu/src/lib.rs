@@ -51,7 +51,7 @@ mod plan;
 mod staging;
 mod timeline;
 
-pub use gather::{GatherConfig, GatherError, Gatherer, MIN_PIECE, Piece, layout};
+pub use gather::{Built, GatherConfig, GatherError, Gatherer, MIN_PIECE, Piece, layout};
 pub use plan::{Chunk, Copy, PlanError, TransferPlan, align_up};
 pub use staging::{
     Gathered, HostMemory, Pageable, PoolStats, STAGING_GRANULE, Staged, StagingError, StagingPool,

@@ -263,6 +263,48 @@ fn chunks_written_back_read_back() {
 }
 
 proptest! {
+    /// A parallel store (entries built on the pool, moved into the store) leaves the store
+    /// as the sequential one does, round after round of overwrites of other sizes (so
+    /// kept allocations are reused, and entries cross the 16 KiB line both ways), and keeps
+    /// no more recycled memory than it may.
+    #[test]
+    fn a_parallel_store_equals_the_sequential_one(
+        rounds in proptest::collection::vec(
+            proptest::collection::vec(0usize..100_000, 6), 1..4),
+        threads in 0usize..4,
+        recycle_kib in 0usize..400,
+    ) {
+        let gatherer = Gatherer::new(GatherConfig {
+            threads,
+            piece_bytes: 64 << 10,
+            recycle_bytes: recycle_kib << 10,
+        })
+        .unwrap();
+        let sequential = EmbeddedStore::with_route_mode(4, EmbeddedRouteMode::session_prefix());
+        let parallel = EmbeddedStore::with_route_mode(4, EmbeddedRouteMode::session_prefix());
+        let keys: Vec<String> = (0..6).map(|i| format!("s:1:{i}")).collect();
+        for (round, lens) in rounds.iter().enumerate() {
+            let mut spans = Vec::new();
+            let mut at = 0;
+            for &len in lens {
+                spans.push(at..at + len);
+                at += len;
+            }
+            let src: Vec<u8> = (0..at).map(|b| (b * 13 + round * 101) as u8).collect();
+            scatter_session(&sequential, b"s:1", &keys, &src, &spans).unwrap();
+            gatherer.scatter_session(&parallel, b"s:1", &keys, &src, &spans).unwrap();
+            prop_assert_eq!(
+                parallel.batch_get_session(b"s:1", &keys),
+                sequential.batch_get_session(b"s:1", &keys)
+            );
+            let (p, s) = (parallel.stats_snapshot().total(), sequential.stats_snapshot().total());
+            prop_assert_eq!((p.keys, p.stored_bytes, p.used_memory), (s.keys, s.stored_bytes, s.used_memory));
+            prop_assert!(gatherer.recycled_bytes() <= recycle_kib << 10);
+        }
+    }
+}
+
+proptest! {
     /// A parallel gather writes what the sequential one writes, whatever the threads, piece
     /// size and value sizes (a piece may end inside a value); its pieces partition the
     /// buffer, each handed over once with its own bytes; and the plan's copies cut to those
@@ -285,7 +327,7 @@ proptest! {
         let total: usize = lens.iter().sum();
         let mut expected = vec![0u8; total];
         let sequential = gather_session(&store, b"s:1", &keys, &mut expected);
-        let gatherer = Gatherer::new(GatherConfig { threads, piece_bytes: piece_kib << 10 }).unwrap();
+        let gatherer = Gatherer::new(GatherConfig { threads, piece_bytes: piece_kib << 10, ..GatherConfig::default() }).unwrap();
         let mut dst = vec![0u8; total];
         let mut pieces = Vec::new();
         let gathered = gatherer.gather_session(&store, b"s:1", &keys, &mut dst, |piece| {
@@ -335,6 +377,7 @@ fn a_parallel_gather_copies_nothing_when_the_buffer_is_small() {
     let gatherer = Gatherer::new(GatherConfig {
         threads: 2,
         piece_bytes: 64 << 10,
+        ..GatherConfig::default()
     })
     .unwrap();
     let needed: usize = (0..5).map(|l| 1024 + l).sum();

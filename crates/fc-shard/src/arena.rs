@@ -285,6 +285,18 @@ fn large_entry(key: &[u8], value: &[u8], expire_at_ms: Option<u64>) -> Box<[u8]>
     data.into_boxed_slice()
 }
 
+/// An entry (no expiry) in an allocation of its own, built without the shard: what
+/// [`Arena::insert_built`] and [`Arena::replace_built`] take.
+pub(crate) fn built_entry(key: &[u8], value: &[u8]) -> Box<[u8]> {
+    large_entry(key, value, None)
+}
+
+/// [`built_entry`] into an allocation of exactly its length (an old entry's, reused).
+pub(crate) fn rebuild_entry(data: &mut [u8], key: &[u8], value: &[u8]) {
+    debug_assert_eq!(data.len(), HEADER + key.len() + value.len());
+    write_entry(data, key, value, None);
+}
+
 /// Rewrites the value (and expiry) of an entry whose key stays in its chunk (moved 8 bytes up
 /// or down when the expiry comes or goes); the chunk must hold the new entry.
 #[inline]
@@ -475,6 +487,9 @@ pub(crate) struct Arena {
     /// allocator's free and malloc, and their page faults once the heap is trimmed. Counted in
     /// `allocated_bytes` while held.
     large_spare: Option<Box<[u8]>>,
+    /// Large allocations replaced by built entries, not yet handed to the caller
+    /// ([`Arena::take_retired`]). Not counted in `allocated_bytes`.
+    retired: Vec<Box<[u8]>>,
     allocated_bytes: usize,
     /// Sum of the footprints of live entries (see [`footprint`]).
     live_bytes: usize,
@@ -497,6 +512,7 @@ impl Arena {
             large_freq: Vec::new(),
             large_meta: Vec::new(),
             large_spare: None,
+            retired: Vec::new(),
             allocated_bytes: 0,
             live_bytes: 0,
             eviction_metadata: false,
@@ -614,24 +630,7 @@ impl Arena {
                     large_entry(key, value, expire_at_ms)
                 }
             };
-            self.allocated_bytes += len;
-            self.live_bytes += len;
-            if let Some(index) = self.large_free.pop() {
-                self.large[index as usize] = data;
-                make_loc(LARGE_CLASS, index)
-            } else {
-                let index = u32::try_from(self.large.len()).map_err(|_| ArenaFull)?;
-                if index >= MAX_CHUNKS_PER_CLASS {
-                    return Err(ArenaFull);
-                }
-                self.large.push(data);
-                if self.eviction_metadata {
-                    self.large_freq
-                        .resize_with(self.large.len().div_ceil(32), AtomicU64::default);
-                    self.large_meta.resize(self.large.len(), 0);
-                }
-                make_loc(LARGE_CLASS, index)
-            }
+            self.place_large(data)?
         } else {
             let size_class = &mut self.classes[class as usize];
             let (index, new_page) = size_class.alloc().ok_or(ArenaFull)?;
@@ -650,6 +649,66 @@ impl Arena {
             loc
         };
         Ok(loc)
+    }
+
+    /// Gives a large entry's own allocation (header, key and value written) a slot.
+    fn place_large(&mut self, data: Box<[u8]>) -> Result<u32, ArenaFull> {
+        let index = match self.large_free.pop() {
+            Some(index) => index,
+            None => {
+                let index = u32::try_from(self.large.len()).map_err(|_| ArenaFull)?;
+                if index >= MAX_CHUNKS_PER_CLASS {
+                    return Err(ArenaFull);
+                }
+                self.large.push(Box::default());
+                if self.eviction_metadata {
+                    self.large_freq
+                        .resize_with(self.large.len().div_ceil(32), AtomicU64::default);
+                    self.large_meta.resize(self.large.len(), 0);
+                }
+                index
+            }
+        };
+        self.allocated_bytes += data.len();
+        self.live_bytes += data.len();
+        self.large[index as usize] = data;
+        Ok(make_loc(LARGE_CLASS, index))
+    }
+
+    /// Stores an entry built by [`built_entry`]: a large one moves in as it is (no copy),
+    /// a small one is copied into a chunk of its class.
+    pub(crate) fn insert_built(&mut self, data: Box<[u8]>) -> Result<u32, ArenaFull> {
+        if class_for(data.len()) == LARGE_CLASS {
+            self.place_large(data)
+        } else {
+            self.insert(key_of(&data), value_of(&data), expiry_of(&data))
+        }
+    }
+
+    /// Replaces the entry at `loc` (same key) with one built by [`built_entry`], as
+    /// [`Arena::replace`] does; a large allocation it replaces goes to the retired list
+    /// ([`Arena::take_retired`]), to be freed once the shard's lock is released.
+    pub(crate) fn replace_built(&mut self, loc: u32, data: Box<[u8]>) -> Result<u32, ArenaFull> {
+        if class_for(data.len()) != LARGE_CLASS {
+            return self.replace(loc, key_of(&data), value_of(&data), expiry_of(&data));
+        }
+        if class_of(loc) == LARGE_CLASS {
+            let len = data.len();
+            let old = std::mem::replace(&mut self.large[index_of(loc) as usize], data);
+            self.allocated_bytes = self.allocated_bytes + len - old.len();
+            self.live_bytes = self.live_bytes + len - old.len();
+            self.retired.push(old);
+            return Ok(loc);
+        }
+        let new_loc = self.place_large(data)?;
+        self.remove(loc);
+        Ok(new_loc)
+    }
+
+    /// The large allocations replaced by built entries since the last call: the caller
+    /// drops them after unlocking (freeing megabytes can mean an `munmap`).
+    pub(crate) fn take_retired(&mut self) -> Vec<Box<[u8]>> {
+        std::mem::take(&mut self.retired)
     }
 
     /// Replaces the value of the entry at `loc` (its key is `key`). Writes in place when the new

@@ -63,6 +63,7 @@
 //! ```
 
 mod arena;
+mod built;
 mod clock;
 mod copy;
 mod error;
@@ -79,6 +80,7 @@ mod shard;
 mod stats;
 mod store;
 
+pub use built::{BuiltEntry, EntryPool};
 pub use clock::{Clock, ManualClock};
 pub use error::{RedisObjectResult, StoreError};
 pub use eviction::{EvictionPolicy, INDEX_BYTES_PER_ENTRY};

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::arena::{self, Arena, ArenaFull, MAX_KEY_LEN, MAX_VALUE_LEN, Span};
+use crate::built::BuiltEntry;
 use crate::clock::Clock;
 use crate::error::RedisObjectResult;
 use crate::error::StoreError;
@@ -131,19 +132,98 @@ impl std::fmt::Debug for Shard {
 /// Rejects keys and values the entry format cannot hold.
 #[inline]
 pub(crate) fn check_sizes(key: &[u8], value: &[u8]) -> Result<(), StoreError> {
-    if key.len() > MAX_KEY_LEN {
+    check_lens(key.len(), value.len())
+}
+
+/// [`check_sizes`] of a key and a value of these lengths.
+#[inline]
+pub(crate) fn check_lens(key_len: usize, value_len: usize) -> Result<(), StoreError> {
+    if key_len > MAX_KEY_LEN {
         return Err(StoreError::KeyTooLarge {
-            len: key.len(),
+            len: key_len,
             max: MAX_KEY_LEN,
         });
     }
-    if value.len() > MAX_VALUE_LEN - arena::HEADER - key.len() {
+    if value_len > MAX_VALUE_LEN - arena::HEADER - key_len {
         return Err(StoreError::ValueTooLarge {
-            len: value.len(),
-            max: MAX_VALUE_LEN - arena::HEADER - key.len(),
+            len: value_len,
+            max: MAX_VALUE_LEN - arena::HEADER - key_len,
         });
     }
     Ok(())
+}
+
+/// What a string write stores: borrowed bytes, copied into the arena, or a
+/// [`BuiltEntry`], whose allocation moves in (large entries) with no copy under the lock.
+pub(crate) trait Incoming<'v> {
+    fn value_len(&self) -> usize;
+    /// The value, when it outlives the write (borrowed bytes); a built entry's is read
+    /// back from the arena once it is there.
+    fn borrowed(&self) -> Option<&'v [u8]>;
+    fn insert(
+        self,
+        arena: &mut Arena,
+        key: &[u8],
+        expire_at_ms: Option<u64>,
+    ) -> Result<u32, ArenaFull>;
+    fn replace(
+        self,
+        arena: &mut Arena,
+        loc: u32,
+        key: &[u8],
+        expire_at_ms: Option<u64>,
+    ) -> Result<u32, ArenaFull>;
+}
+
+impl<'v> Incoming<'v> for &'v [u8] {
+    #[inline(always)]
+    fn value_len(&self) -> usize {
+        self.len()
+    }
+    #[inline(always)]
+    fn borrowed(&self) -> Option<&'v [u8]> {
+        Some(*self)
+    }
+    #[inline(always)]
+    fn insert(
+        self,
+        arena: &mut Arena,
+        key: &[u8],
+        expire_at_ms: Option<u64>,
+    ) -> Result<u32, ArenaFull> {
+        arena.insert(key, self, expire_at_ms)
+    }
+    #[inline(always)]
+    fn replace(
+        self,
+        arena: &mut Arena,
+        loc: u32,
+        key: &[u8],
+        expire_at_ms: Option<u64>,
+    ) -> Result<u32, ArenaFull> {
+        arena.replace(loc, key, self, expire_at_ms)
+    }
+}
+
+impl Incoming<'static> for BuiltEntry {
+    fn value_len(&self) -> usize {
+        self.value().len()
+    }
+    fn borrowed(&self) -> Option<&'static [u8]> {
+        None
+    }
+    fn insert(self, arena: &mut Arena, _: &[u8], _: Option<u64>) -> Result<u32, ArenaFull> {
+        arena.insert_built(self.into_data())
+    }
+    fn replace(
+        self,
+        arena: &mut Arena,
+        loc: u32,
+        _: &[u8],
+        _: Option<u64>,
+    ) -> Result<u32, ArenaFull> {
+        arena.replace_built(loc, self.into_data())
+    }
 }
 
 impl Shard {
@@ -525,15 +605,33 @@ impl Shard {
             .map(|_| ())
     }
 
+    /// [`Shard::set`] of a built entry (no expiry): a large one's allocation moves in; the
+    /// one it replaces waits in [`Shard::take_retired`].
+    pub(crate) fn set_built(
+        &mut self,
+        tag: u32,
+        entry: BuiltEntry,
+        clock: &Clock,
+    ) -> Result<(), StoreError> {
+        let key = entry.key().to_vec();
+        self.set_unless_expired(tag, &key, entry, None, clock, false)
+            .map(|_| ())
+    }
+
+    /// Large allocations that built entries replaced: drop them after unlocking.
+    pub(crate) fn take_retired(&mut self) -> Vec<Box<[u8]>> {
+        self.arena.take_retired()
+    }
+
     /// [`Shard::set`] with one lookup for a write that does not read the old entry (a plain
     /// `SET`): `Ok(false)`, nothing done, when `key`'s entry has expired and `bail` is set, so
     /// the caller removes it as expired first (its expiry is reported, as a lookup's is).
     #[inline(always)]
-    pub(crate) fn set_unless_expired(
+    pub(crate) fn set_unless_expired<'v>(
         &mut self,
         tag: u32,
         key: &[u8],
-        value: &[u8],
+        value: impl Incoming<'v>,
         expire_at_ms: Option<u64>,
         clock: &Clock,
         bail: bool,
@@ -544,11 +642,13 @@ impl Shard {
         if bail && old.is_some_and(|h| is_expired(h.expire_at_ms, clock)) {
             return Ok(false);
         }
-        check_sizes(key, value)?;
+        let value_len = value.value_len();
+        let borrowed = value.borrowed();
+        check_lens(key.len(), value_len)?;
         // Everything a budget needs stays off the unbounded path (out of line, behind one flag).
         let bounded = self.budget != u64::MAX;
         let (over_budget, new_charge, old_charge) = if bounded {
-            self.check_budget(key.len(), value.len(), expire_at_ms.is_some(), old)?
+            self.check_budget(key.len(), value_len, expire_at_ms.is_some(), old)?
         } else {
             (false, 0, 0)
         };
@@ -570,7 +670,7 @@ impl Shard {
                     (old.kind != arena::KIND_STRING).then(|| slot_of(self.arena.value(loc)));
                 let arena = &mut self.arena;
                 let queue = if bounded { arena.meta(loc) & 3 } else { 0 };
-                let new_loc = match arena.replace(loc, key, value, expire_at_ms) {
+                let new_loc = match value.replace(arena, loc, key, expire_at_ms) {
                     Ok(new_loc) => new_loc,
                     Err(err) => {
                         // Nothing was replaced: withdraw the note (a local store's listener
@@ -585,7 +685,7 @@ impl Shard {
                 if let Some(slot) = old_object {
                     self.objects.remove(slot);
                 }
-                self.stored_bytes = self.stored_bytes + value.len() as u64 - old.value_len as u64;
+                self.stored_bytes = self.stored_bytes + value_len as u64 - old.value_len as u64;
                 if old.expire_at_ms.is_some() {
                     self.expires -= 1;
                     self.namespaces.note(key, 0, -1);
@@ -596,10 +696,12 @@ impl Shard {
                 new_loc
             }
             _ => {
-                let loc = self.arena.insert(key, value, expire_at_ms).map_err(full)?;
+                let loc = value
+                    .insert(&mut self.arena, key, expire_at_ms)
+                    .map_err(full)?;
                 self.index.insert(tag, loc);
                 self.namespaces.note(key, 1, 0);
-                self.stored_bytes += (key.len() + value.len()) as u64;
+                self.stored_bytes += (key.len() + value_len) as u64;
                 if bounded {
                     self.after_bounded_insert(tag, loc, new_charge);
                 }
@@ -617,7 +719,7 @@ impl Shard {
             &mut self.seq,
             Mutation::Set {
                 key,
-                value,
+                value: borrowed.unwrap_or_else(|| self.arena.value(loc)),
                 expire_at_ms,
             },
         );

@@ -12,6 +12,7 @@ use parking_lot::{MappedRwLockReadGuard, RwLock, RwLockReadGuard, RwLockWriteGua
 use super::{
     DEFAULT_MAINTENANCE_BUDGET, EmbeddedStoreBuilder, expiry_for, order_by_shard, shard_runs,
 };
+use crate::built::BuiltEntry;
 use crate::clock::Clock;
 use crate::error::StoreError;
 use crate::packed::{PackedBatch, PackedSessionWrite};
@@ -742,6 +743,50 @@ impl EmbeddedStore {
         assert_eq!(keys.len(), values.len(), "one value per key");
         let routes = self.session_routes(prefix, keys);
         self.write_routed(&routes, |i| (keys[i].as_ref(), values[i]), None)
+    }
+
+    /// Stores a session's built entries (no expiry), under one lock per shard (one lock in
+    /// session-prefix route mode): each large entry's allocation moves into the store with no
+    /// copy under the lock, so the copies can be made beforehand on several threads
+    /// ([`BuiltEntry::new`], [`crate::EntryPool::build`]). An entry of a key already stored
+    /// replaces it. Returns the large entries replaced (over 16 KiB, by large ones), released
+    /// from the store after its locks: give them to an [`crate::EntryPool`] to build into
+    /// their memory again, or drop them. Entries are written in order; the first refusal
+    /// stops the rest.
+    ///
+    /// # Errors
+    /// [`StoreError::OutOfMemory`] under `NoEviction`.
+    pub fn try_batch_set_session_built_no_ttl(
+        &self,
+        prefix: &[u8],
+        entries: Vec<BuiltEntry>,
+    ) -> Result<Vec<BuiltEntry>, StoreError> {
+        let routes = {
+            let session = self.router.route_session(prefix);
+            entries
+                .iter()
+                .map(|e| self.router.route_session_key(&session, prefix, e.key()))
+                .collect::<Vec<_>>()
+        };
+        let order = order_by_shard(&self.router, &routes);
+        let mut entries: Vec<Option<BuiltEntry>> = entries.into_iter().map(Some).collect();
+        let mut replaced = Vec::new();
+        for run in shard_runs(&order) {
+            let mut shard = self.shards[run[0].0].write_shard();
+            let mut written = Ok(());
+            for &(_, i) in run {
+                let entry = entries[i].take().expect("each entry is written once");
+                written = shard.set_built(tag_of(routes[i].key_hash()), entry, &self.clock);
+                if written.is_err() {
+                    break;
+                }
+            }
+            let retired = shard.take_retired();
+            drop(shard);
+            replaced.extend(retired.into_iter().map(BuiltEntry::from_data));
+            written?;
+        }
+        Ok(replaced)
     }
 
     /// Copies of the values of a session's `keys`, in key order.
