@@ -3,8 +3,8 @@
 //! on `SHUTDOWN`.
 #![cfg(feature = "server")]
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -42,30 +42,29 @@ fn fast_cache_server_serves_and_shuts_down() {
     assert!(help.status.success());
     assert!(String::from_utf8_lossy(&help.stdout).contains("Usage: fast-cache-server"));
 
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // Port 0, and the address the server reports: a port probed free and handed over could
+    // be taken by another test's server in between.
     let mut child = Command::new(bin)
-        .args(["--bind", &format!("127.0.0.1:{port}"), "--threads", "1"])
+        .args(["--bind", "127.0.0.1:0", "--threads", "1"])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let started = Instant::now();
-    let mut stream = loop {
-        match TcpStream::connect(("127.0.0.1", port)) {
-            Ok(s) => break s,
-            Err(_) if started.elapsed() < Duration::from_secs(20) => {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err(e) => {
-                let _ = child.kill();
-                panic!("fast-cache-server did not listen: {e}");
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                let addr: String = rest.split(':').take(2).collect::<Vec<_>>().join(":");
+                let _ = tx.send(addr);
             }
         }
+    });
+    let Ok(addr) = rx.recv_timeout(Duration::from_secs(20)) else {
+        let _ = child.kill();
+        panic!("fast-cache-server did not report its address");
     };
+    let mut stream = TcpStream::connect(&addr).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();

@@ -6,10 +6,9 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Raw, client, encode, start};
+use common::{Raw, client, encode, spawn_binary, start};
 use fc_server::{ServerConfig, ServerHandle};
 
 fn info_field(con: &mut redis::Connection, field: &str) -> i64 {
@@ -287,29 +286,18 @@ fn rss_kib(pid: u32) -> u64 {
 #[test]
 fn ten_thousand_blocked_clients_cost_no_cpu() {
     const CLIENTS: usize = 10_000;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fc-server"))
-        .args([
-            "--bind",
-            &format!("127.0.0.1:{port}"),
-            "--threads",
-            "2",
-            "--maxclients",
-            "20000",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    assert!(lines.any(|l| l.is_ok_and(|l| l.contains("listening on"))));
-    std::thread::spawn(move || lines.for_each(drop));
-    let pid = child.id();
-    let addr = format!("127.0.0.1:{port}");
+    // Port 0: the address comes from what the server reports, so no other test's server can
+    // take it between a probe and the bind.
+    let mut server = spawn_binary([
+        "--bind",
+        "127.0.0.1:0",
+        "--threads",
+        "2",
+        "--maxclients",
+        "20000",
+    ]);
+    let pid = server.child.id();
+    let addr = server.addr.clone();
     let mut con = redis::Client::open(format!("redis://{addr}/"))
         .unwrap()
         .get_connection()
@@ -373,8 +361,8 @@ fn ten_thousand_blocked_clients_cost_no_cpu() {
         assert_eq!(values, expected);
     }
     wait_blocked(&mut con, 0);
-    let _ = child.kill();
-    let _ = child.wait();
+    let _ = server.child.kill();
+    let _ = server.child.wait();
 }
 
 /// The reliable-queue pattern with keys on different shards (no hash tag): `BRPOPLPUSH

@@ -3,14 +3,16 @@
 //! `MSETNX` across workers, `CONFIG SET`, the idle timeout, output limits, and stopping
 //! (`SHUTDOWN`, SIGTERM) with a config file — the last ones through the real binary.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{client, raw, read_all, start, two_workers};
+use common::{
+    client, on_a_free_port, raw, read_all, spawn_binary, start, try_spawn_binary, two_workers,
+};
 use fc_server::ServerConfig;
 use redis::{Commands, Value};
 
@@ -601,42 +603,6 @@ fn a_client_that_never_reads_is_disconnected_at_its_output_limit() {
 
 // ----- the binary: config file, flags, SHUTDOWN, SIGTERM --------------------------------------
 
-struct Binary {
-    child: Child,
-    addr: String,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn spawn(args: &[&str]) -> Binary {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fc-server"))
-        .args(args)
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("fc-server starts");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(rest) = line.split("listening on ").nth(1) {
-                let addr = rest.split(':').take(2).collect::<Vec<_>>().join(":");
-                let _ = tx.send(addr);
-            }
-        }
-    });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(20))
-        .expect("fc-server prints its address");
-    Binary { child, addr }
-}
-
 fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
@@ -651,19 +617,20 @@ fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
 #[test]
 fn binary_config_file_flags_shutdown_and_sigterm() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
     let file = dir.path().join("fast-cache.toml");
-    std::fs::write(
-        &file,
-        format!(
-            "[server]\nbind = \"127.0.0.1:{port}\"\nthreads = 2\nrequirepass = \"from-file\"\n[storage]\nshards = 8\n[persistence]\ndata_dir = \"{}\"\nsave = \"3600 1\"\n",
-            dir.path().join("data").display()
-        ),
-    )
-    .unwrap();
-    // The flag wins over the file's password; the file's address and data dir are used.
     let config = file.to_str().unwrap();
-    let mut server = spawn(&["--config", config, "--requirepass", "from-flag"]);
+    // The flag wins over the file's password; the file's address and data dir are used.
+    let (port, mut server) = on_a_free_port(|port| {
+        std::fs::write(
+            &file,
+            format!(
+                "[server]\nbind = \"127.0.0.1:{port}\"\nthreads = 2\nrequirepass = \"from-file\"\n[storage]\nshards = 8\n[persistence]\ndata_dir = \"{}\"\nsave = \"3600 1\"\n",
+                dir.path().join("data").display()
+            ),
+        )
+        .unwrap();
+        try_spawn_binary(["--config", config, "--requirepass", "from-flag"]).map(|b| (port, b))
+    });
     assert_eq!(server.addr, format!("127.0.0.1:{port}"));
     let url = |addr: &str, pw: &str| format!("redis://:{pw}@{addr}/");
     assert!(
@@ -690,7 +657,7 @@ fn binary_config_file_flags_shutdown_and_sigterm() {
 
     // Restart: everything is back. SIGTERM stops it gracefully: a pipeline already sent gets
     // every reply before the connection closes.
-    let mut server = spawn(&["--config", config, "--requirepass", "from-flag"]);
+    let mut server = spawn_binary(["--config", config, "--requirepass", "from-flag"]);
     let mut c = redis::Client::open(url(&server.addr, "from-flag"))
         .unwrap()
         .get_connection()
@@ -1117,4 +1084,32 @@ fn random_picks_of_billions_stop_at_the_output_limit() {
     }
     let pong: String = redis::cmd("PING").query(&mut c).unwrap();
     assert_eq!(pong, "PONG", "the server goes on");
+}
+
+/// The binary refuses a port already taken with an error line (and exits), which the test
+/// helpers read as "try another port" (`on_a_free_port`) rather than serving someone else's
+/// socket or waiting out a timeout.
+#[test]
+fn a_taken_port_is_an_error_and_another_port_is_tried() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let bind = format!("127.0.0.1:{port}");
+    let Err(why) = try_spawn_binary(["--bind", bind.as_str(), "--threads", "1"]) else {
+        panic!("fc-server started on a port that was taken");
+    };
+    assert!(why.contains("in use"), "{why}");
+    let mut tries = 0;
+    let server = on_a_free_port(|free| {
+        tries += 1;
+        let port = if tries == 1 { port } else { free };
+        try_spawn_binary([
+            "--bind",
+            format!("127.0.0.1:{port}").as_str(),
+            "--threads",
+            "1",
+        ])
+    });
+    assert_eq!(tries, 2);
+    assert_ne!(server.addr, bind);
+    drop(taken);
 }

@@ -9,7 +9,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::start;
+use common::{free_port, on_a_free_port, start};
 use fc_server::{ServerConfig, ServerHandle};
 
 fn nutcracker() -> String {
@@ -36,14 +36,6 @@ impl Drop for Proxy {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Sends `request` and reads until `done` says the replies are whole.
@@ -91,41 +83,52 @@ fn keys_through_twemproxy_land_on_exactly_one_server() {
             })
         })
         .collect();
-    let (mc_port, redis_port) = (free_port(), free_port());
     let list = |addr: fn(&ServerHandle) -> SocketAddr| {
         servers
             .iter()
             .map(|s| format!("    - {}:1\n", addr(s)))
             .collect::<String>()
     };
-    let config = format!(
-        "memcache_pool:\n  listen: 127.0.0.1:{mc_port}\n  hash: fnv1a_64\n  distribution: ketama\n  timeout: 2000\n  servers:\n{}\nredis_pool:\n  listen: 127.0.0.1:{redis_port}\n  redis: true\n  hash: fnv1a_64\n  distribution: ketama\n  timeout: 2000\n  servers:\n{}",
-        list(|s| s.memcached_addr().unwrap()),
-        list(ServerHandle::addr),
-    );
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("nutcracker.yml");
-    std::fs::write(&file, config).unwrap();
-    let _proxy = Proxy(
-        Command::new(binary)
-            .arg("-c")
-            .arg(&file)
-            .args(["-s", &free_port().to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let (mc, redis): (SocketAddr, SocketAddr) = (
-        format!("127.0.0.1:{mc_port}").parse().unwrap(),
-        format!("127.0.0.1:{redis_port}").parse().unwrap(),
-    );
-    for _ in 0..100 {
-        if TcpStream::connect(mc).is_ok() && TcpStream::connect(redis).is_ok() {
-            break;
+    // nutcracker is told its ports; another test's server may take one between the probe and
+    // its bind, and then nutcracker exits: it must still run once both ports answer.
+    let (_proxy, mc, redis) = on_a_free_port(|mc_port| {
+        let redis_port = free_port();
+        let config = format!(
+            "memcache_pool:\n  listen: 127.0.0.1:{mc_port}\n  hash: fnv1a_64\n  distribution: ketama\n  timeout: 2000\n  servers:\n{}\nredis_pool:\n  listen: 127.0.0.1:{redis_port}\n  redis: true\n  hash: fnv1a_64\n  distribution: ketama\n  timeout: 2000\n  servers:\n{}",
+            list(|s| s.memcached_addr().unwrap()),
+            list(ServerHandle::addr),
+        );
+        std::fs::write(&file, config).unwrap();
+        let mut proxy = Proxy(
+            Command::new(&binary)
+                .arg("-c")
+                .arg(&file)
+                .args(["-s", &free_port().to_string()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let (mc, redis): (SocketAddr, SocketAddr) = (
+            format!("127.0.0.1:{mc_port}").parse().unwrap(),
+            format!("127.0.0.1:{redis_port}").parse().unwrap(),
+        );
+        for _ in 0..100 {
+            if TcpStream::connect(mc).is_ok() && TcpStream::connect(redis).is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        // A failed bind ends nutcracker at once: alive a moment after both ports answered,
+        // it holds them.
+        std::thread::sleep(Duration::from_millis(200));
+        match proxy.0.try_wait().unwrap() {
+            None => Ok((proxy, mc, redis)),
+            Some(status) => Err(format!("nutcracker exited ({status})")),
+        }
+    });
     // Writes through the proxy, pipelined.
     let mut sets = Vec::new();
     let mut rsets = Vec::new();

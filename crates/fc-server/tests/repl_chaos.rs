@@ -26,14 +26,6 @@ fn kill9(server: Binary) {
     drop(server);
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 struct Rng(u64);
 
 impl Rng {
@@ -183,15 +175,21 @@ fn replication_survives_cut_links_and_killed_servers() {
     // The data directories outlive a failed run (a failure names them), so what the servers
     // wrote can be read afterwards; a passing run removes them.
     let dir = tempfile::tempdir().unwrap().keep();
-    let port = free_port();
-    let primary_args: Vec<String> = vec![
-        "--bind".into(),
-        format!("127.0.0.1:{port}"),
-        "--data-dir".into(),
-        dir.display().to_string(),
-        "--appendfsync".into(),
-        "everysec".into(),
-    ];
+    // The primary starts on port 0 and restarts on the port it was given: a port probed free
+    // and handed to it could be taken by then.
+    let primary_on = |bind: &str| -> Vec<String> {
+        vec![
+            "--bind".into(),
+            bind.into(),
+            "--data-dir".into(),
+            dir.display().to_string(),
+            "--appendfsync".into(),
+            "everysec".into(),
+        ]
+    };
+    let mut primary = spawn(&primary_on("127.0.0.1:0"));
+    let primary_args = primary_on(&primary.addr);
+    let port = primary.addr.rsplit(':').next().unwrap().to_string();
     // The replica has a data directory too: a killed replica restarts from its own data and
     // resumes from the watermarks its log ended on (docs/REPLICATION.md, "Restarts").
     let replica_dir = tempfile::tempdir().unwrap().keep();
@@ -210,7 +208,6 @@ fn replication_survives_cut_links_and_killed_servers() {
         dir.display(),
         replica_dir.display()
     );
-    let mut primary = spawn(&primary_args);
     let mut replica = spawn(&replica_args);
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));

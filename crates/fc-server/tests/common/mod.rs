@@ -209,6 +209,16 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<std::ffi::OsStr>,
 {
+    try_spawn_binary(args).unwrap_or_else(|e| panic!("fc-server failed to start: {e}"))
+}
+
+/// [`spawn_binary`], returning why it did not start instead of panicking: the error line it
+/// printed (a port in use, a bad configuration), or that it exited without one.
+pub(crate) fn try_spawn_binary<I, S>(args: I) -> Result<Binary, String>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
     use std::process::{Command, Stdio};
     let mut child = Command::new(env!("CARGO_BIN_EXE_fc-server"))
         .args(args)
@@ -228,11 +238,47 @@ where
             }
         }
     });
+    let failed = |child: &mut std::process::Child, why: String| {
+        let _ = child.kill();
+        let _ = child.wait();
+        Err(why)
+    };
     match rx.recv_timeout(Duration::from_secs(60)) {
-        Ok(Ok(addr)) => Binary { child, addr },
-        Ok(Err(line)) => panic!("fc-server failed to start: {line}"),
-        Err(_) => panic!("fc-server did not report its address"),
+        Ok(Ok(addr)) => Ok(Binary { child, addr }),
+        Ok(Err(line)) => failed(&mut child, line),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            let status = child.wait().map(|s| s.to_string()).unwrap_or_default();
+            Err(format!("exited ({status}) without reporting an address"))
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            failed(&mut child, "did not report its address in 60 s".into())
+        }
     }
+}
+
+/// A port nothing listened on a moment ago.
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Runs `start` with a free port, again with another one when it fails (up to five times):
+/// for a process that must be told its port before it starts (a configuration file, a proxy),
+/// since another test's server binding port 0 can take the port between the probe and the
+/// process's bind. `start` must fail, not serve someone else's socket, when its port was
+/// taken: a child that exited, or that reports another address.
+pub(crate) fn on_a_free_port<T>(mut start: impl FnMut(u16) -> Result<T, String>) -> T {
+    let mut last = String::new();
+    for _ in 0..5 {
+        match start(free_port()) {
+            Ok(started) => return started,
+            Err(why) => last = why,
+        }
+    }
+    panic!("five free ports in a row did not work; the last: {last}")
 }
 
 /// A connection to `addr`, retried for up to 20 s (a server just restarted), with a 20 s
