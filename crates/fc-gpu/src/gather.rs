@@ -411,8 +411,12 @@ fn copy_piece(chunks: &[(Range<usize>, &[u8])], range: &Range<usize>, slot: &mut
         }
         let from = span.start.max(range.start);
         let to = span.end.min(range.end);
-        slot[from - range.start..to - range.start]
-            .copy_from_slice(&value[from - span.start..to - span.start]);
+        // The staging buffer is read by the GPU's DMA, not by this CPU: with the `unsafe`
+        // feature the copy streams past the cache (no read of the destination's lines).
+        fc_shard::copy_large(
+            &mut slot[from - range.start..to - range.start],
+            &value[from - span.start..to - span.start],
+        );
     }
 }
 

@@ -329,7 +329,7 @@ pub fn gather(
         out.hits += 1;
         out.needed += value.len();
         if let Some(slot) = dst.get_mut(at..at + value.len()) {
-            slot.copy_from_slice(value);
+            fc_shard::copy_large(slot, value);
             if let Some(span) = out.spans.get_mut(i) {
                 *span = Some(at..at + value.len());
             }

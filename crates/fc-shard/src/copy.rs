@@ -16,9 +16,16 @@
 )]
 pub(crate) const STREAM_THRESHOLD: usize = 16 * 1024;
 
-/// Copies `src` into `dst` (equal lengths).
+/// Copies `src` into `dst` (equal lengths) as the store copies large values: with the
+/// `unsafe` feature on x86-64, copies of at least 16 KiB use non-temporal stores, which write
+/// whole cache lines without first reading them and without evicting the cache's working
+/// set; otherwise an ordinary copy. For a destination nothing reads soon through the CPU's
+/// cache (a DMA staging buffer, a value going cold).
+///
+/// # Panics
+/// When the lengths differ.
 #[inline]
-pub(crate) fn copy_large(dst: &mut [u8], src: &[u8]) {
+pub fn copy_large(dst: &mut [u8], src: &[u8]) {
     #[cfg(all(feature = "unsafe", target_arch = "x86_64"))]
     if src.len() >= STREAM_THRESHOLD {
         assert_eq!(dst.len(), src.len(), "copy_large: lengths differ");

@@ -82,6 +82,7 @@ mod store;
 
 pub use built::{BuiltEntry, EntryPool};
 pub use clock::{Clock, ManualClock};
+pub use copy::copy_large;
 pub use error::{RedisObjectResult, StoreError};
 pub use eviction::{EvictionPolicy, INDEX_BYTES_PER_ENTRY};
 pub use fc_route::{
