@@ -1,15 +1,17 @@
 //! Writing a session's KV chunks from a staging buffer into the store, without a GPU: the
 //! host half of a device → host store. `scatter_session` copies every chunk on the calling
 //! thread, under the session's shard lock (writing over the old values in place);
-//! `Gatherer::scatter_session` builds each chunk's entry on 1, 2 or 4 threads with no lock
-//! held, then moves the entries in under the lock. 64 chunks of 256 KiB and of 2 MiB, each
+//! `Gatherer::scatter_session` builds each chunk's entry on the calling thread or on 1, 2 or
+//! 4 threads with no lock held, then moves the entries in under the lock. 64 chunks of 256 KiB and of 2 MiB, each
 //! iteration overwriting the same session (as `gpu_bench`'s device → host rows do).
 //!
 //! Bytes per second is the figure to set against the bus (~50 GB/s for PCIe 5 x16): with the
 //! GPU, the copies out of staging overlap the device copies of later pieces, so a store goes
 //! as fast as the slower of the two.
 //!
-//! Run: `cargo bench -p fc-gpu --bench scatter`
+//! Run: `cargo bench -p fc-gpu --bench scatter [--features unsafe] -- <name>`. Run one
+//! function at a time: on the development VM a function's figure depended on which ran
+//! before it in the same process (the heap's layout), by up to 3x for 256 KiB chunks.
 
 use std::ops::Range;
 
@@ -84,4 +86,9 @@ fn built_2_threads(bencher: Bencher<'_, '_>, chunk: usize) {
 #[divan::bench(args = [256 << 10, 2 << 20])]
 fn built_4_threads(bencher: Bencher<'_, '_>, chunk: usize) {
     built(bencher, chunk, 4);
+}
+
+#[divan::bench(args = [256 << 10, 2 << 20])]
+fn built_calling_thread(bencher: Bencher<'_, '_>, chunk: usize) {
+    built(bencher, chunk, 0);
 }
