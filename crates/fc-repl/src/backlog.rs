@@ -1,16 +1,25 @@
-//! The primary's backlog: each shard's most recent batch frames (encoded, shared by every
+//! The primary's backlog: each shard's most recent batch frames (encoded, read by every
 //! replica link), bounded in bytes. A replica whose watermark is inside it catches up from it;
 //! an older one needs a snapshot; a newer one is refused.
+//!
+//! Frames are plain buffers: a link copies the frames it sends into its own output under the
+//! backlog's lock ([`Backlog::copy_from`]), so no frame is shared past it, and an evicted
+//! frame's buffer is kept for the next frame to be encoded into ([`Backlog::recycle_into`]).
+//! A buffer freed and allocated again per frame cost the primary's replication thread page
+//! faults: its allocator returned the memory to the kernel, which zeroed it again on reuse.
 
 use std::collections::VecDeque;
 
-use bytes::Bytes;
+/// Evicted buffers kept for reuse, at most.
+const MAX_SPARES: usize = 256;
 
 /// Each shard's recent frames, `limit` bytes per shard at most.
 #[derive(Debug, Clone)]
 pub struct Backlog {
     limit: usize,
     shards: Vec<ShardLog>,
+    /// Buffers of evicted frames, for [`Backlog::recycle_into`].
+    spares: Vec<Vec<u8>>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -33,7 +42,7 @@ struct Held {
     /// Where it sorts: its last sequence (a marker-only frame: the one it precedes). A
     /// replica at watermark `w` needs every frame whose `pos` is above `w`.
     pos: u64,
-    frame: Bytes,
+    frame: Vec<u8>,
 }
 
 /// The backlog no longer holds what the replica needs: send a snapshot.
@@ -48,12 +57,16 @@ impl Backlog {
         Self {
             limit: total_bytes / shards.max(1),
             shards: vec![ShardLog::default(); shards],
+            spares: Vec::new(),
         }
     }
 
     /// Adds a shard's encoded frame covering `first..=last` (a marker-only frame: both 0),
-    /// evicting the oldest past the limit (the newest always stays). Returns its index.
-    pub fn push(&mut self, shard: usize, first: u64, last: u64, frame: Bytes) -> u64 {
+    /// evicting the oldest past the limit (the newest always stays; evicted buffers are kept
+    /// for [`Backlog::recycle_into`]). A frame counts its buffer's capacity. Returns its
+    /// index.
+    pub fn push(&mut self, shard: usize, first: u64, last: u64, frame: impl Into<Vec<u8>>) -> u64 {
+        let frame = frame.into();
         let log = &mut self.shards[shard];
         let (first, pos) = if last == 0 {
             (log.latest + 1, log.latest + 1)
@@ -61,7 +74,7 @@ impl Backlog {
             (first, last)
         };
         log.latest = log.latest.max(last);
-        log.bytes += frame.len();
+        log.bytes += frame.capacity();
         let index = log.next;
         log.next += 1;
         log.frames.push_back(Held {
@@ -72,10 +85,23 @@ impl Backlog {
         });
         while log.bytes > self.limit && log.frames.len() > 1 {
             if let Some(old) = log.frames.pop_front() {
-                log.bytes -= old.frame.len();
+                log.bytes -= old.frame.capacity();
+                if self.spares.len() < MAX_SPARES {
+                    self.spares.push(old.frame);
+                }
             }
         }
         index
+    }
+
+    /// Moves the buffers of evicted frames into `pool` (which keeps at most 256), to encode
+    /// the next frames into: memory already mapped, not allocated again.
+    pub fn recycle_into(&mut self, pool: &mut Vec<Vec<u8>>) {
+        let room = MAX_SPARES.saturating_sub(pool.len());
+        if self.spares.len() > room {
+            self.spares.truncate(room);
+        }
+        pool.append(&mut self.spares);
     }
 
     /// The oldest sequence a shard's backlog can resume from (`None`: it holds nothing).
@@ -106,7 +132,7 @@ impl Backlog {
     ///
     /// # Errors
     /// [`NeedSnapshot`] when the backlog no longer reaches back to `watermark + 1`.
-    pub fn since(&self, shard: usize, watermark: u64) -> Result<Vec<Bytes>, NeedSnapshot> {
+    pub fn since(&self, shard: usize, watermark: u64) -> Result<Vec<&[u8]>, NeedSnapshot> {
         let index = self.since_index(shard, watermark)?;
         self.from_index(shard, index)
     }
@@ -129,18 +155,43 @@ impl Backlog {
     ///
     /// # Errors
     /// [`NeedSnapshot`] when frames from `index` were evicted (the link fell too far behind).
-    pub fn from_index(&self, shard: usize, index: u64) -> Result<Vec<Bytes>, NeedSnapshot> {
+    pub fn from_index(&self, shard: usize, index: u64) -> Result<Vec<&[u8]>, NeedSnapshot> {
+        Ok(self
+            .frames_from(shard, index)?
+            .map(|h| h.frame.as_slice())
+            .collect())
+    }
+
+    /// Appends the frames from index `index` on to `out` (what a link at that cursor sends
+    /// next, copied as it goes out: nothing allocated, nothing shared). Returns how many.
+    ///
+    /// # Errors
+    /// [`NeedSnapshot`] when frames from `index` were evicted (the link fell too far behind).
+    pub fn copy_from(
+        &self,
+        shard: usize,
+        index: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<u64, NeedSnapshot> {
+        let mut copied = 0;
+        for held in self.frames_from(shard, index)? {
+            out.extend_from_slice(&held.frame);
+            copied += 1;
+        }
+        Ok(copied)
+    }
+
+    fn frames_from(
+        &self,
+        shard: usize,
+        index: u64,
+    ) -> Result<std::collections::vec_deque::Iter<'_, Held>, NeedSnapshot> {
         let log = &self.shards[shard];
         let front = log.frames.front().map_or(log.next, |h| h.index);
         if index < front {
             return Err(NeedSnapshot);
         }
         let skip = usize::try_from(index - front).unwrap_or(usize::MAX);
-        Ok(log
-            .frames
-            .iter()
-            .skip(skip)
-            .map(|h| h.frame.clone())
-            .collect())
+        Ok(log.frames.range(skip.min(log.frames.len())..))
     }
 }

@@ -31,7 +31,7 @@
 //!     .expect("immediate");
 //! let mut wire = Vec::new();
 //! sealed.frame.encode(Compression::None, &mut wire);
-//! backlog.push(0, sealed.first_seq, sealed.last_seq, wire.clone().into());
+//! backlog.push(0, sealed.first_seq, sealed.last_seq, wire.clone());
 //!
 //! // A replica at watermark 0 says hello; the backlog still covers it.
 //! let hello = Hello {

@@ -507,7 +507,7 @@ fn a_transaction_cut_off_by_a_lost_link_comes_again_whole() {
         applier.abandon_groups();
         let mut applied = 0;
         for frame in backlog.since(0, applier.watermarks()[0]).unwrap() {
-            applied += applier.apply(&decode(&frame), &replica).unwrap().applied;
+            applied += applier.apply(&decode(frame), &replica).unwrap().applied;
         }
         assert_eq!(applied, 2, "{policy:?}");
         assert_eq!(applier.watermarks(), [3], "{policy:?}");
@@ -651,6 +651,40 @@ fn backlog_cursors_follow_frame_indexes_across_markers_and_evictions() {
     assert_eq!(backlog.from_index(0, 1), Err(NeedSnapshot));
     assert_eq!(backlog.from_index(0, 15).unwrap().len(), 4);
     assert_eq!(backlog.since_index(0, 2), Err(NeedSnapshot));
+}
+
+#[test]
+fn links_copy_frames_out_and_evicted_buffers_come_back_for_reuse() {
+    let mut backlog = Backlog::new(1, 300);
+    let frame = |n: usize, fill: u8| vec![fill; n];
+    let first = frame(100, 1);
+    let first_at = first.as_ptr();
+    backlog.push(0, 1, 1, first);
+    backlog.push(0, 2, 2, frame(100, 2));
+    backlog.push(0, 3, 3, frame(100, 3));
+    let mut out = b"head".to_vec();
+    assert_eq!(backlog.copy_from(0, 1, &mut out), Ok(2));
+    assert_eq!(out.len(), 4 + 200);
+    assert!(out[4..104].iter().all(|&b| b == 2) && out[104..].iter().all(|&b| b == 3));
+    assert_eq!(backlog.copy_from(0, 3, &mut out), Ok(0), "nothing new");
+    // A fourth frame evicts the first: its buffer comes back, the same memory.
+    backlog.push(0, 4, 4, frame(100, 4));
+    assert_eq!(backlog.bytes(), 300);
+    let mut pool = Vec::new();
+    backlog.recycle_into(&mut pool);
+    assert_eq!(pool.len(), 1);
+    assert_eq!(pool[0].as_ptr(), first_at);
+    backlog.recycle_into(&mut pool);
+    assert_eq!(pool.len(), 1, "given once");
+    // A link behind the eviction needs a snapshot, and copies nothing.
+    let before = out.len();
+    assert_eq!(backlog.copy_from(0, 0, &mut out), Err(NeedSnapshot));
+    assert_eq!(out.len(), before);
+    // A frame counts its buffer's capacity.
+    let mut roomy = Vec::with_capacity(250);
+    roomy.extend_from_slice(&[5; 10]);
+    backlog.push(0, 5, 5, roomy);
+    assert_eq!(backlog.bytes(), 250, "the older frames made room");
 }
 
 fn encoded(frame: &Frame) -> bytes::Bytes {

@@ -33,6 +33,8 @@ pub(crate) fn pump(shared: &Shared, stop: &AtomicBool) {
     *lock(&source.pump) = Some(std::thread::current());
     let mut drain = Drain::new(source);
     let mut sealed = Vec::new();
+    // Buffers of frames the backlog evicted, to encode the next frames into.
+    let mut spare: Vec<Vec<u8>> = Vec::new();
     let mut busy = false;
     while !stop.load(Ordering::Acquire) {
         if busy {
@@ -55,11 +57,9 @@ pub(crate) fn pump(shared: &Shared, stop: &AtomicBool) {
         }
         let mut frames = Vec::with_capacity(sealed.len());
         for batch in sealed.drain(..) {
-            let mut wire = Vec::with_capacity(batch.frame.payload.len() + fc_repl::HEADER_LEN);
+            let mut wire =
+                frame_buffer(&mut spare, batch.frame.payload.len() + fc_repl::HEADER_LEN);
             batch.frame.encode(compression, &mut wire);
-            // The backlog counts a frame's length: it keeps no more than that (a compressed
-            // frame is shorter than the room reserved for it).
-            wire.shrink_to_fit();
             frames.push((
                 batch.frame.shard as usize,
                 batch.first_seq,
@@ -71,12 +71,35 @@ pub(crate) fn pump(shared: &Shared, stop: &AtomicBool) {
         {
             let mut log = lock(&repl.backlog);
             for (shard, first, last, wire) in frames {
-                log.push(shard, first, last, wire.into());
+                log.push(shard, first, last, wire);
             }
+            log.recycle_into(&mut spare);
             repl.backlog_bytes
                 .store(log.bytes() as u64, Ordering::Relaxed);
         }
         repl.fresh.send_modify(|g| *g = g.wrapping_add(1));
+    }
+}
+
+/// A buffer for a frame of up to `needed` bytes: one the backlog evicted, of the same size
+/// class, when one of the last few is; else a new one of that class. Frame buffers come in
+/// classes (multiples of 4 KiB up to 64 KiB, powers of two above) so that frames of similar
+/// sizes reuse each other's memory; a buffer freed and allocated again per frame made the
+/// kernel zero fresh pages for the pump all the time (the backlog counts a frame's capacity).
+fn frame_buffer(spare: &mut Vec<Vec<u8>>, needed: usize) -> Vec<u8> {
+    let class = if needed <= 64 << 10 {
+        needed.div_ceil(4096).max(1) * 4096
+    } else {
+        needed.next_power_of_two()
+    };
+    let from = spare.len().saturating_sub(16);
+    match spare[from..].iter().rposition(|b| b.capacity() == class) {
+        Some(at) => {
+            let mut buffer = spare.swap_remove(from + at);
+            buffer.clear();
+            buffer
+        }
+        None => Vec::with_capacity(class),
     }
 }
 
@@ -342,13 +365,8 @@ async fn stream_to(
         {
             let log = lock(&shared.repl.backlog);
             for (shard, cursor) in cursors.iter_mut().enumerate() {
-                match log.from_index(shard, *cursor) {
-                    Ok(frames) => {
-                        *cursor += frames.len() as u64;
-                        for frame in frames {
-                            out.extend_from_slice(&frame);
-                        }
-                    }
+                match log.copy_from(shard, *cursor, &mut out) {
+                    Ok(copied) => *cursor += copied,
                     Err(_) => behind.push(shard),
                 }
             }
