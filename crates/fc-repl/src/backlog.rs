@@ -173,8 +173,26 @@ impl Backlog {
         index: u64,
         out: &mut Vec<u8>,
     ) -> Result<u64, NeedSnapshot> {
+        self.copy_up_to(shard, index, out, usize::MAX)
+    }
+
+    /// [`Backlog::copy_from`], stopping before a frame that would start at or past `limit`
+    /// bytes of `out` (a link that may only hold so much it has not written yet).
+    ///
+    /// # Errors
+    /// [`NeedSnapshot`] when frames from `index` were evicted (the link fell too far behind).
+    pub fn copy_up_to(
+        &self,
+        shard: usize,
+        index: u64,
+        out: &mut Vec<u8>,
+        limit: usize,
+    ) -> Result<u64, NeedSnapshot> {
         let mut copied = 0;
         for held in self.frames_from(shard, index)? {
+            if out.len() >= limit {
+                break;
+            }
             out.extend_from_slice(&held.frame);
             copied += 1;
         }

@@ -48,6 +48,9 @@ pub enum Kind {
     Heartbeat = 8,
     /// Replica → primary: each shard's applied watermark (`WAIT`, lag).
     Ack = 9,
+    /// Primary → replica: acknowledge what came before this frame once it is applied (a
+    /// `WAIT` is waiting; otherwise a replica acknowledges at its own pace).
+    AckRequest = 10,
 }
 
 impl Kind {
@@ -64,6 +67,7 @@ impl Kind {
             7 => Self::SnapshotEnd,
             8 => Self::Heartbeat,
             9 => Self::Ack,
+            10 => Self::AckRequest,
             _ => return None,
         })
     }

@@ -20,6 +20,7 @@ fn kind() -> impl Strategy<Value = Kind> {
         Just(Kind::Batch),
         Just(Kind::Heartbeat),
         Just(Kind::Ack),
+        Just(Kind::AckRequest),
         Just(Kind::Refused),
     ]
 }
@@ -651,6 +652,31 @@ fn backlog_cursors_follow_frame_indexes_across_markers_and_evictions() {
     assert_eq!(backlog.from_index(0, 1), Err(NeedSnapshot));
     assert_eq!(backlog.from_index(0, 15).unwrap().len(), 4);
     assert_eq!(backlog.since_index(0, 2), Err(NeedSnapshot));
+}
+
+#[test]
+fn a_link_copies_up_to_a_limit_and_goes_on_from_where_it_stopped() {
+    let mut backlog = Backlog::new(1, 1 << 20);
+    for seq in 1..=5 {
+        backlog.push(0, seq, seq, vec![seq as u8; 100]);
+    }
+    let mut out = vec![0; 50];
+    // Frames are whole: the one that starts below the limit is copied, the next is not.
+    assert_eq!(backlog.copy_up_to(0, 0, &mut out, 200), Ok(2));
+    assert_eq!(out.len(), 250);
+    assert_eq!(
+        backlog.copy_up_to(0, 2, &mut out, 250),
+        Ok(0),
+        "at the limit"
+    );
+    out.clear();
+    assert_eq!(backlog.copy_up_to(0, 2, &mut out, usize::MAX), Ok(3));
+    assert!(out[..100].iter().all(|&b| b == 3) && out[200..].iter().all(|&b| b == 5));
+    assert_eq!(
+        backlog.copy_up_to(0, 5, &mut out, usize::MAX),
+        Ok(0),
+        "nothing new"
+    );
 }
 
 #[test]

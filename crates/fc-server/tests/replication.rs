@@ -404,6 +404,148 @@ fn a_replica_the_backlog_left_behind_catches_up_from_snapshots() {
     assert_eq!(info_field(&mut r, "replication", "repl_full_syncs"), 1);
 }
 
+/// A raw replica link: the frames it reads, checked shard by shard for gaps.
+struct RawReplica {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    /// Per shard, the next sequence it needs (`None`: before its first snapshot ended).
+    next: Vec<Option<u64>>,
+    snapshots: usize,
+    /// `AckRequest`s read (a `WAIT` on the primary asks).
+    ack_requests: usize,
+}
+
+impl RawReplica {
+    fn connect(primary: &ServerHandle, shards: usize) -> Self {
+        let mut stream = TcpStream::connect(primary.repl_addr().unwrap()).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let hello = fc_repl::Hello {
+            token: Vec::new(),
+            replica_id: "raw".into(),
+            port: 1,
+            primary_id: String::new(),
+            watermarks: vec![0; shards],
+        };
+        let mut wire = Vec::new();
+        hello.frame().encode(fc_repl::Compression::None, &mut wire);
+        stream.write_all(&wire).unwrap();
+        Self {
+            stream,
+            buf: Vec::new(),
+            next: vec![None; shards],
+            snapshots: 0,
+            ack_requests: 0,
+        }
+    }
+
+    /// Reads frames until `done` holds, checking that no shard's sequence skips.
+    fn read_until(&mut self, mut done: impl FnMut(&Self) -> bool) {
+        let decoder = fc_repl::FrameDecoder::default();
+        let mut chunk = vec![0u8; 256 << 10];
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !done(self) {
+            assert!(Instant::now() < deadline, "still waiting: {:?}", self.next);
+            let n = self.stream.read(&mut chunk).expect("the link stays up");
+            assert!(n > 0, "the primary closed the link");
+            self.buf.extend_from_slice(&chunk[..n]);
+            let mut at = 0;
+            while let Some((frame, used)) = decoder.decode_slice(&self.buf[at..]).unwrap() {
+                at += used;
+                let shard = frame.shard as usize;
+                match frame.kind {
+                    fc_repl::Kind::Welcome => {
+                        let welcome = fc_repl::Welcome::decode(&frame).unwrap();
+                        for (shard, (plan, _)) in welcome.shards.iter().enumerate() {
+                            if *plan == fc_repl::Plan::Backlog {
+                                self.next[shard] = Some(1);
+                            }
+                        }
+                    }
+                    fc_repl::Kind::Batch => {
+                        let next = self.next[shard].expect("a batch after the shard's snapshot");
+                        let last = frame.first_seq + u64::from(frame.records) - 1;
+                        assert!(
+                            frame.first_seq <= next,
+                            "shard {shard}: a gap ({} after {})",
+                            frame.first_seq,
+                            next - 1
+                        );
+                        self.next[shard] = Some(next.max(last + 1));
+                    }
+                    fc_repl::Kind::SnapshotEnd => {
+                        self.snapshots += 1;
+                        self.next[shard] = Some(frame.first_seq + 1);
+                    }
+                    fc_repl::Kind::AckRequest => self.ack_requests += 1,
+                    _ => {}
+                }
+            }
+            self.buf.drain(..at);
+        }
+    }
+
+    /// Whether every shard's sequence reached `seqs`.
+    fn reached(&self, seqs: &[u64]) -> bool {
+        self.next
+            .iter()
+            .zip(seqs)
+            .all(|(next, &seq)| next.is_some_and(|n| n > seq))
+    }
+}
+
+fn shard_seqs(con: &mut redis::Connection) -> Vec<u64> {
+    info_text(con, "repl_shard_seqs")
+        .split(',')
+        .map(|s| s.parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_replica_that_stops_reading_gets_the_shards_it_lost_resent_on_the_same_link() {
+    // 256 KiB of backlog over 8 shards, and a replica that reads nothing for a while.
+    let primary = start(config(ReplicationConfig {
+        bind: Some("127.0.0.1:0".parse().unwrap()),
+        backlog_bytes: 256 << 10,
+        ..ReplicationConfig::default()
+    }));
+    let mut p = client(&primary);
+    let _: () = p.set("first", 1).unwrap();
+    let mut raw = RawReplica::connect(&primary, 8);
+    raw.read_until(|r| r.next.iter().all(Option::is_some));
+    let synced = raw.snapshots;
+    assert!(synced >= 1, "the shard holding `first` came as a snapshot");
+    // Caught up, the link is the pump's to write. The replica stops reading while 24 MiB
+    // are written: far more than the sockets and the backlog hold.
+    let value = "v".repeat(1024);
+    for round in 0..24 {
+        let mut pipe = redis::pipe();
+        for i in 0..1024 {
+            pipe.cmd("SET")
+                .arg(format!("k{round}:{i}"))
+                .arg(&value)
+                .ignore();
+        }
+        let _: () = pipe.query(&mut p).unwrap();
+    }
+    let seqs = shard_seqs(&mut p);
+    // Reading again, it gets everything it was sent, then the shards the backlog lost, on
+    // the same connection, with no sequence skipped.
+    raw.read_until(|r| r.reached(&seqs));
+    assert!(raw.snapshots > synced, "no shard was resent");
+    assert_eq!(info_field(&mut p, "replication", "connected_slaves"), 1);
+    // And it keeps following.
+    let _: () = p.set("after", 1).unwrap();
+    let seqs = shard_seqs(&mut p);
+    raw.read_until(|r| r.reached(&seqs));
+    // A `WAIT` asks it to acknowledge (it never does: the answer is 0).
+    let asked = raw.ack_requests;
+    let acked: i64 = redis::cmd("WAIT").arg(1).arg(50).query(&mut p).unwrap();
+    assert_eq!(acked, 0);
+    raw.read_until(|r| r.ack_requests > asked);
+}
+
 #[test]
 fn replicaof_no_one_promotes_the_replica() {
     let primary = start(config(ReplicationConfig::default()));

@@ -15,8 +15,10 @@ use fc_shard::Mutation;
 use tokio::sync::{Notify, mpsc, watch};
 
 pub(crate) use fc_repl::Backlog;
+pub(crate) use outlet::{Flushed, Outlet};
 pub(crate) use source::{Drain, IDLE_PARK, Source};
 
+mod outlet;
 mod source;
 
 use crate::ReplicationConfig;
@@ -64,6 +66,13 @@ pub(crate) enum Control {
     Incoming(std::net::TcpStream, Vec<u8>),
 }
 
+/// How often a replica acknowledges while its watermarks move (and no `WAIT` asks sooner).
+pub(crate) const ACK_EVERY: Duration = Duration::from_millis(100);
+/// A replica acknowledges at least this often, moved or not (`lag` in `INFO replication`).
+pub(crate) const ACK_IDLE: Duration = Duration::from_secs(1);
+/// A `WAIT` still short of its replicas asks them again this often.
+const ASK_AGAIN: Duration = Duration::from_millis(10);
+
 /// The server's replication state.
 pub(crate) struct Repl {
     pub(crate) source: Arc<Source>,
@@ -91,6 +100,13 @@ pub(crate) struct Repl {
     pub(crate) backlog_bytes: AtomicU64,
     /// The backlog: the pump pushes, the links read.
     pub(crate) backlog: Mutex<Backlog>,
+    /// Every replica link's output (the pump writes those its tasks handed over).
+    pub(crate) outlets: Mutex<Vec<Arc<Outlet>>>,
+    /// Bumped when `outlets` changes (the pump keeps a copy of it).
+    pub(crate) outlets_changed: AtomicU64,
+    /// Bumped when a `WAIT` wants the replicas to acknowledge now (each link sends an
+    /// `AckRequest` after what it has sent when it sees a new value).
+    pub(crate) ack_requests: AtomicU64,
     /// Bytes sent to replicas.
     pub(crate) sent_bytes: AtomicU64,
     /// Shard snapshots sent to replicas (catch-ups the backlog could not serve).
@@ -160,6 +176,9 @@ impl Repl {
             fresh: watch::channel(0).0,
             backlog_bytes: AtomicU64::new(0),
             backlog: Mutex::new(Backlog::new(shards, config.backlog_bytes)),
+            outlets: Mutex::new(Vec::new()),
+            outlets_changed: AtomicU64::new(0),
+            ack_requests: AtomicU64::new(0),
             sent_bytes: AtomicU64::new(0),
             snapshots_sent: AtomicU64::new(0),
             cut_replicas: watch::channel(0).0,
@@ -350,6 +369,19 @@ impl Repl {
         let _ = self.control.send(Control::Follow(target));
     }
 
+    /// A replica link's output, for the pump to write once its task hands it over.
+    pub(crate) fn add_outlet(&self, outlet: Arc<Outlet>) {
+        lock(&self.outlets).push(outlet);
+        self.outlets_changed.fetch_add(1, Ordering::Release);
+    }
+
+    /// A replica link ended: nobody writes its output any more.
+    pub(crate) fn remove_outlet(&self, outlet: &Outlet) {
+        outlet.close();
+        lock(&self.outlets).retain(|o| o.id != outlet.id);
+        self.outlets_changed.fetch_add(1, Ordering::Release);
+    }
+
     /// Cuts the replicas' links (they reconnect and resume); how many there were.
     pub(crate) fn cut_replica_links(&self) -> i64 {
         let n = lock(&self.links).len();
@@ -399,25 +431,42 @@ impl Repl {
     }
 
     /// `WAIT numreplicas timeout`: how many replicas acknowledged every write made before it,
-    /// waiting up to `timeout` (zero: forever) for `wanted` of them.
+    /// waiting up to `timeout` (zero: forever) for `wanted` of them. The replicas are asked to
+    /// acknowledge at once (they otherwise do at their own pace, see [`ACK_EVERY`]), and
+    /// asked again every [`ASK_AGAIN`] while it waits.
     pub(crate) async fn wait(&self, wanted: usize, timeout: Duration) -> usize {
         let target = self.source.latest();
         let deadline = (!timeout.is_zero()).then(|| tokio::time::Instant::now() + timeout);
+        let mut asked: Option<tokio::time::Instant> = None;
         loop {
             let notified = self.acked.notified();
             let have = self.caught_up(&target);
             if have >= wanted || lock(&self.links).is_empty() && deadline.is_none() && wanted == 0 {
                 return have;
             }
-            match deadline {
-                Some(deadline) => {
-                    if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                        return self.caught_up(&target);
-                    }
-                }
-                None => notified.await,
+            let now = tokio::time::Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return have;
             }
+            let last = match asked {
+                Some(at) if now < at + ASK_AGAIN => at,
+                _ => {
+                    self.request_acks();
+                    asked = Some(now);
+                    now
+                }
+            };
+            let wake = deadline.map_or(last + ASK_AGAIN, |d| d.min(last + ASK_AGAIN));
+            let _ = tokio::time::timeout_at(wake, notified).await;
         }
+    }
+
+    /// Asks every replica to acknowledge what it was sent so far: links see the request
+    /// after their next frames (the pump's at its next sweep, the tasks' when woken).
+    pub(crate) fn request_acks(&self) {
+        self.ack_requests.fetch_add(1, Ordering::AcqRel);
+        self.source.wake_pump();
+        self.fresh.send_modify(|g| *g = g.wrapping_add(1));
     }
 
     /// `ROLE`'s reply parts: ("master", offset, replicas) or ("slave", host, port, state,

@@ -387,7 +387,7 @@ impl Source {
         }
     }
 
-    fn wake_pump(&self) {
+    pub(crate) fn wake_pump(&self) {
         if let Some(pump) = lock(&self.pump).as_ref() {
             pump.unpark();
         }

@@ -13,7 +13,7 @@ use tokio::net::TcpStream;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::oneshot;
 
-use crate::repl::{Drain, IDLE_PARK, LinkInfo, lock};
+use crate::repl::{Drain, Flushed, IDLE_PARK, LinkInfo, Outlet, lock};
 use crate::shared::{Job, Shared};
 
 /// The pump (thread `fc-repl-pump`): batches what the workers' rings hold into encoded
@@ -35,6 +35,11 @@ pub(crate) fn pump(shared: &Shared, stop: &AtomicBool) {
     let mut sealed = Vec::new();
     // Buffers of frames the backlog evicted, to encode the next frames into.
     let mut spare: Vec<Vec<u8>> = Vec::new();
+    // The links' outputs (those their tasks handed over are written here).
+    let mut outlets: Vec<Arc<Outlet>> = Vec::new();
+    let mut outlets_seen = u64::MAX;
+    // The `WAIT` requests the pump's links have been asked for (see `Repl::request_acks`).
+    let mut acks_asked = repl.ack_requests.load(Ordering::Acquire);
     let mut busy = false;
     while !stop.load(Ordering::Acquire) {
         if busy {
@@ -50,9 +55,17 @@ pub(crate) fn pump(shared: &Shared, stop: &AtomicBool) {
             }
             source.pump_idle.store(false, Ordering::Release);
         }
+        // Read before the sweep: what a `WAIT` wrote before asking is in the rings by then,
+        // so the request goes after it.
+        let asked = repl.ack_requests.load(Ordering::Acquire);
         drain.sweep(source, &mut sealed);
         busy = !sealed.is_empty() || drain.holds_open();
-        if sealed.is_empty() {
+        let changed = repl.outlets_changed.load(Ordering::Acquire);
+        if changed != outlets_seen {
+            outlets_seen = changed;
+            outlets.clone_from(&lock(&repl.outlets));
+        }
+        if sealed.is_empty() && outlets.is_empty() {
             continue;
         }
         let mut frames = Vec::with_capacity(sealed.len());
@@ -68,6 +81,8 @@ pub(crate) fn pump(shared: &Shared, stop: &AtomicBool) {
             ));
             drain.recycle(batch.frame.payload);
         }
+        let pushed = !frames.is_empty();
+        let now = Instant::now();
         {
             let mut log = lock(&repl.backlog);
             for (shard, first, last, wire) in frames {
@@ -76,8 +91,20 @@ pub(crate) fn pump(shared: &Shared, stop: &AtomicBool) {
             log.recycle_into(&mut spare);
             repl.backlog_bytes
                 .store(log.bytes() as u64, Ordering::Relaxed);
+            // What the links the pump writes have not had yet, copied past their cursors
+            // under the same lock (see `crate::repl::Outlet`).
+            for outlet in &outlets {
+                outlet.take(&log, || source.latest(), now, asked != acks_asked);
+            }
+            acks_asked = asked;
         }
-        repl.fresh.send_modify(|g| *g = g.wrapping_add(1));
+        if pushed {
+            repl.fresh.send_modify(|g| *g = g.wrapping_add(1));
+        }
+        for outlet in &outlets {
+            // A full socket: the rest goes at the next sweep.
+            busy |= outlet.flush(&repl.sent_bytes, now) == Flushed::Pending;
+        }
     }
 }
 
@@ -319,19 +346,42 @@ async fn link(
             Ok::<(), String>(())
         })
     };
-    let result = stream_to(shared, &mut writer, &welcome.shards, &start, id, &mut acks).await;
+    // The pump writes the link once it is caught up (see `crate::repl::Outlet`); without a
+    // second handle on the socket, the task writes it all along.
+    let outlet = std::os::fd::AsFd::as_fd(writer.as_ref())
+        .try_clone_to_owned()
+        .ok()
+        .map(|fd| Arc::new(Outlet::new(id, std::net::TcpStream::from(fd), latest.len())));
+    if let Some(outlet) = &outlet {
+        repl.add_outlet(Arc::clone(outlet));
+    }
+    let result = stream_to(
+        shared,
+        &mut writer,
+        &welcome.shards,
+        &start,
+        id,
+        outlet.as_deref(),
+        &mut acks,
+    )
+    .await;
+    if let Some(outlet) = &outlet {
+        repl.remove_outlet(outlet);
+    }
     acks.abort();
     result
 }
 
 /// Snapshots where planned, then the backlog from each shard's cursor, for as long as the
-/// link lives.
+/// link lives: written here until the link has everything the backlog holds, then by the pump
+/// (through `outlet`) until it gives the link back.
 async fn stream_to(
     shared: &Arc<Shared>,
     writer: &mut OwnedWriteHalf,
     plans: &[(Plan, u64)],
     start: &[u64],
     id: u64,
+    outlet: Option<&Outlet>,
     acks: &mut tokio::task::JoinHandle<Result<(), String>>,
 ) -> Result<(), String> {
     let mut fresh = shared.repl.fresh.subscribe();
@@ -358,10 +408,14 @@ async fn stream_to(
     }
     set_state(shared, id, "online");
     let mut heartbeat = tokio::time::interval(Duration::from_secs(1));
+    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut out = Vec::new();
+    let mut acks_asked = shared.repl.ack_requests.load(Ordering::Acquire);
     loop {
         fresh.borrow_and_update();
+        let asked = shared.repl.ack_requests.load(Ordering::Acquire);
         let mut behind = Vec::new();
+        let mut handed = false;
         {
             let log = lock(&shared.repl.backlog);
             for (shard, cursor) in cursors.iter_mut().enumerate() {
@@ -370,6 +424,40 @@ async fn stream_to(
                     Err(_) => behind.push(shard),
                 }
             }
+            // A `WAIT` asked: the replica acknowledges once it applied what precedes this.
+            if asked != acks_asked {
+                acks_asked = asked;
+                Frame::empty(Kind::AckRequest).encode(fc_repl::Compression::None, &mut out);
+            }
+            // Everything the backlog holds is written: the pump goes on from here (under
+            // the backlog's lock, so its next copy starts where this one ended).
+            if out.is_empty()
+                && behind.is_empty()
+                && let Some(outlet) = outlet
+            {
+                outlet.hand_over(&log, &cursors);
+                handed = true;
+            }
+        }
+        if let (true, Some(outlet)) = (handed, outlet) {
+            // Until the pump gives the link back: a shard fell out of the backlog, or the
+            // socket failed.
+            loop {
+                tokio::select! {
+                    () = outlet.given_back.notified() => {}
+                    _ = cut.changed() => return Err("cut (CLIENT KILL TYPE replica)".into()),
+                    done = &mut *acks => return acks_ended(done),
+                }
+                let mut state = outlet.state();
+                if let Some(error) = state.error.take() {
+                    return Err(error);
+                }
+                if !state.on_pump {
+                    cursors.clone_from(&state.cursors);
+                    break;
+                }
+            }
+            continue;
         }
         if !out.is_empty() {
             send(writer, shared, &out).await?;
@@ -393,13 +481,16 @@ async fn stream_to(
                 let beat = watermarks_frame(Kind::Heartbeat, &shared.repl.source.latest());
                 send(writer, shared, &encoded(&beat, shared)).await?;
             }
-            done = &mut *acks => {
-                return match done {
-                    Ok(Ok(())) => Ok(()),
-                    Ok(Err(err)) => Err(err),
-                    Err(_) => Err("acknowledgement reader stopped".into()),
-                };
-            }
+            done = &mut *acks => return acks_ended(done),
         }
+    }
+}
+
+/// How a link ends when its acknowledgement reader stopped.
+fn acks_ended(done: Result<Result<(), String>, tokio::task::JoinError>) -> Result<(), String> {
+    match done {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(err)) => Err(err),
+        Err(_) => Err("acknowledgement reader stopped".into()),
     }
 }

@@ -17,7 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
-use crate::repl::{Following, lock};
+use crate::repl::{ACK_EVERY, ACK_IDLE, Following, lock};
 use crate::shared::{Job, Shared};
 
 /// How a session's error begins when the primary refused the handshake.
@@ -358,6 +358,11 @@ async fn session(
     let mut in_flight: Vec<VecDeque<oneshot::Receiver<()>>> =
         (0..shared.workers).map(|_| VecDeque::new()).collect();
     let mut acked = progress.applier.watermarks().to_vec();
+    // Acknowledgements go when the primary asks (`WAIT`), else at most every `ACK_EVERY`
+    // while the watermarks move and every `ACK_IDLE` when they do not: one per read cost the
+    // primary's replication thread a wake-up per batch it sent.
+    let mut ack_now = false;
+    let mut last_ack = Instant::now();
     let mut cut = repl.cut_primary.subscribe();
     loop {
         // Every whole frame read so far.
@@ -457,6 +462,7 @@ async fn session(
                     }
                 }
                 Kind::Heartbeat => {}
+                Kind::AckRequest => ack_now = true,
                 Kind::Refused => {
                     failure = Some(format!(
                         "the primary ended the link: {}",
@@ -476,12 +482,18 @@ async fn session(
             f.watermarks.clone_from(&marks.to_vec());
             f.last_io = Some(Instant::now());
         });
-        if marks != acked.as_slice() {
+        let moved = marks != acked.as_slice();
+        let since = last_ack.elapsed();
+        if ack_now || moved && since >= ACK_EVERY || since >= ACK_IDLE {
+            ack_now = false;
+            last_ack = Instant::now();
             acked = marks.to_vec();
             let mut wire = Vec::new();
             watermarks_frame(Kind::Ack, &acked).encode(fc_repl::Compression::None, &mut wire);
             stream.write_all(&wire).await.map_err(|e| e.to_string())?;
         }
+        // Watermarks that moved and were not acknowledged yet are, within `ACK_EVERY`.
+        let ack_due = (marks != acked.as_slice()).then(|| last_ack + ACK_EVERY);
         if let Some(failure) = failure {
             return Err(failure);
         }
@@ -493,9 +505,18 @@ async fn session(
                 .map_err(|_| "no word from the primary in 30 s".to_string())?
                 .map_err(|e| e.to_string())?,
             _ = cut.changed() => return Err("cut (CLIENT KILL TYPE master)".into()),
+            () = sleep_until(ack_due) => continue,
         };
         if n == 0 {
             return Err("the primary closed the link".into());
         }
+    }
+}
+
+/// Sleeps until `at` (forever without one).
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
     }
 }
