@@ -82,12 +82,17 @@ pub(crate) struct ReplBenchArgs {
 pub(super) struct Proc {
     pub(super) child: Child,
     pub(super) addr: String,
+    /// A directory of its own, removed with it.
+    dir: Option<PathBuf>,
 }
 
 impl Drop for Proc {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 
@@ -126,6 +131,7 @@ fn spawn(
     let proc = Proc {
         child: child?,
         addr: format!("127.0.0.1:{port}"),
+        dir: None,
     };
     wait_for_ping(&proc.addr)?;
     Ok(proc)
@@ -150,8 +156,8 @@ pub(super) fn fc(bin: &Path, cores: &[usize], args: &[String]) -> anyhow::Result
     )
 }
 
-/// A redis-server in a directory of its own: a replica's full sync writes `dump.rdb` there,
-/// which a later server started in the same directory would load.
+/// A redis-server in a directory of its own (removed when it stops): a replica's full sync
+/// writes `dump.rdb` there, which a later server started in the same directory would load.
 fn redis_server(cores: &[usize], args: &[&str]) -> anyhow::Result<Proc> {
     let dir = std::env::temp_dir().join(format!(
         "fc-bench-repl-redis-{}-{}",
@@ -161,7 +167,7 @@ fn redis_server(cores: &[usize], args: &[&str]) -> anyhow::Result<Proc> {
     std::fs::create_dir_all(&dir)?;
     let mut args: Vec<String> = args.iter().map(|s| (*s).to_string()).collect();
     args.extend(["--dir".to_string(), dir.display().to_string()]);
-    spawn(
+    let mut proc = spawn(
         Path::new("redis-server"),
         cores,
         |port| {
@@ -179,7 +185,14 @@ fn redis_server(cores: &[usize], args: &[&str]) -> anyhow::Result<Proc> {
             ]
         },
         &args,
-    )
+    );
+    match &mut proc {
+        Ok(proc) => proc.dir = Some(dir),
+        Err(_) => {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+    proc
 }
 
 /// One command on a new connection; its whole reply (simple, error, integer or bulk).
