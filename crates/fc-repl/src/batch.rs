@@ -9,7 +9,7 @@ use fc_shard::{EmbeddedStore, Mutation};
 use fc_wal::{Record, RecordView};
 
 use crate::error::{FrameError, LinkError};
-use crate::frame::{Frame, Kind};
+use crate::frame::{Frame, FrameRef, Kind};
 
 /// Builds one shard's batch frame: entries of (sequence, length, the WAL's encoding of the
 /// mutation); transaction markers carry sequence 0 (they take none).
@@ -129,7 +129,9 @@ impl BatchBuilder {
 /// [`FrameError::Malformed`] for a payload that does not hold `frame.records` whole entries
 /// (nothing is returned, so nothing of it is applied).
 pub fn decode_batch(frame: &Frame) -> Result<Vec<(u64, Record)>, FrameError> {
-    split_batch(frame)?
+    let mut entries = Vec::new();
+    split_batch(&frame.view(), &mut entries)?;
+    entries
         .into_iter()
         .map(|entry| {
             let record = Record::decode(&frame.payload[entry.range])
@@ -149,15 +151,17 @@ enum Marker {
 
 /// One entry of a batch, checked: its sequence, its record's bytes in the payload, and what
 /// it is.
+#[derive(Debug, Clone)]
 struct Split {
     seq: u64,
     range: Range<usize>,
     marker: Marker,
 }
 
-/// A batch's entries, every record read (in place: a `Set` or a delete allocates nothing)
-/// before any is returned, so a bad one rejects the whole frame.
-fn split_batch(frame: &Frame) -> Result<Vec<Split>, FrameError> {
+/// A batch's entries into `out` (cleared first), every record read (in place: a `Set` or a
+/// delete allocates nothing) before any is returned, so a bad one rejects the whole frame.
+fn split_batch(frame: &FrameRef<'_>, out: &mut Vec<Split>) -> Result<(), FrameError> {
+    out.clear();
     if frame.kind != Kind::Batch {
         return Err(FrameError::Malformed("batch"));
     }
@@ -167,7 +171,7 @@ fn split_batch(frame: &Frame) -> Result<Vec<Split>, FrameError> {
     if n.checked_mul(12).is_none_or(|b| b > payload.len()) {
         return Err(FrameError::Malformed("batch"));
     }
-    let mut out = Vec::with_capacity(n);
+    out.reserve(n);
     let mut at = 0;
     for _ in 0..n {
         let Some(head) = payload.get(at..at + 12) else {
@@ -193,9 +197,10 @@ fn split_batch(frame: &Frame) -> Result<Vec<Split>, FrameError> {
         out.push(Split { seq, range, marker });
     }
     if at != payload.len() {
+        out.clear();
         return Err(FrameError::Malformed("batch"));
     }
-    Ok(out)
+    Ok(())
 }
 
 /// A record due to be applied, as its encoded bytes ([`RecordView::decode`] reads them in
@@ -237,6 +242,8 @@ pub struct Applier {
     watermarks: Vec<u64>,
     /// Per shard, an open group's entries, applied together at its (outermost) end.
     open: Vec<Option<Group>>,
+    /// The entries of the frame being applied (kept: a frame's split allocates nothing).
+    splits: Vec<Split>,
 }
 
 impl Applier {
@@ -244,7 +251,11 @@ impl Applier {
     #[must_use]
     pub fn new(watermarks: Vec<u64>) -> Self {
         let open = vec![None; watermarks.len()];
-        Self { watermarks, open }
+        Self {
+            watermarks,
+            open,
+            splits: Vec::new(),
+        }
     }
 
     /// The watermarks (what to persist with the data, and to send in `Hello` and `Ack`).
@@ -292,7 +303,7 @@ impl Applier {
         frame: &Frame,
         mut apply: impl FnMut(usize, Record) -> Result<(), String>,
     ) -> Result<Applied, LinkError> {
-        self.apply_entries(frame, |shard, entry| {
+        self.apply_entries(&frame.view(), |shard, entry| {
             let record = Record::decode(entry.bytes(&frame.payload)).map_err(|e| e.to_string())?;
             apply(shard, record)
         })
@@ -307,17 +318,33 @@ impl Applier {
     /// As [`Applier::apply_with`].
     pub fn apply_entries(
         &mut self,
-        frame: &Frame,
+        frame: &FrameRef<'_>,
         mut apply: impl FnMut(usize, Entry) -> Result<(), String>,
     ) -> Result<Applied, LinkError> {
         let shard = frame.shard as usize;
         if shard >= self.watermarks.len() {
             return Err(LinkError::Record(format!("batch of unknown shard {shard}")));
         }
-        let entries = split_batch(frame).map_err(|e| LinkError::Record(e.to_string()))?;
+        let mut entries = std::mem::take(&mut self.splits);
+        let done = split_batch(frame, &mut entries)
+            .map_err(|e| LinkError::Record(e.to_string()))
+            .and_then(|()| self.apply_split(shard, frame, &entries, &mut apply));
+        self.splits = entries;
+        done
+    }
+
+    /// [`Applier::apply_entries`] of a frame's checked entries.
+    fn apply_split(
+        &mut self,
+        shard: usize,
+        frame: &FrameRef<'_>,
+        entries: &[Split],
+        apply: &mut impl FnMut(usize, Entry) -> Result<(), String>,
+    ) -> Result<Applied, LinkError> {
         let mut done = Applied::default();
-        for Split { seq, range, marker } in entries {
-            match marker {
+        for split in entries {
+            let (seq, range) = (split.seq, split.range.clone());
+            match split.marker {
                 Marker::Begin => {
                     let group = self.open[shard].get_or_insert_with(Group::default);
                     group.depth += 1;
@@ -330,7 +357,7 @@ impl Applier {
                         // An end whose start this replica never saw (it began before a
                         // snapshot): only its sequence counts.
                         if seq != 0 {
-                            self.apply_one(shard, seq, None, &mut apply, &mut done)?;
+                            self.apply_one(shard, seq, None, apply, &mut done)?;
                         }
                         continue;
                     };
@@ -344,7 +371,7 @@ impl Applier {
                         done.held = done.held.saturating_sub(records);
                         for (seq, bytes) in held {
                             let entry = bytes.map(Entry::Held);
-                            self.apply_one(shard, seq, entry, &mut apply, &mut done)?;
+                            self.apply_one(shard, seq, entry, apply, &mut done)?;
                         }
                     }
                 }
@@ -354,7 +381,7 @@ impl Applier {
                         done.held += 1;
                     } else {
                         let entry = Some(Entry::InFrame(range));
-                        self.apply_one(shard, seq, entry, &mut apply, &mut done)?;
+                        self.apply_one(shard, seq, entry, apply, &mut done)?;
                     }
                 }
             }

@@ -14,6 +14,8 @@
 //! 28     4    CRC32C of bytes 0..28 and the payload
 //! ```
 
+use std::borrow::Cow;
+
 use crate::error::FrameError;
 
 /// The frames' magic.
@@ -88,6 +90,37 @@ pub struct Frame {
     pub payload: Vec<u8>,
 }
 
+/// One frame as read, its payload borrowed from the bytes it was read from when it was sent
+/// uncompressed (then at `HEADER_LEN` from the frame's first byte), else decompressed into its
+/// own buffer: what a reader that keeps its read buffer uses to take records in place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameRef<'a> {
+    /// What it carries.
+    pub kind: Kind,
+    /// The shard it is about (0 when it is about none).
+    pub shard: u32,
+    /// The first sequence number it covers (batches), or the sequence it stands at.
+    pub first_seq: u64,
+    /// Records in the payload (batches).
+    pub records: u32,
+    /// The payload.
+    pub payload: Cow<'a, [u8]>,
+}
+
+impl FrameRef<'_> {
+    /// The frame with a payload of its own.
+    #[must_use]
+    pub fn into_owned(self) -> Frame {
+        Frame {
+            kind: self.kind,
+            shard: self.shard,
+            first_seq: self.first_seq,
+            records: self.records,
+            payload: self.payload.into_owned(),
+        }
+    }
+}
+
 /// Compression of outgoing payloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Compression {
@@ -99,6 +132,18 @@ pub enum Compression {
 }
 
 impl Frame {
+    /// The frame as a [`FrameRef`] borrowing its payload.
+    #[must_use]
+    pub fn view(&self) -> FrameRef<'_> {
+        FrameRef {
+            kind: self.kind,
+            shard: self.shard,
+            first_seq: self.first_seq,
+            records: self.records,
+            payload: Cow::Borrowed(&self.payload),
+        }
+    }
+
     /// A frame with no payload.
     #[must_use]
     pub fn empty(kind: Kind) -> Self {
@@ -188,6 +233,21 @@ impl FrameDecoder {
     /// # Errors
     /// As [`FrameDecoder::decode`].
     pub fn decode_slice(&self, buf: &[u8]) -> Result<Option<(Frame, usize)>, FrameError> {
+        Ok(self
+            .decode_ref(buf)?
+            .map(|(frame, used)| (frame.into_owned(), used)))
+    }
+
+    /// [`FrameDecoder::decode_slice`] without copying: an uncompressed payload is borrowed
+    /// from `buf` (at `HEADER_LEN`). The header, the length limit and the CRC are checked as
+    /// there, before anything is returned.
+    ///
+    /// # Errors
+    /// As [`FrameDecoder::decode`].
+    pub fn decode_ref<'a>(
+        &self,
+        buf: &'a [u8],
+    ) -> Result<Option<(FrameRef<'a>, usize)>, FrameError> {
         let Some(head) = buf.first_chunk::<HEADER_LEN>() else {
             // Not a frame from its first bytes on: refused at once.
             let n = buf.len().min(4);
@@ -225,11 +285,14 @@ impl FrameDecoder {
             return Err(FrameError::BadCrc);
         }
         let payload = if flags & FLAG_ZSTD != 0 {
-            zstd::bulk::decompress(payload, self.max_payload).map_err(|_| FrameError::BadZstd)?
+            Cow::Owned(
+                zstd::bulk::decompress(payload, self.max_payload)
+                    .map_err(|_| FrameError::BadZstd)?,
+            )
         } else {
-            payload.to_vec()
+            Cow::Borrowed(payload)
         };
-        let frame = Frame {
+        let frame = FrameRef {
             kind,
             shard: u32_at(8),
             first_seq: u64::from_le_bytes(head[12..20].try_into().expect("8")),
@@ -237,5 +300,18 @@ impl FrameDecoder {
             payload,
         };
         Ok(Some((frame, HEADER_LEN + len)))
+    }
+
+    /// Bytes still to come before the frame at the front of `buf` is whole (a reader's
+    /// next read can make room for all of it at once): the rest of the header while it is
+    /// incomplete, else of the payload (as its header says: call it after
+    /// [`FrameDecoder::decode_ref`] found the frame incomplete, which checked that header).
+    #[must_use]
+    pub fn missing(&self, buf: &[u8]) -> usize {
+        let Some(head) = buf.first_chunk::<HEADER_LEN>() else {
+            return HEADER_LEN - buf.len();
+        };
+        let len = u32::from_le_bytes(head[24..28].try_into().expect("4")) as usize;
+        (HEADER_LEN + len.min(self.max_payload)).saturating_sub(buf.len())
     }
 }

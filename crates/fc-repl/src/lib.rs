@@ -64,5 +64,7 @@ mod handshake;
 pub use backlog::{Backlog, NeedSnapshot};
 pub use batch::{Applied, Applier, BatchBuilder, Batcher, Entry, Sealed, SendPolicy, decode_batch};
 pub use error::{FrameError, LinkError};
-pub use frame::{Compression, FLAG_ZSTD, Frame, FrameDecoder, HEADER_LEN, Kind, MAGIC, VERSION};
+pub use frame::{
+    Compression, FLAG_ZSTD, Frame, FrameDecoder, FrameRef, HEADER_LEN, Kind, MAGIC, VERSION,
+};
 pub use handshake::{Hello, MAX_NAME, Plan, Welcome, decode_watermarks, watermarks_frame};

@@ -2,13 +2,14 @@
 //! handshake's checks and plans, a primary's mutation stream replicated through batchers and
 //! applied idempotently (replays, duplicates, gaps, transactions), the backlog, the batchers.
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fc_repl::{
-    Applier, Backlog, Batcher, Compression, Entry, Frame, FrameDecoder, FrameError, Hello, Kind,
-    LinkError, NeedSnapshot, Plan, Sealed, SendPolicy, Welcome, decode_watermarks,
-    watermarks_frame,
+    Applier, Backlog, Batcher, Compression, Entry, FLAG_ZSTD, Frame, FrameDecoder, FrameError,
+    HEADER_LEN, Hello, Kind, LinkError, NeedSnapshot, Plan, Sealed, SendPolicy, Welcome,
+    decode_watermarks, watermarks_frame,
 };
 use fc_shard::{EmbeddedStore, ListEnd, Mutation};
 use proptest::prelude::*;
@@ -55,6 +56,61 @@ proptest! {
             got.push(f);
         }
         prop_assert!(buf.is_empty());
+        prop_assert_eq!(got, expected);
+    }
+
+    /// A reader that keeps its buffer (`decode_ref`): each frame as `decode` gives it, an
+    /// uncompressed payload borrowed from the buffer at `HEADER_LEN`, and `missing` saying
+    /// exactly how many bytes each incomplete frame still needs.
+    #[test]
+    fn frames_read_in_place_are_the_same_frames(
+        frames in proptest::collection::vec(
+            (kind(), any::<u32>(), any::<u64>(), any::<u32>(),
+             proptest::collection::vec(any::<u8>(), 0..300), any::<bool>()),
+            1..5),
+    ) {
+        let mut wire = Vec::new();
+        let mut expected = Vec::new();
+        for (kind, shard, first_seq, records, payload, zstd) in frames {
+            let payload = if zstd { payload.repeat(4) } else { payload };
+            let frame = Frame { kind, shard, first_seq, records, payload };
+            frame.encode(if zstd { Compression::Zstd(3) } else { Compression::None }, &mut wire);
+            expected.push(frame);
+        }
+        let decoder = FrameDecoder::default();
+        let (mut at, mut got) = (0, Vec::new());
+        // Fed as a reader that reads exactly what `missing` asks for.
+        let mut have = 0;
+        while at < wire.len() {
+            match decoder.decode_ref(&wire[at..have]).unwrap() {
+                Some((frame, used)) => {
+                    let flags = wire[at + 6];
+                    match &frame.payload {
+                        Cow::Borrowed(payload) => {
+                            prop_assert_eq!(flags & FLAG_ZSTD, 0);
+                            prop_assert!(std::ptr::eq(payload.as_ptr(), wire[at + HEADER_LEN..].as_ptr()));
+                        }
+                        Cow::Owned(_) => prop_assert_ne!(flags & FLAG_ZSTD, 0),
+                    }
+                    got.push(frame.into_owned());
+                    at += used;
+                }
+                None => {
+                    let missing = decoder.missing(&wire[at..have]);
+                    prop_assert!(missing > 0);
+                    prop_assert!(have + missing <= wire.len());
+                    if have - at >= HEADER_LEN {
+                        // The header known: the frame is whole with what is missing, not before.
+                        prop_assert!(decoder.decode_ref(&wire[at..have + missing]).unwrap().is_some());
+                        prop_assert!(decoder.decode_ref(&wire[at..have + missing - 1]).unwrap().is_none());
+                    } else {
+                        prop_assert_eq!(missing, HEADER_LEN - (have - at));
+                    }
+                    have += missing;
+                }
+            }
+        }
+        prop_assert_eq!(have, wire.len());
         prop_assert_eq!(got, expected);
     }
 
@@ -344,7 +400,7 @@ fn entries_point_into_their_frame_and_a_transactions_are_held_copies() {
     let mut due = |frame: &Frame| {
         let mut got = Vec::new();
         applier
-            .apply_entries(frame, |shard, entry| {
+            .apply_entries(&frame.view(), |shard, entry| {
                 got.push((shard, entry));
                 Ok(())
             })

@@ -7,9 +7,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use std::borrow::Cow;
+
+use bytes::{Buf, Bytes, BytesMut};
 use fc_repl::{
-    Applier, Entry, FrameDecoder, Hello, Kind, LinkError, Plan, Welcome, watermarks_frame,
+    Applier, Entry, FrameDecoder, HEADER_LEN, Hello, Kind, LinkError, Plan, Welcome,
+    watermarks_frame,
 };
 use fc_snapshot::Image;
 use fc_wal::RecordView;
@@ -125,26 +128,100 @@ const MAX_IN_FLIGHT: usize = 64;
 /// Records whose keys a worker starts loading before it applies them.
 const PREFETCH: usize = 32;
 
-/// A record for a worker: its shard, and its bytes in the frame's payload or, a
-/// transaction's change held across frames, its own.
+/// Room the link makes in its read buffer when less is left (a frame longer than this gets
+/// room for all of it at once), and the least room it reads into.
+const READ_BYTES: usize = 64 << 10;
+const READ_MIN: usize = 16 << 10;
+/// Read buffers kept for reuse once the workers are done with them, and the largest kept.
+const SPARE_BUFFERS: usize = 4;
+const SPARE_MAX_BYTES: usize = 1 << 20;
+
+/// A record for a worker: its shard, and its bytes in one of a read's buffers ([`Apply`]'s
+/// `sources`: the frames as read, or a compressed frame's payload) or, a transaction's
+/// change held across frames, its own.
 enum Item {
-    InFrame(usize, std::ops::Range<usize>),
+    In(usize, u32, std::ops::Range<usize>),
     Held(usize, Vec<u8>),
 }
 
 impl Item {
     fn shard(&self) -> usize {
         match self {
-            Self::InFrame(shard, _) | Self::Held(shard, _) => *shard,
+            Self::In(shard, ..) | Self::Held(shard, _) => *shard,
         }
     }
 }
 
-/// One frame's records for one worker, with the frame's payload (shared by every worker it
-/// has records for: the link copies no record, the worker reads each in place).
+/// One read's records for one worker, with the read's buffers, shared by every worker it
+/// has records for: the link copies no frame and no record, the worker reads each in place
+/// from the bytes the socket read into. `sources[0]` is the read's whole frames as they came;
+/// a compressed frame's payload, decompressed, follows.
 struct Apply {
-    payload: Bytes,
+    sources: Vec<Bytes>,
     items: Vec<Item>,
+}
+
+/// What a link has read and not yet handed to its workers: `at` bytes of whole frames at the
+/// front of `buf`, the payloads of the compressed ones among them (decompressed), and each
+/// worker's records in them.
+struct Reading {
+    buf: BytesMut,
+    at: usize,
+    extras: Vec<Bytes>,
+    items: Vec<Vec<Item>>,
+    /// The size of `buf`'s memory (its capacity once it is read from, less).
+    buf_bytes: usize,
+    /// Buffers read into before `buf`, for when the workers are done with them.
+    spares: Vec<BytesMut>,
+}
+
+impl Reading {
+    /// Hands what was read to `pending` (an [`Apply`] per worker with records) and drops it
+    /// from the buffer, which keeps only a frame not yet whole.
+    fn seal(&mut self, pending: &mut [Vec<Apply>]) {
+        let at = std::mem::take(&mut self.at);
+        if self.items.iter().all(Vec::is_empty) {
+            self.buf.advance(at);
+            self.extras.clear();
+            return;
+        }
+        let mut sources = Vec::with_capacity(1 + self.extras.len());
+        sources.push(self.buf.split_to(at).freeze());
+        sources.append(&mut self.extras);
+        for (worker, items) in self.items.iter_mut().enumerate() {
+            if !items.is_empty() {
+                let next = Vec::with_capacity(items.len());
+                pending[worker].push(Apply {
+                    sources: sources.clone(),
+                    items: std::mem::replace(items, next),
+                });
+            }
+        }
+    }
+
+    /// Makes room for the next read: for at least the rest of the frame begun (`missing`
+    /// bytes), and [`READ_MIN`]. The buffer's own memory when the workers are done with what
+    /// it held; else the frame begun moves to a spare buffer they are done with, or to a new
+    /// one. (Memory freed and allocated again per buffer had the kernel zero fresh pages for
+    /// the link: `clear_page_erms`, 3% of it.)
+    fn make_room(&mut self, missing: usize) {
+        let want = missing.max(READ_MIN);
+        if self.buf.capacity() - self.buf.len() >= want || self.buf.try_reclaim(want) {
+            return;
+        }
+        let need = self.buf.len() + want;
+        let mut next = match self.spares.iter_mut().position(|b| b.try_reclaim(need)) {
+            Some(at) => self.spares.swap_remove(at),
+            None => BytesMut::with_capacity(need.max(READ_BYTES)),
+        };
+        let bytes = std::mem::replace(&mut self.buf_bytes, next.capacity());
+        next.extend_from_slice(&self.buf);
+        let mut old = std::mem::replace(&mut self.buf, next);
+        old.clear();
+        if self.spares.len() < SPARE_BUFFERS && bytes <= SPARE_MAX_BYTES {
+            self.spares.push(old);
+        }
+    }
 }
 
 /// Applies `applies` on their worker's store, in order, each window of [`PREFETCH`] records'
@@ -160,7 +237,7 @@ fn apply_on_worker(store: &mut fc_shard::LocalEmbeddedStore, applies: &[Apply]) 
             window.clear();
             for item in items {
                 let bytes = match item {
-                    Item::InFrame(_, range) => &apply.payload[range.clone()],
+                    Item::In(_, source, range) => &apply.sources[*source as usize][range.clone()],
                     Item::Held(_, bytes) => &bytes[..],
                 };
                 // The link read every record of the frame before handing it over.
@@ -283,11 +360,10 @@ async fn session(
     hello.frame().encode(fc_repl::Compression::None, &mut wire);
     stream.write_all(&wire).await.map_err(|e| e.to_string())?;
     let decoder = FrameDecoder::default();
-    let mut buf: Vec<u8> = Vec::with_capacity(64 << 10);
-    let mut at = 0;
+    let mut buf = BytesMut::with_capacity(READ_BYTES);
     let answer = loop {
         if let Some((frame, used)) = decoder.decode_slice(&buf).map_err(|e| e.to_string())? {
-            buf.drain(..used);
+            buf.advance(used);
             break frame;
         }
         let n = tokio::time::timeout(Duration::from_secs(10), stream.read_buf(&mut buf))
@@ -353,8 +429,14 @@ async fn session(
     );
     let mut images: Vec<Option<Vec<u8>>> = vec![None; shards];
     let mut pending: Vec<Vec<Apply>> = (0..shared.workers).map(|_| Vec::new()).collect();
-    // One frame's records per worker, until the frame's payload is handed over.
-    let mut items: Vec<Vec<Item>> = (0..shared.workers).map(|_| Vec::new()).collect();
+    let mut read = Reading {
+        buf_bytes: buf.capacity(),
+        buf,
+        at: 0,
+        extras: Vec::new(),
+        items: (0..shared.workers).map(|_| Vec::new()).collect(),
+        spares: Vec::new(),
+    };
     let mut in_flight: Vec<VecDeque<oneshot::Receiver<()>>> =
         (0..shared.workers).map(|_| VecDeque::new()).collect();
     let mut acked = progress.applier.watermarks().to_vec();
@@ -368,31 +450,33 @@ async fn session(
         // Every whole frame read so far.
         let mut failure = None;
         while let Some((frame, used)) = decoder
-            .decode_slice(&buf[at..])
+            .decode_ref(&read.buf[read.at..])
             .map_err(|e| e.to_string())?
         {
-            at += used;
+            // An uncompressed payload is read where it is: in the frames read (source 0), at
+            // its offset there; a decompressed one is a source of its own.
+            let (source, base) = match &frame.payload {
+                Cow::Borrowed(_) => (0, read.at + HEADER_LEN),
+                Cow::Owned(_) => (1 + read.extras.len() as u32, 0),
+            };
+            read.at += used;
             let shard = frame.shard as usize;
             match frame.kind {
                 Kind::Batch => {
-                    let workers = shared.workers;
+                    let (workers, items) = (shared.workers, &mut read.items);
+                    // What the applier took (its watermarks moved past it) is applied, even
+                    // when the frame then failed (a gap after it).
                     let applied = progress.applier.apply_entries(&frame, |shard, entry| {
                         items[shard % workers].push(match entry {
-                            Entry::InFrame(range) => Item::InFrame(shard, range),
+                            Entry::InFrame(range) => {
+                                Item::In(shard, source, base + range.start..base + range.end)
+                            }
                             Entry::Held(bytes) => Item::Held(shard, bytes),
                         });
                         Ok(())
                     });
-                    // What the applier took (its watermarks moved past it) is applied, even
-                    // when the frame then failed (a gap after it).
-                    let payload = Bytes::from(frame.payload);
-                    for (worker, items) in items.iter_mut().enumerate() {
-                        if !items.is_empty() {
-                            pending[worker].push(Apply {
-                                payload: payload.clone(),
-                                items: std::mem::take(items),
-                            });
-                        }
+                    if let Cow::Owned(payload) = frame.payload {
+                        read.extras.push(Bytes::from(payload));
                     }
                     if let Err(err) = applied {
                         failure = Some(err.to_string());
@@ -409,6 +493,7 @@ async fn session(
                     }
                 },
                 Kind::SnapshotEnd if shard < shards => {
+                    let first_seq = frame.first_seq;
                     let Some(bytes) = images[shard].take() else {
                         failure = Some(format!("shard {shard}: a snapshot end without its start"));
                         break;
@@ -426,8 +511,9 @@ async fn session(
                         }
                     };
                     // What came before it for this worker goes first.
+                    read.seal(&mut pending);
                     dispatch(shared, &mut pending, &mut in_flight, progress).await;
-                    progress.applier.reset_shard(shard, frame.first_seq);
+                    progress.applier.reset_shard(shard, first_seq);
                     let seq = progress.applier.watermarks()[shard];
                     let (owner, generation) = (Arc::clone(shared), repl.marks_generation());
                     let primary = progress.primary_id.clone();
@@ -476,6 +562,7 @@ async fn session(
                 }
             }
         }
+        read.seal(&mut pending);
         dispatch(shared, &mut pending, &mut in_flight, progress).await;
         let marks = progress.applier.watermarks();
         update(shared, |f| {
@@ -497,11 +584,10 @@ async fn session(
         if let Some(failure) = failure {
             return Err(failure);
         }
-        buf.drain(..at);
-        at = 0;
-        let read = tokio::time::timeout(Duration::from_secs(30), stream.read_buf(&mut buf));
+        read.make_room(decoder.missing(&read.buf));
+        let reading = tokio::time::timeout(Duration::from_secs(30), stream.read_buf(&mut read.buf));
         let n = tokio::select! {
-            read = read => read
+            got = reading => got
                 .map_err(|_| "no word from the primary in 30 s".to_string())?
                 .map_err(|e| e.to_string())?,
             _ = cut.changed() => return Err("cut (CLIENT KILL TYPE master)".into()),
@@ -518,5 +604,89 @@ async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at.into()).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading(workers: usize) -> Reading {
+        let buf = BytesMut::with_capacity(READ_BYTES);
+        Reading {
+            buf_bytes: buf.capacity(),
+            buf,
+            at: 0,
+            extras: Vec::new(),
+            items: (0..workers).map(|_| Vec::new()).collect(),
+            spares: Vec::new(),
+        }
+    }
+
+    /// Reads `whole` more bytes, which end the frames in `read`'s buffer, then `partial`
+    /// bytes of a next one, and hands the whole ones to worker 0 (one record over them all).
+    fn fill(read: &mut Reading, whole: usize, partial: &[u8]) -> Vec<Vec<Apply>> {
+        read.buf.extend_from_slice(&vec![7; whole]);
+        read.at = read.buf.len();
+        read.buf.extend_from_slice(partial);
+        read.items[0].push(Item::In(3, 0, 0..read.at));
+        let mut pending: Vec<Vec<Apply>> = read.items.iter().map(|_| Vec::new()).collect();
+        read.seal(&mut pending);
+        pending
+    }
+
+    #[test]
+    fn a_read_hands_its_whole_frames_over_in_place_and_keeps_the_frame_begun() {
+        let mut read = reading(2);
+        read.extras.push(Bytes::from_static(b"unpacked"));
+        read.items[1].push(Item::In(1, 1, 2..6));
+        let start = read.buf.as_ptr();
+        let pending = fill(&mut read, 100, b"FCRP");
+        // Worker 1's record (in the decompressed payload) and worker 0's, each with every
+        // source, the frames read where the socket put them.
+        assert_eq!(pending[0].len(), 1);
+        let apply = &pending[0][0];
+        assert_eq!(apply.sources.len(), 2);
+        assert_eq!(apply.sources[0].as_ptr(), start);
+        assert_eq!(apply.sources[0].len(), 100);
+        assert_eq!(&apply.sources[1][2..6], b"pack");
+        assert_eq!(&read.buf[..], b"FCRP");
+        assert_eq!(read.at, 0);
+        assert!(read.extras.is_empty());
+        // Nothing to hand over: the bytes are only dropped.
+        let mut none = vec![Vec::new(), Vec::new()];
+        read.buf.extend_from_slice(b"more");
+        read.at = 8;
+        read.seal(&mut none);
+        assert!(none.iter().all(Vec::is_empty));
+        assert!(read.buf.is_empty());
+    }
+
+    #[test]
+    fn a_full_buffer_moves_the_frame_begun_and_reuses_buffers_the_workers_are_done_with() {
+        let mut read = reading(1);
+        let first = read.buf.as_ptr();
+        // Nearly full, and its front still read by a worker: a new buffer, with the frame
+        // begun moved to its front.
+        let pending = fill(&mut read, READ_BYTES - 100, b"FCRP-begun");
+        read.make_room(50);
+        assert_eq!(&read.buf[..], b"FCRP-begun");
+        assert!(read.buf.capacity() - read.buf.len() >= READ_MIN);
+        let second = read.buf.as_ptr();
+        assert_ne!(second, first);
+        assert_eq!(read.spares.len(), 1);
+        // The same again once the worker is done with the first buffer: that one is reused.
+        drop(pending);
+        let room = read.buf.capacity() - read.buf.len() - 20;
+        let held = fill(&mut read, room, b"FCRP");
+        read.make_room(0);
+        assert_eq!(read.buf.as_ptr(), first);
+        assert_eq!(&read.buf[..], b"FCRP");
+        assert_eq!(read.spares.len(), 1);
+        // A frame longer than a buffer gets room for all of it at once.
+        drop(held);
+        read.make_room(3 * READ_BYTES);
+        assert!(read.buf.capacity() - read.buf.len() >= 3 * READ_BYTES);
+        assert_eq!(&read.buf[..4], b"FCRP");
     }
 }
