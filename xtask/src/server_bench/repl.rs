@@ -406,32 +406,17 @@ fn lag(bin: &Path, args: &ReplBenchArgs, rate: Option<f64>) -> anyhow::Result<Ro
     let background =
         std::thread::spawn(move || run_load((&addr, pid), &half, Mix::Set, 64, 1, Load::Resp));
     std::thread::sleep(Duration::from_millis(if args.quick { 500 } else { 1000 }));
-    let mut p = BufReader::new(TcpStream::connect(&primary.addr)?);
-    let mut r = BufReader::new(TcpStream::connect(&replica.addr)?);
-    let mut lags = Vec::new();
-    let probes = if args.quick { 300 } else { 2000 };
-    let mut line = Vec::new();
-    for i in 0..probes {
-        let key = format!("lag:{i}");
-        let set = format!("*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n$1\r\n1\r\n", key.len());
-        let get = format!("*2\r\n$6\r\nEXISTS\r\n${}\r\n{key}\r\n", key.len());
-        let t0 = Instant::now();
-        p.get_mut().write_all(set.as_bytes())?;
-        line.clear();
-        p.read_until(b'\n', &mut line)?;
-        loop {
-            r.get_mut().write_all(get.as_bytes())?;
-            line.clear();
-            r.read_until(b'\n', &mut line)?;
-            if line == b":1\r\n" {
-                break;
-            }
-            if t0.elapsed() > Duration::from_secs(10) {
-                bail!("the replica never served {key}");
-            }
-        }
-        lags.push(t0.elapsed().as_secs_f64() * 1e6);
-    }
+    // The probe is a client: on the load's cores, not wherever the scheduler puts it (a
+    // `perf sched` trace had it on the primary's core).
+    let before = crate::bench::driver::allowed_cpus();
+    pin_self(&args.load_cores);
+    let probed = probe_lag(
+        &primary.addr,
+        &replica.addr,
+        if args.quick { 300 } else { 2000 },
+    );
+    pin_self(&before);
+    let mut lags = probed?;
     let load = background
         .join()
         .map_err(|_| anyhow::anyhow!("the load thread panicked"))??;
@@ -460,6 +445,37 @@ fn lag(bin: &Path, args: &ReplBenchArgs, rate: Option<f64>) -> anyhow::Result<Ro
         p99_us: pct(0.99),
         ..Row::default()
     })
+}
+
+/// `probes` times: a `SET` on the primary, then `EXISTS` on the replica until it answers 1;
+/// the microseconds from the `SET` sent to that answer.
+fn probe_lag(primary: &str, replica: &str, probes: usize) -> anyhow::Result<Vec<f64>> {
+    let mut p = BufReader::new(TcpStream::connect(primary)?);
+    let mut r = BufReader::new(TcpStream::connect(replica)?);
+    let mut lags = Vec::new();
+    let mut line = Vec::new();
+    for i in 0..probes {
+        let key = format!("lag:{i}");
+        let set = format!("*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n$1\r\n1\r\n", key.len());
+        let get = format!("*2\r\n$6\r\nEXISTS\r\n${}\r\n{key}\r\n", key.len());
+        let t0 = Instant::now();
+        p.get_mut().write_all(set.as_bytes())?;
+        line.clear();
+        p.read_until(b'\n', &mut line)?;
+        loop {
+            r.get_mut().write_all(get.as_bytes())?;
+            line.clear();
+            r.read_until(b'\n', &mut line)?;
+            if line == b":1\r\n" {
+                break;
+            }
+            if t0.elapsed() > Duration::from_secs(10) {
+                bail!("the replica never served {key}");
+            }
+        }
+        lags.push(t0.elapsed().as_secs_f64() * 1e6);
+    }
+    Ok(lags)
 }
 
 fn until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> anyhow::Result<f64> {

@@ -2,12 +2,11 @@
 //! backoff, hello, snapshots, batches handed to the workers that own their shards,
 //! acknowledgements), for as long as `REPLICAOF` says.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use std::borrow::Cow;
 
 use bytes::{Buf, Bytes, BytesMut};
 use fc_repl::{
@@ -169,7 +168,8 @@ struct Reading {
     at: usize,
     extras: Vec<Bytes>,
     items: Vec<Vec<Item>>,
-    /// The size of `buf`'s memory (its capacity once it is read from, less).
+    /// The size of `buf`'s memory, taken when it became the read buffer (its capacity
+    /// shrinks as its front is handed over).
     buf_bytes: usize,
     /// Buffers read into before `buf`, for when the workers are done with them.
     spares: Vec<BytesMut>,
