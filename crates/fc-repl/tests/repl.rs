@@ -26,24 +26,52 @@ fn kind() -> impl Strategy<Value = Kind> {
     ]
 }
 
+/// A frame's fields, and whether to send it zstd-compressed.
+type FrameSpec = (Kind, u32, u64, u32, Vec<u8>, bool);
+
+fn frame_spec() -> impl Strategy<Value = FrameSpec> {
+    (
+        kind(),
+        any::<u32>(),
+        any::<u64>(),
+        any::<u32>(),
+        proptest::collection::vec(any::<u8>(), 0..300),
+        any::<bool>(),
+    )
+}
+
+/// The frames' bytes one after another, and the frames.
+fn encode_all(frames: Vec<FrameSpec>) -> (Vec<u8>, Vec<Frame>) {
+    let mut wire = Vec::new();
+    let mut expected = Vec::new();
+    for (kind, shard, first_seq, records, payload, zstd) in frames {
+        // A repetitive payload so that zstd sometimes pays.
+        let payload = if zstd { payload.repeat(4) } else { payload };
+        let frame = Frame {
+            kind,
+            shard,
+            first_seq,
+            records,
+            payload,
+        };
+        let compression = if zstd {
+            Compression::Zstd(3)
+        } else {
+            Compression::None
+        };
+        frame.encode(compression, &mut wire);
+        expected.push(frame);
+    }
+    (wire, expected)
+}
+
 proptest! {
     #[test]
     fn frames_round_trip_at_every_split(
-        frames in proptest::collection::vec(
-            (kind(), any::<u32>(), any::<u64>(), any::<u32>(),
-             proptest::collection::vec(any::<u8>(), 0..300), any::<bool>()),
-            1..5),
+        frames in proptest::collection::vec(frame_spec(), 1..5),
         cut in any::<prop::sample::Index>(),
     ) {
-        let mut wire = Vec::new();
-        let mut expected = Vec::new();
-        for (kind, shard, first_seq, records, payload, zstd) in frames {
-            // A repetitive payload so that zstd sometimes pays.
-            let payload = if zstd { payload.repeat(4) } else { payload };
-            let frame = Frame { kind, shard, first_seq, records, payload };
-            frame.encode(if zstd { Compression::Zstd(3) } else { Compression::None }, &mut wire);
-            expected.push(frame);
-        }
+        let (wire, expected) = encode_all(frames);
         let decoder = FrameDecoder::default();
         let at = cut.index(wire.len() + 1);
         let mut buf = wire[..at].to_vec();
@@ -64,19 +92,9 @@ proptest! {
     /// exactly how many bytes each incomplete frame still needs.
     #[test]
     fn frames_read_in_place_are_the_same_frames(
-        frames in proptest::collection::vec(
-            (kind(), any::<u32>(), any::<u64>(), any::<u32>(),
-             proptest::collection::vec(any::<u8>(), 0..300), any::<bool>()),
-            1..5),
+        frames in proptest::collection::vec(frame_spec(), 1..5),
     ) {
-        let mut wire = Vec::new();
-        let mut expected = Vec::new();
-        for (kind, shard, first_seq, records, payload, zstd) in frames {
-            let payload = if zstd { payload.repeat(4) } else { payload };
-            let frame = Frame { kind, shard, first_seq, records, payload };
-            frame.encode(if zstd { Compression::Zstd(3) } else { Compression::None }, &mut wire);
-            expected.push(frame);
-        }
+        let (wire, expected) = encode_all(frames);
         let decoder = FrameDecoder::default();
         let (mut at, mut got) = (0, Vec::new());
         // Fed as a reader that reads exactly what `missing` asks for.
