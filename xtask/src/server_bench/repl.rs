@@ -10,8 +10,8 @@
 //!   `"zstd"`: bytes sent per write and the primary's CPU.
 //! - `lag`: a probe `SET`s a key on the primary and times until the replica serves it, 2,000
 //!   times, at 50% load: every connection sends `SET`s at pipeline 1 on a fixed schedule,
-//!   together half of what the primary took alone at pipeline 1 in the same run (its
-//!   `ratio`: the rate reached ÷ the rate asked).
+//!   together half of what the primary took alone at pipeline 1 in the same run, or
+//!   `--lag-rate` (its `ratio`: the rate reached ÷ the rate asked).
 //! - `lag-closed`: the same under a closed loop of half the connections (each sends its
 //!   next `SET` once the last is answered: the load core is saturated).
 //! - `catchup-snapshot`: a replica started empty against a primary holding `--catchup-keys`
@@ -63,6 +63,10 @@ pub(crate) struct ReplBenchArgs {
     /// CPUs of the replicas.
     #[arg(long, value_delimiter = ',', default_value = "1")]
     replica_cores: Vec<usize>,
+    /// The `lag` row's paced load in SET/s (default: half of what the primary takes alone at
+    /// pipeline 1, measured in the same run).
+    #[arg(long)]
+    lag_rate: Option<f64>,
     /// A short run (1 s samples, 1 round, 100k catch-up keys).
     #[arg(long)]
     quick: bool,
@@ -650,21 +654,31 @@ pub(crate) fn bench_repl(mut args: ReplBenchArgs) -> anyhow::Result<()> {
         rows.push(zstd);
     }
     if wanted("lag") {
-        // 50% load: half of what the primary takes alone at pipeline 1, measured in this run.
-        let alone = match rows.iter().find(|r| r.replicas == 0 && r.pipeline == 1) {
-            Some(row) => row.ops,
+        // 50% load: half of what the primary takes alone at pipeline 1, measured in this run
+        // (unless `--lag-rate` names the rate).
+        let rate = match args.lag_rate {
+            Some(rate) if rate.is_finite() && rate > 0.0 => rate,
+            Some(rate) => bail!("--lag-rate {rate}: a positive number of SET/s"),
             None => {
-                eprintln!("bench-repl: SET 64 B, pipeline 1, no replica (for the lag's load)");
-                throughput(&bin, &args, 0, 1, "none")?.ops
+                let alone = match rows.iter().find(|r| r.replicas == 0 && r.pipeline == 1) {
+                    Some(row) => row.ops,
+                    None => {
+                        eprintln!(
+                            "bench-repl: SET 64 B, pipeline 1, no replica (for the lag's load)"
+                        );
+                        throughput(&bin, &args, 0, 1, "none")?.ops
+                    }
+                };
+                if alone.is_nan() || alone <= 0.0 {
+                    bail!(
+                        "the primary alone took {alone} SET/s at pipeline 1: no rate to pace the lag's load at"
+                    );
+                }
+                alone / 2.0
             }
         };
-        if alone.is_nan() || alone <= 0.0 {
-            bail!(
-                "the primary alone took {alone} SET/s at pipeline 1: no rate to pace the lag's load at"
-            );
-        }
-        eprintln!("bench-repl: lag at {:.0} SET/s, paced", alone / 2.0);
-        rows.push(lag(&bin, &args, Some(alone / 2.0))?);
+        eprintln!("bench-repl: lag at {rate:.0} SET/s, paced");
+        rows.push(lag(&bin, &args, Some(rate))?);
         eprintln!("bench-repl: lag under a closed-loop load");
         rows.push(lag(&bin, &args, None)?);
     }
@@ -745,7 +759,12 @@ fn write(out: &Path, run_id: &str, args: &ReplBenchArgs, rows: &[Row]) -> anyhow
     for r in rows.iter().filter(|r| r.row.starts_with("lag")) {
         let load = if r.row == "lag" {
             format!(
-                "at 50% load ({:.0} SET/s paced over {} connections, pipeline 1: {:.0}% of the rate asked)",
+                "at {} ({:.0} SET/s paced over {} connections, pipeline 1: {:.0}% of the rate asked)",
+                if args.lag_rate.is_some() {
+                    "the load asked (`--lag-rate`)"
+                } else {
+                    "50% load"
+                },
                 r.ops,
                 args.connections.max(1),
                 100.0 * r.ratio
