@@ -26,6 +26,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -70,10 +71,10 @@ pub(crate) struct ServerBenchArgs {
     /// Client connections.
     #[arg(long, default_value_t = 50)]
     connections: usize,
-    /// Paced load: this many commands per second over all connections, each connection
-    /// sending its batches on a fixed schedule (open loop, as traffic at a given load
-    /// arrives) instead of the next as soon as the last is answered. Set by `bench-repl`'s
-    /// lag row, not a flag.
+    /// Paced load: this many commands per second over all connections, the batches released
+    /// at a steady rate (every 100 µs, to whichever connection is free: open loop, as
+    /// traffic at a given load arrives) instead of each connection sending its next as soon
+    /// as the last is answered. Set by `bench-repl`'s lag row, not a flag.
     #[arg(skip)]
     pub(crate) rate: Option<f64>,
     /// Distinct keys (preloaded).
@@ -1267,11 +1268,16 @@ fn run_load(
     let warmup = Duration::from_secs_f64(args.warmup);
     let duration = Duration::from_secs_f64(args.duration);
     let load_cores = args.load_cores.clone();
-    // A paced connection's time between batches (phases spread over the connections).
-    let interval = args
-        .rate
-        .filter(|r| *r > 0.0)
-        .map(|r| Duration::from_secs_f64(connections as f64 * pipeline as f64 / r));
+    // A paced load's batches, released at a steady rate over all the connections.
+    let pacer = args.rate.filter(|r| *r > 0.0).map(|r| {
+        Pacer::start(
+            r / pipeline as f64,
+            connections,
+            start + warmup + duration,
+            &args.load_cores,
+        )
+    });
+    let permits = pacer.as_ref().map(|p| Arc::clone(&p.permits));
     let handle = std::thread::spawn(move || -> anyhow::Result<Sample> {
         pin_self(&load_cores);
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -1292,6 +1298,7 @@ fn run_load(
                 let addr = addr.clone();
                 let value = value.clone();
                 let shared = shared.clone();
+                let pace = permits.clone();
                 tasks.push(tokio::task::spawn(async move {
                     let seed = seed ^ (c as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
                     if matches!(load, Load::Client | Load::ClientShared) {
@@ -1308,8 +1315,6 @@ fn run_load(
                         )
                         .await;
                     }
-                    let pace = interval
-                        .map(|every| (start + every.mul_f64(c as f64 / connections as f64), every));
                     connection_load(
                         &addr,
                         load,
@@ -1356,8 +1361,65 @@ fn run_load(
     let mut sample = handle
         .join()
         .map_err(|_| anyhow::anyhow!("the load thread panicked"))??;
+    if let Some(pacer) = pacer {
+        let skipped = pacer.stop();
+        if skipped > 0 {
+            eprintln!(
+                "bench: the paced load fell behind its schedule: {skipped} of its batches were skipped"
+            );
+        }
+    }
     sample.cpu = (cpu1 - cpu0) / t1.duration_since(t0).as_secs_f64();
     Ok(sample)
+}
+
+/// How often the pacer releases the batches due (tokio's timer wakes on whole milliseconds:
+/// pacing each connection on it sent a millisecond's batches of every connection at once,
+/// 65 `SET`s in one burst at the lag row's rate on this project's 2-core machine).
+const PACE_TICK: Duration = Duration::from_micros(100);
+
+/// A paced (open-loop) load's clock: a thread on the load's cores that releases the batches
+/// due every [`PACE_TICK`] as permits, which the connections take in turn (the semaphore is
+/// fair: the connection waiting longest sends next). Batches due while every connection is
+/// busy wait as permits, up to 8 per connection; beyond that (a stalled server) the oldest
+/// are skipped rather than sent in one burst later.
+struct Pacer {
+    permits: Arc<tokio::sync::Semaphore>,
+    /// Returns how many batches were skipped (due while `8 × connections` already waited).
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl Pacer {
+    /// Releases `per_second` batches a second until `end`, then closes the permits.
+    fn start(per_second: f64, connections: usize, end: Instant, cores: &[usize]) -> Self {
+        let permits = Arc::new(tokio::sync::Semaphore::new(0));
+        let released = Arc::clone(&permits);
+        let cores = cores.to_vec();
+        let most = connections.max(1) * 8;
+        let thread = std::thread::spawn(move || {
+            pin_self(&cores);
+            let start = Instant::now();
+            let (mut due_before, mut skipped) = (0u64, 0u64);
+            while Instant::now() < end {
+                std::thread::sleep(PACE_TICK);
+                let due = (start.elapsed().as_secs_f64() * per_second) as u64;
+                let new = (due - due_before) as usize;
+                due_before = due;
+                let room = most.saturating_sub(released.available_permits());
+                released.add_permits(new.min(room));
+                skipped += new.saturating_sub(room) as u64;
+            }
+            released.close();
+            skipped
+        });
+        Self { permits, thread }
+    }
+
+    /// Stops releasing batches; returns how many were skipped because the load fell behind.
+    fn stop(self) -> u64 {
+        self.permits.close();
+        self.thread.join().unwrap_or(0)
+    }
 }
 
 /// A batch of `pipeline` commands whose keys are rewritten in place before each send (12
@@ -1502,7 +1564,7 @@ async fn connection_load(
     ttl: Option<u64>,
     seed: u64,
     (measure_from, end): (Instant, Instant),
-    mut pace: Option<(Instant, Duration)>,
+    pace: Option<Arc<tokio::sync::Semaphore>>,
 ) -> anyhow::Result<(u64, Vec<u32>)> {
     let mut stream = tokio::net::TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
@@ -1550,14 +1612,12 @@ async fn connection_load(
     let mut latencies = Vec::new();
     let mut round = 0usize;
     loop {
-        if let Some((next, every)) = &mut pace {
-            tokio::time::sleep_until((*next).into()).await;
-            // The schedule advances by the interval whatever the timer's lateness (tokio's
-            // wakes on whole milliseconds), so a connection makes up a late send at once and
-            // keeps its rate; one that fell far behind (a stalled server) skips what is more
-            // than 8 intervals old instead of sending it all in a burst.
-            let now = Instant::now();
-            *next = (*next + *every).max(now.checked_sub(*every * 8).unwrap_or(now));
+        if let Some(permits) = &pace {
+            // The pacer closes the semaphore at the end of the run.
+            match permits.acquire().await {
+                Ok(permit) => permit.forget(),
+                Err(_) => break,
+            }
         }
         let now = Instant::now();
         if now >= end {

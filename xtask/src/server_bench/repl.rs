@@ -9,9 +9,10 @@
 //! - `compression`: the same with one replica at pipeline 16, `compression = "none"` and
 //!   `"zstd"`: bytes sent per write and the primary's CPU.
 //! - `lag`: a probe `SET`s a key on the primary and times until the replica serves it, 2,000
-//!   times, at 50% load: every connection sends `SET`s at pipeline 1 on a fixed schedule,
-//!   together half of what the primary took alone at pipeline 1 in the same run, or
-//!   `--lag-rate` (its `ratio`: the rate reached ÷ the rate asked).
+//!   times, at 50% load: `SET`s at pipeline 1 released at a steady rate (every 100 µs, to
+//!   whichever connection is free), together half of what the primary took alone at
+//!   pipeline 1 in the same run, or `--lag-rate` (its `ratio`: the rate reached ÷ the rate
+//!   asked; batches the load fell too far behind for are skipped and counted).
 //! - `lag-closed`: the same under a closed loop of half the connections (each sends its
 //!   next `SET` once the last is answered: the load core is saturated).
 //! - `catchup-snapshot`: a replica started empty against a primary holding `--catchup-keys`
