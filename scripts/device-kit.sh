@@ -14,8 +14,8 @@
 #      pinned copy and the naive path), #31;
 #   2. replication: bench-repl with the primary on cores 0-7, the load on 8-11 and the
 #      replicas on 12-15 (throughput 0/1/2 replicas, lag at 50% load, catch-up), #29;
-#   3. TLS: bench-server --tls with fc-server and Redis on cores 0-3 and redis-benchmark on
-#      4-11 (8 threads, one per load core), #32.
+#   3. TLS: bench-server --tls with fc-server and Redis on cores 0-3 and the loads on 4-11
+#      (the xtask load plain and through rustls; redis-benchmark with 8 threads), #32.
 # Each step's output is kept whatever the others do; `$OUT/results.tar.gz` holds every file
 # (`tar xzf` it into bench-matrix/<run>/), `$OUT/log` the whole log.
 set -uo pipefail
@@ -80,7 +80,7 @@ steps() {
     echo "device-kit: $cores cores, not 16: the core sets shrink (rows are not the device's)"
     server="0" load="1" replicas="1" tls_server="0" tls_load="1"
   fi
-  local gpu_iterations=10 repl_args=() tls_args=(--rounds 3 --duration 3)
+  local gpu_iterations=10 repl_args=() tls_args=(--rounds 2 --duration 3)
   if [ "$quick" = 1 ]; then
     gpu_iterations=2
     repl_args=(--quick)

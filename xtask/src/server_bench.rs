@@ -30,7 +30,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio_rustls::TlsConnector;
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::CertificateDer;
+use tokio_rustls::rustls::pki_types::ServerName;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
 
 use crate::bench::report;
 
@@ -77,6 +82,9 @@ pub(crate) struct ServerBenchArgs {
     /// as the last is answered. Set by `bench-repl`'s lag row, not a flag.
     #[arg(skip)]
     pub(crate) rate: Option<f64>,
+    /// The CA the `xtask-tls` load trusts (the run's certificate, `--tls`).
+    #[arg(skip)]
+    tls_ca: Option<PathBuf>,
     /// Distinct keys (preloaded).
     #[arg(long, default_value_t = 100_000)]
     keys: u64,
@@ -100,8 +108,9 @@ pub(crate) struct ServerBenchArgs {
     #[arg(long)]
     no_redis_benchmark: bool,
     /// Also serve TLS (a certificate made for the run; no client certificates) and measure
-    /// GET and SET over it with `redis-benchmark --tls` (`load: redis-benchmark-tls`), beside
-    /// the same tool in plaintext.
+    /// GET and SET over it: the xtask load through rustls (`load: xtask-tls`, beside the
+    /// plaintext `xtask` rows) and `redis-benchmark --tls` when installed
+    /// (`load: redis-benchmark-tls`, beside the same tool in plaintext).
     #[arg(long)]
     tls: bool,
     /// Also measure every xtask shape as an ACL user (`bench`: `~* &* +@all -flushall`,
@@ -353,12 +362,8 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
             !skip
         })
         .collect();
-    if args.tls && !have_benchmark {
-        bail!(
-            "--tls measures with redis-benchmark --tls, which is not installed (or --no-redis-benchmark)"
-        );
-    }
     let certs = args.tls.then(|| Certs::make(&out)).transpose()?;
+    args.tls_ca = certs.as_ref().map(|c| c.cert.clone());
     let mut rows = Vec::new();
     let mut rounds = Vec::new();
     let per_value = (mixes.len() + scripts.len()) * args.pipelines.len() * args.rounds;
@@ -496,6 +501,25 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
                             .entry((server, fsync, "xtask"))
                             .or_default()
                             .push(sample);
+                        if let (Some(tls_addr), Mix::Get | Mix::Set) = (&process.tls_addr, mix) {
+                            let sample = run_load(
+                                (tls_addr, process.child.id()),
+                                &args,
+                                mix,
+                                value,
+                                pipeline,
+                                Load::RespTls,
+                            )
+                            .with_context(|| format!("bench-server: {label} (TLS)"))?;
+                            progress.suspend(|| eprintln!(
+                                "bench-server: {label} over TLS: {:.0} ops/s, p50 {:.0} us, p99 {:.0} us, server CPU {:.2}",
+                                sample.ops, sample.p50, sample.p99, sample.cpu
+                            ));
+                            samples
+                                .entry((server, fsync, "xtask-tls"))
+                                .or_default()
+                                .push(sample);
+                        }
                         if have_benchmark && matches!(mix, Mix::Get | Mix::Set) {
                             let pid = process.child.id();
                             let plain = Some((process.addr.as_str(), None, "redis-benchmark"));
@@ -1226,6 +1250,8 @@ enum Load {
     Resp,
     /// RESP, as the ACL user `bench` (`--acl`).
     RespAcl,
+    /// RESP over the server's TLS port, through rustls (`--tls`).
+    RespTls,
     /// FCNP frames, the same closed loop (`--fcnp`).
     Fcnp,
     /// FCNP through fc-client, a client per connection (`--fcnp`).
@@ -1244,6 +1270,7 @@ impl Load {
         match self {
             Self::Resp => "xtask",
             Self::RespAcl => "xtask-acl",
+            Self::RespTls => "xtask-tls",
             Self::Fcnp => "xtask-fcnp",
             Self::Client => "fc-client",
             Self::ClientShared => "fc-client-shared",
@@ -1278,6 +1305,9 @@ fn run_load(
         )
     });
     let permits = pacer.as_ref().map(|p| Arc::clone(&p.permits));
+    let tls = (load == Load::RespTls)
+        .then(|| tls_connector(args.tls_ca.as_deref()))
+        .transpose()?;
     let handle = std::thread::spawn(move || -> anyhow::Result<Sample> {
         pin_self(&load_cores);
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -1299,6 +1329,7 @@ fn run_load(
                 let value = value.clone();
                 let shared = shared.clone();
                 let pace = permits.clone();
+                let tls = tls.clone();
                 tasks.push(tokio::task::spawn(async move {
                     let seed = seed ^ (c as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
                     if matches!(load, Load::Client | Load::ClientShared) {
@@ -1315,19 +1346,26 @@ fn run_load(
                         )
                         .await;
                     }
-                    connection_load(
-                        &addr,
+                    let shape = Shape {
                         load,
                         mix,
-                        &value,
+                        value: &value,
                         pipeline,
                         keys,
                         ttl,
                         seed,
-                        (measure_from, end),
+                        window: (measure_from, end),
                         pace,
-                    )
-                    .await
+                    };
+                    let stream = tokio::net::TcpStream::connect(&addr).await?;
+                    stream.set_nodelay(true)?;
+                    match tls {
+                        Some(tls) => {
+                            let name = ServerName::try_from("localhost")?;
+                            connection_load(tls.connect(name, stream).await?, shape).await
+                        }
+                        None => connection_load(stream, shape).await,
+                    }
                 }));
             }
             let mut ops = 0u64;
@@ -1551,23 +1589,52 @@ fn push_bulk(buf: &mut Vec<u8>, bytes: &[u8]) {
     buf.extend_from_slice(b"\r\n");
 }
 
-/// One connection's closed loop: a batch out, every reply in, repeat until `end`. Counts the
-/// operations whose batch finished inside `[measure_from, end)`.
-#[expect(clippy::too_many_arguments, reason = "one load shape, spelled out")]
-async fn connection_load(
-    addr: &str,
+/// A connection's load: what it sends and when it stops.
+struct Shape<'a> {
     load: Load,
     mix: Mix,
-    value: &[u8],
+    value: &'a [u8],
     pipeline: usize,
     keys: u64,
     ttl: Option<u64>,
     seed: u64,
-    (measure_from, end): (Instant, Instant),
+    /// `[measure_from, end)`.
+    window: (Instant, Instant),
     pace: Option<Arc<tokio::sync::Semaphore>>,
+}
+
+/// A TLS client trusting `ca` (the run's self-signed certificate), for `xtask-tls`.
+fn tls_connector(ca: Option<&Path>) -> anyhow::Result<TlsConnector> {
+    let ca = ca.context("the xtask-tls load without the run's certificate")?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in
+        CertificateDer::pem_file_iter(ca).with_context(|| format!("reading {}", ca.display()))?
+    {
+        roots.add(cert?)?;
+    }
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(TlsConnector::from(Arc::new(config)))
+}
+
+/// One connection's closed loop (over plaintext or TLS): a batch out, every reply in, repeat
+/// until `end`. Counts the operations whose batch finished inside `[measure_from, end)`.
+async fn connection_load<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    shape: Shape<'_>,
 ) -> anyhow::Result<(u64, Vec<u32>)> {
-    let mut stream = tokio::net::TcpStream::connect(addr).await?;
-    stream.set_nodelay(true)?;
+    let Shape {
+        load,
+        mix,
+        value,
+        pipeline,
+        keys,
+        ttl,
+        seed,
+        window: (measure_from, end),
+        pace,
+    } = shape;
     if load == Load::RespAcl {
         let mut auth = Vec::new();
         push_command(&mut auth, &[b"AUTH", b"bench", b"bench"]);
@@ -1822,12 +1889,62 @@ fn write_summary(
         );
     }
     fcnp_table(&mut text, &table);
+    tls_table(&mut text, &table);
     memcached_table(&mut text, &table);
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
 type SummaryTable<'a> =
     BTreeMap<(&'static str, String, usize, &'static str, usize), BTreeMap<String, &'a Row>>;
+
+/// TLS against plaintext, shape by shape (`--tls`): each server's TLS port under the same
+/// load as its plaintext port, and the servers against each other over TLS.
+fn tls_table(text: &mut String, table: &SummaryTable<'_>) {
+    let mut lines = Vec::new();
+    for ((load, fsync, value, mix, pipeline), servers) in table {
+        let plain = match *load {
+            "xtask-tls" => "xtask",
+            "redis-benchmark-tls" => "redis-benchmark",
+            _ => continue,
+        };
+        let Some(plain) = table.get(&(plain, fsync.clone(), *value, *mix, *pipeline)) else {
+            continue;
+        };
+        let per_cpu = |r: &Row| r.ops / r.cpu.max(0.01);
+        let side = |server: &str| match (servers.get(server), plain.get(server)) {
+            (Some(tls), Some(clear)) => format!(
+                "{:.0} | {:.0} | {:.2}x | {:.2}x | {:.2}",
+                tls.ops,
+                clear.ops,
+                tls.ops / clear.ops.max(1.0),
+                per_cpu(tls) / per_cpu(clear).max(1.0),
+                tls.cpu
+            ),
+            _ => "- | - | - | - | -".into(),
+        };
+        let against = match (servers.get("fc-server"), servers.get("redis")) {
+            (Some(fc), Some(redis)) => format!(
+                "{:.2}x | {:.2}x",
+                fc.ops / redis.ops.max(1.0),
+                per_cpu(fc) / per_cpu(redis).max(1.0)
+            ),
+            _ => "- | -".into(),
+        };
+        lines.push(format!(
+            "| {load} | {fsync} | {value} | {mix} | {pipeline} | {} | {} | {against} |",
+            side("fc-server"),
+            side("redis")
+        ));
+    }
+    if lines.is_empty() {
+        return;
+    }
+    text.push_str("\n## TLS against plaintext\n\nEach server's TLS port (rustls for fc-server, OpenSSL for Redis; a certificate made for the run, no client certificates) under the same load as its plaintext port: `xtask-tls` is the xtask load through rustls (TLS 1.3), `redis-benchmark-tls` is `redis-benchmark --tls` (OpenSSL). **÷ plain** = TLS ÷ plaintext throughput; **per CPU** = the same in operations per server CPU-second (the server's own cost of TLS, whichever side is the limit); **fc ÷ Redis** = fc-server ÷ Redis, both over TLS.\n\n| load | persistence | value | mix | pipeline | fc TLS ops/s | fc plain ops/s | fc ÷ plain | fc per CPU | fc CPU (TLS) | Redis TLS ops/s | Redis plain ops/s | Redis ÷ plain | Redis per CPU | Redis CPU (TLS) | fc ÷ Redis (TLS) | fc ÷ Redis per CPU (TLS) |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for line in lines {
+        text.push_str(&line);
+        text.push('\n');
+    }
+}
 
 /// fc-server's memcached port against memcached, shape by shape (`--memcached`).
 fn memcached_table(text: &mut String, table: &SummaryTable<'_>) {
