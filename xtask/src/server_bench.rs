@@ -438,87 +438,42 @@ pub(crate) fn bench_server(mut args: ServerBenchArgs) -> anyhow::Result<()> {
                             mix.name(),
                             round + 1
                         );
-                        if args.acl {
+                        // One xtask load against `addr`, logged and kept under its name.
+                        let mut measure = |addr: &str, load: Load| -> anyhow::Result<f64> {
                             let sample = run_load(
-                                (&process.addr, process.child.id()),
+                                (addr, process.child.id()),
                                 &args,
                                 mix,
                                 value,
                                 pipeline,
-                                Load::RespAcl,
+                                load,
                             )
-                            .with_context(|| format!("bench-server: {label} (ACL user)"))?;
+                            .with_context(|| format!("bench-server: {} {label}", load.name()))?;
                             progress.suspend(|| eprintln!(
-                                "bench-server: {label} as an ACL user: {:.0} ops/s, server CPU {:.2}",
-                                sample.ops, sample.cpu
+                                "bench-server: {} {label}: {:.0} ops/s, p50 {:.0} us, p99 {:.0} us, server CPU {:.2}",
+                                load.name(), sample.ops, sample.p50, sample.p99, sample.cpu
                             ));
+                            let ops = sample.ops;
                             samples
-                                .entry((server, fsync, "xtask-acl"))
+                                .entry((server, fsync, load.name()))
                                 .or_default()
                                 .push(sample);
+                            Ok(ops)
+                        };
+                        if args.acl {
+                            measure(&process.addr, Load::RespAcl)?;
                         }
                         if args.fcnp
                             && *server == "fc-server"
                             && matches!(mix, Mix::Get | Mix::Set | Mix::Mixed)
                         {
                             for load in [Load::Fcnp, Load::Client, Load::ClientShared] {
-                                let sample = run_load(
-                                    (&process.addr, process.child.id()),
-                                    &args,
-                                    mix,
-                                    value,
-                                    pipeline,
-                                    load,
-                                )
-                                .with_context(|| {
-                                    format!("bench-server: {label} ({})", load.name())
-                                })?;
-                                progress.suspend(|| eprintln!(
-                                    "bench-server: {} {label}: {:.0} ops/s, p50 {:.0} us, p99 {:.0} us, server CPU {:.2}",
-                                    load.name(), sample.ops, sample.p50, sample.p99, sample.cpu
-                                ));
-                                samples
-                                    .entry((server, fsync, load.name()))
-                                    .or_default()
-                                    .push(sample);
+                                measure(&process.addr, load)?;
                             }
                         }
-                        let sample = run_load(
-                            (&process.addr, process.child.id()),
-                            &args,
-                            mix,
-                            value,
-                            pipeline,
-                            Load::Resp,
-                        )
-                        .with_context(|| format!("bench-server: {label}"))?;
-                        progress.suspend(|| eprintln!(
-                            "bench-server: {label}: {:.0} ops/s, p50 {:.0} us, p99 {:.0} us, server CPU {:.2}",
-                            sample.ops, sample.p50, sample.p99, sample.cpu
-                        ));
-                        let requests = (sample.ops * args.duration) as u64;
-                        samples
-                            .entry((server, fsync, "xtask"))
-                            .or_default()
-                            .push(sample);
+                        let requests = (measure(&process.addr, Load::Resp)? * args.duration) as u64;
                         if let (Some(tls_addr), Mix::Get | Mix::Set) = (&process.tls_addr, mix) {
-                            let sample = run_load(
-                                (tls_addr, process.child.id()),
-                                &args,
-                                mix,
-                                value,
-                                pipeline,
-                                Load::RespTls,
-                            )
-                            .with_context(|| format!("bench-server: {label} (TLS)"))?;
-                            progress.suspend(|| eprintln!(
-                                "bench-server: {label} over TLS: {:.0} ops/s, p50 {:.0} us, p99 {:.0} us, server CPU {:.2}",
-                                sample.ops, sample.p50, sample.p99, sample.cpu
-                            ));
-                            samples
-                                .entry((server, fsync, "xtask-tls"))
-                                .or_default()
-                                .push(sample);
+                            measure(tls_addr, Load::RespTls)?;
                         }
                         if have_benchmark && matches!(mix, Mix::Get | Mix::Set) {
                             let pid = process.child.id();
