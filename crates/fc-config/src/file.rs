@@ -290,6 +290,8 @@ pub struct ServerSection {
     /// Scripts over keys of several workers hold them all (`true`) or are refused with
     /// `CROSSSLOT`, as in Redis Cluster (`false`).
     pub scripts_across_workers: bool,
+    /// Transparent huge pages off for the process (`true`), as Redis's `disable-thp`.
+    pub disable_thp: bool,
     /// Seconds a client may stay idle (0: forever).
     pub timeout: u64,
     /// `normal <hard> <soft> <seconds>` (`"normal 0 0 0"`, Redis's default).
@@ -347,6 +349,7 @@ impl Default for ServerSection {
             databases: defaults.databases,
             busy_reply_threshold: defaults.busy_reply_threshold_ms,
             scripts_across_workers: defaults.scripts_across_workers,
+            disable_thp: defaults.disable_thp,
             timeout: 0,
             client_output_buffer_limit: OutputLimit::default().normal_text(),
             hz: defaults.hz,
@@ -1117,6 +1120,7 @@ impl FastCacheConfig {
             databases: s.databases,
             busy_reply_threshold_ms: s.busy_reply_threshold,
             scripts_across_workers: s.scripts_across_workers,
+            disable_thp: s.disable_thp,
             maxmemory: (maxmemory > 0).then_some(maxmemory),
             maxmemory_policy: policy,
             timeout: s.timeout,
@@ -1485,6 +1489,15 @@ mod tests {
             FastCacheConfig::load_from_path(&dir.path().join("missing.toml")),
             Err(ConfigError::Io { .. })
         ));
+    }
+
+    #[test]
+    fn disable_thp_is_on_unless_the_file_turns_it_off() {
+        let default = FastCacheConfig::from_toml_str("").unwrap();
+        assert!(default.server_config().unwrap().disable_thp);
+        let off = FastCacheConfig::from_toml_str("[server]\ndisable_thp = false\n").unwrap();
+        assert!(!off.server_config().unwrap().disable_thp);
+        assert!(FastCacheConfig::from_toml_str("[server]\ndisable_thp = \"no\"\n").is_err());
     }
 
     #[test]

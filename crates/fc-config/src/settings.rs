@@ -38,6 +38,13 @@ pub struct ServerConfig {
     /// Scripts whose declared keys live on several workers run holding them all (`true`,
     /// the default) or are refused with Redis Cluster's `CROSSSLOT` (`false`).
     pub scripts_across_workers: bool,
+    /// Turn transparent huge pages off for the whole process at start (`true`, the default, as
+    /// Redis's `disable-thp yes`): memory the allocator has marked for huge pages is then
+    /// faulted in 4 KiB pages. With them on, the first touch of each 2 MiB zeroes it all in
+    /// one fault, ~1.5 ms of a worker or the replication pump on a small machine (the
+    /// replication lag's tail), and a store held ~11% more memory; a store still growing
+    /// fills ~10% faster with them (fewer faults).
+    pub disable_thp: bool,
     /// Memory budget in bytes (`None`: unlimited).
     pub maxmemory: Option<u64>,
     /// What a write past the budget does.
@@ -279,6 +286,7 @@ impl Default for ServerConfig {
             databases: 16,
             busy_reply_threshold_ms: 5000,
             scripts_across_workers: true,
+            disable_thp: true,
             maxmemory: None,
             maxmemory_policy: EvictionPolicy::NoEviction,
             timeout: 0,

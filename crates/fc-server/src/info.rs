@@ -969,6 +969,15 @@ fn parameters(worker: &Worker) -> Vec<(&'static str, String)> {
         ),
         ("dir", dir),
         ("databases", shared.config.databases.to_string()),
+        (
+            "disable-thp",
+            if shared.config.disable_thp {
+                "yes"
+            } else {
+                "no"
+            }
+            .to_string(),
+        ),
         ("bind", c.bind.ip().to_string()),
         ("port", shared.port.to_string()),
         ("tcp-keepalive", "0".to_string()),
@@ -1108,7 +1117,9 @@ fn change(worker: &Worker, name: &[u8], value: &[u8]) -> Result<Change, String> 
             }
         }
         "appendonly" | "appendfsync" | "dir" | "dbfilename" | "databases" | "bind" | "port"
-        | "io-threads" | "daemonize" | "tcp-keepalive" => Err(failed("can't set immutable config")),
+        | "io-threads" | "daemonize" | "tcp-keepalive" | "disable-thp" => {
+            Err(failed("can't set immutable config"))
+        }
         knob => match crate::knobs::Knobs::find(knob) {
             Some(index) => crate::knobs::Knobs::check(index, &text)
                 .map(|value| Change::Knob(index, value))

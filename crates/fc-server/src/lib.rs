@@ -183,6 +183,14 @@ impl Server {
     pub fn start(config: ServerConfig) -> anyhow::Result<ServerHandle> {
         let threads = config.threads.clamp(1, config.shards.max(1));
         rt::check(config.runtime)?;
+        if config.disable_thp {
+            // Process-wide, and checked at each page fault: memory mapped before (the
+            // allocator's arenas, which it marks `MADV_HUGEPAGE`) is faulted in 4 KiB pages
+            // from here on.
+            if let Err(e) = rustix::thread::disable_transparent_huge_pages(true) {
+                tracing::warn!("could not turn transparent huge pages off: {e}");
+            }
+        }
         let (stop, mut stopped) = watch::channel(false);
         // The admin port answers `/health` (and `/ready`: 503) while the data loads.
         #[cfg(feature = "telemetry")]

@@ -1113,3 +1113,43 @@ fn a_taken_port_is_an_error_and_another_port_is_tried() {
     assert_ne!(server.addr, bind);
     drop(taken);
 }
+
+/// `disable-thp` (Redis's name and default): the server turns transparent huge pages off for
+/// its process unless told not to, reports it in `CONFIG GET`, and refuses to change it live.
+#[test]
+fn transparent_huge_pages_are_off_unless_asked_for() {
+    // What the kernel says of the process (`THP_enabled`, Linux 5.0 and later).
+    let thp_enabled = |server: &common::Binary| {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id()))
+            .expect("the server's /proc status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("THP_enabled:"))
+            .map(|v| v.trim() == "1")
+    };
+    for (flag, expect) in [(None, "yes"), (Some("false"), "no"), (Some("true"), "yes")] {
+        let mut args = vec!["--bind", "127.0.0.1:0", "--threads", "1", "--save", ""];
+        if let Some(v) = flag {
+            args.extend(["--disable-thp", v]);
+        }
+        let server = spawn_binary(args);
+        let mut c = redis::Client::open(format!("redis://{}", server.addr))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let got: Vec<String> = redis::cmd("CONFIG")
+            .arg(&["GET", "disable-thp"])
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(got, ["disable-thp", expect], "--disable-thp {flag:?}");
+        if let Some(enabled) = thp_enabled(&server) {
+            assert_eq!(enabled, expect == "no", "--disable-thp {flag:?}");
+        }
+        let e = redis::cmd("CONFIG")
+            .arg(&["SET", "disable-thp", "no"])
+            .query::<Value>(&mut c)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("can't set immutable config"), "{e}");
+    }
+}
