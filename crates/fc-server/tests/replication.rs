@@ -327,6 +327,13 @@ fn a_cut_link_resumes_from_the_backlog() {
         mixed_writes(&mut p, round);
     }
     converged(&mut p, &mut r);
+    // The backlog's memory, the same in both sections.
+    let held = info_field(&mut p, "replication", "repl_backlog_histlen");
+    assert!(held > 0);
+    assert_eq!(
+        info_field(&mut p, "memory", "mem_replication_backlog"),
+        held
+    );
     let snapshots = info_field(&mut p, "replication", "repl_shard_snapshots_sent");
     for cut in 0..5 {
         let killed: i64 = redis::cmd("CLIENT")

@@ -110,15 +110,14 @@ pub(crate) fn pump(shared: &Shared, stop: &AtomicBool) {
 
 /// A buffer for a frame of up to `needed` bytes: one the backlog evicted, of the same size
 /// class, when one of the last few is; else a new one of that class. Frame buffers come in
-/// classes (multiples of 4 KiB up to 64 KiB, powers of two above) so that frames of similar
-/// sizes reuse each other's memory; a buffer freed and allocated again per frame made the
-/// kernel zero fresh pages for the pump all the time (the backlog counts a frame's capacity).
+/// classes (powers of two from 256 B to 4 KiB, multiples of 4 KiB up to 64 KiB, powers of two
+/// above) so that frames of similar sizes reuse each other's memory; a buffer freed and
+/// allocated again per frame made the kernel zero fresh pages for the pump all the time. The
+/// backlog counts a frame's capacity, so the classes are what `backlog_bytes` holds: with
+/// 4 KiB the least, a frame of one `SET` (~150 B) took 4 KiB, and a 64 MiB backlog held 16k
+/// such writes.
 fn frame_buffer(spare: &mut Vec<Vec<u8>>, needed: usize) -> Vec<u8> {
-    let class = if needed <= 64 << 10 {
-        needed.div_ceil(4096).max(1) * 4096
-    } else {
-        needed.next_power_of_two()
-    };
+    let class = frame_class(needed);
     let from = spare.len().saturating_sub(16);
     match spare[from..].iter().rposition(|b| b.capacity() == class) {
         Some(at) => {
@@ -127,6 +126,17 @@ fn frame_buffer(spare: &mut Vec<Vec<u8>>, needed: usize) -> Vec<u8> {
             buffer
         }
         None => Vec::with_capacity(class),
+    }
+}
+
+/// The capacity a frame of `needed` bytes is encoded into (see [`frame_buffer`]).
+fn frame_class(needed: usize) -> usize {
+    if needed <= 4096 {
+        needed.next_power_of_two().max(256)
+    } else if needed <= 64 << 10 {
+        needed.div_ceil(4096) * 4096
+    } else {
+        needed.next_power_of_two()
     }
 }
 
@@ -492,5 +502,43 @@ fn acks_ended(done: Result<Result<(), String>, tokio::task::JoinError>) -> Resul
         Ok(Ok(())) => Ok(()),
         Ok(Err(err)) => Err(err),
         Err(_) => Err("acknowledgement reader stopped".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{frame_buffer, frame_class};
+
+    #[test]
+    fn frame_classes_hold_a_frame_with_at_most_twice_its_bytes_and_reuse_spares() {
+        for needed in [
+            1,
+            150,
+            256,
+            257,
+            1000,
+            4096,
+            4097,
+            9000,
+            65536,
+            65537,
+            1 << 20,
+        ] {
+            let class = frame_class(needed);
+            assert!(class >= needed, "{needed} -> {class}");
+            assert!(class <= (2 * needed).max(256), "{needed} -> {class}");
+        }
+        assert_eq!(frame_class(150), 256);
+        assert_eq!(frame_class(5000), 8192);
+        // A spare of the same class is reused (and cleared); another class is not.
+        let mut old = Vec::with_capacity(frame_class(300));
+        old.extend_from_slice(b"old frame");
+        let mut spare = vec![Vec::with_capacity(frame_class(3000)), old];
+        let reused = frame_buffer(&mut spare, 400);
+        assert_eq!((reused.capacity(), reused.len()), (512, 0));
+        assert_eq!(spare.len(), 1);
+        let fresh = frame_buffer(&mut spare, 100);
+        assert_eq!(fresh.capacity(), 256);
+        assert_eq!(spare.len(), 1);
     }
 }
