@@ -12,7 +12,9 @@
 //!   times, at 50% load: `SET`s at pipeline 1 released at a steady rate (every 100 µs, to
 //!   whichever connection is free), together half of what the primary took alone at
 //!   pipeline 1 in the same run, or `--lag-rate` (its `ratio`: the rate reached ÷ the rate
-//!   asked; batches the load fell too far behind for are skipped and counted).
+//!   asked; batches the load fell too far behind for are skipped and counted). Also the lag
+//!   counted from the primary's reply to the probe's `SET` (`ack_p50_us`, `ack_p99_us`: the
+//!   first counts the `SET`'s wait behind the load on the primary, `probe_set_p99_us`).
 //! - `lag-closed`: the same under a closed loop of half the connections (each sends its
 //!   next `SET` once the last is answered: the load core is saturated).
 //! - `catchup-snapshot`: a replica started empty against a primary holding `--catchup-keys`
@@ -301,6 +303,11 @@ struct Row {
     ratio: f64,
     p50_us: f64,
     p99_us: f64,
+    /// The lag counted from the primary's reply to the probe's `SET` (not from its sending).
+    ack_p50_us: f64,
+    ack_p99_us: f64,
+    /// The probe's `SET` on the primary, sent to answered.
+    set_p99_us: f64,
     seconds: f64,
     keys: u64,
 }
@@ -421,12 +428,20 @@ fn lag(bin: &Path, args: &ReplBenchArgs, rate: Option<f64>) -> anyhow::Result<Ro
         if args.quick { 300 } else { 2000 },
     );
     pin_self(&before);
-    let mut lags = probed?;
+    let probes = probed?;
     let load = background
         .join()
         .map_err(|_| anyhow::anyhow!("the load thread panicked"))??;
-    lags.sort_by(f64::total_cmp);
-    let pct = |q: f64| lags[((lags.len() as f64 * q) as usize).min(lags.len() - 1)];
+    let pct = |of: fn(&Probe) -> f64, q: f64| {
+        let mut v: Vec<f64> = probes.iter().map(of).collect();
+        v.sort_by(f64::total_cmp);
+        v[((v.len() as f64 * q) as usize).min(v.len() - 1)]
+    };
+    let (lag, from_ack, set) = (
+        |p: &Probe| p.served_us,
+        |p: &Probe| p.served_us - p.acked_us,
+        |p: &Probe| p.acked_us,
+    );
     if let Some(rate) = rate
         && load.ops < 0.9 * rate
     {
@@ -446,15 +461,29 @@ fn lag(bin: &Path, args: &ReplBenchArgs, rate: Option<f64>) -> anyhow::Result<Ro
         compression: "none",
         ops: load.ops,
         cpu: load.cpu,
-        p50_us: pct(0.5),
-        p99_us: pct(0.99),
+        p50_us: pct(lag, 0.5),
+        p99_us: pct(lag, 0.99),
+        ack_p50_us: pct(from_ack, 0.5),
+        ack_p99_us: pct(from_ack, 0.99),
+        set_p99_us: pct(set, 0.99),
         ..Row::default()
     })
 }
 
-/// `probes` times: a `SET` on the primary, then `EXISTS` on the replica until it answers 1;
-/// the microseconds from the `SET` sent to that answer.
-fn probe_lag(primary: &str, replica: &str, probes: usize) -> anyhow::Result<Vec<f64>> {
+/// One probe's times, in microseconds from its `SET` sent.
+struct Probe {
+    /// The primary answered the `SET`.
+    acked_us: f64,
+    /// The replica answered the `EXISTS` that found the key.
+    served_us: f64,
+}
+
+/// `probes` times: a `SET` on the primary, then `EXISTS` on the replica until it answers 1.
+/// The lag is the time from the `SET` sent to that answer; it includes the `SET`'s own wait
+/// on the primary, so each probe also keeps when the primary answered (the lag from there
+/// leaves out the wait before the write was applied, and any delay of the probe's own thread
+/// in reading that reply).
+fn probe_lag(primary: &str, replica: &str, probes: usize) -> anyhow::Result<Vec<Probe>> {
     let mut p = BufReader::new(TcpStream::connect(primary)?);
     let mut r = BufReader::new(TcpStream::connect(replica)?);
     let mut lags = Vec::new();
@@ -467,6 +496,7 @@ fn probe_lag(primary: &str, replica: &str, probes: usize) -> anyhow::Result<Vec<
         p.get_mut().write_all(set.as_bytes())?;
         line.clear();
         p.read_until(b'\n', &mut line)?;
+        let acked_us = t0.elapsed().as_secs_f64() * 1e6;
         loop {
             r.get_mut().write_all(get.as_bytes())?;
             line.clear();
@@ -478,7 +508,10 @@ fn probe_lag(primary: &str, replica: &str, probes: usize) -> anyhow::Result<Vec<
                 bail!("the replica never served {key}");
             }
         }
-        lags.push(t0.elapsed().as_secs_f64() * 1e6);
+        lags.push(Probe {
+            acked_us,
+            served_us: t0.elapsed().as_secs_f64() * 1e6,
+        });
     }
     Ok(lags)
 }
@@ -702,13 +735,13 @@ pub(crate) fn bench_repl(mut args: ReplBenchArgs) -> anyhow::Result<()> {
 
 fn write(out: &Path, run_id: &str, args: &ReplBenchArgs, rows: &[Row]) -> anyhow::Result<()> {
     let mut csv = String::from(
-        "row,server,replicas,pipeline,compression,ops_per_sec,primary_cpu_cores,ops_per_primary_core,repl_bytes_per_write,ratio,p50_us,p99_us,seconds,keys,replica_cpu_ns_per_write\n",
+        "row,server,replicas,pipeline,compression,ops_per_sec,primary_cpu_cores,ops_per_primary_core,repl_bytes_per_write,ratio,p50_us,p99_us,seconds,keys,replica_cpu_ns_per_write,ack_p50_us,ack_p99_us,probe_set_p99_us\n",
     );
     for r in rows {
         let per_core = if r.cpu > 0.0 { r.ops / r.cpu } else { 0.0 };
         let _ = writeln!(
             csv,
-            "{},{},{},{},{},{:.0},{:.3},{:.0},{:.1},{:.3},{:.1},{:.1},{:.3},{},{:.0}",
+            "{},{},{},{},{},{:.0},{:.3},{:.0},{:.1},{:.3},{:.1},{:.1},{:.3},{},{:.0},{:.1},{:.1},{:.1}",
             r.row,
             r.server,
             r.replicas,
@@ -723,7 +756,10 @@ fn write(out: &Path, run_id: &str, args: &ReplBenchArgs, rows: &[Row]) -> anyhow
             r.p99_us,
             r.seconds,
             r.keys,
-            r.replica_ns_per_op
+            r.replica_ns_per_op,
+            r.ack_p50_us,
+            r.ack_p99_us,
+            r.set_p99_us
         );
     }
     std::fs::write(out.join("repl.csv"), csv)?;
@@ -779,8 +815,8 @@ fn write(out: &Path, run_id: &str, args: &ReplBenchArgs, rows: &[Row]) -> anyhow
         };
         let _ = writeln!(
             md,
-            "\nLag (SET on the primary until the replica serves it) {load}: p50 {:.0} µs, p99 {:.0} µs.",
-            r.p50_us, r.p99_us
+            "\nLag (SET on the primary until the replica serves it) {load}: p50 {:.0} µs, p99 {:.0} µs. From the primary's reply to the SET: p50 {:.0} µs, p99 {:.0} µs (the SET itself: p99 {:.0} µs).",
+            r.p50_us, r.p99_us, r.ack_p50_us, r.ack_p99_us, r.set_p99_us
         );
     }
     md.push_str(
