@@ -1891,12 +1891,22 @@ fn tls_table(text: &mut String, table: &SummaryTable<'_>) {
             side("redis")
         ));
     }
+    push_table(
+        text,
+        "\n## TLS against plaintext\n\nEach server's TLS port (rustls for fc-server, OpenSSL for Redis; a certificate made for the run, no client certificates) under the same load as its plaintext port: `xtask-tls` is the xtask load through rustls (TLS 1.3), `redis-benchmark-tls` is `redis-benchmark --tls` (OpenSSL). **÷ plain** = TLS ÷ plaintext throughput; **per CPU** = the same in operations per server CPU-second (the server's own cost of TLS, whichever side is the limit); **fc ÷ Redis** = fc-server ÷ Redis, both over TLS.\n\n| load | persistence | value | mix | pipeline | fc TLS ops/s | fc plain ops/s | fc ÷ plain | fc per CPU | fc CPU (TLS) | Redis TLS ops/s | Redis plain ops/s | Redis ÷ plain | Redis per CPU | Redis CPU (TLS) | fc ÷ Redis (TLS) | fc ÷ Redis per CPU (TLS) |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        &lines,
+    );
+}
+
+/// Appends a summary section (its heading and table head in `head`) with its `lines`, or
+/// nothing when there are none.
+fn push_table(text: &mut String, head: &str, lines: &[String]) {
     if lines.is_empty() {
         return;
     }
-    text.push_str("\n## TLS against plaintext\n\nEach server's TLS port (rustls for fc-server, OpenSSL for Redis; a certificate made for the run, no client certificates) under the same load as its plaintext port: `xtask-tls` is the xtask load through rustls (TLS 1.3), `redis-benchmark-tls` is `redis-benchmark --tls` (OpenSSL). **÷ plain** = TLS ÷ plaintext throughput; **per CPU** = the same in operations per server CPU-second (the server's own cost of TLS, whichever side is the limit); **fc ÷ Redis** = fc-server ÷ Redis, both over TLS.\n\n| load | persistence | value | mix | pipeline | fc TLS ops/s | fc plain ops/s | fc ÷ plain | fc per CPU | fc CPU (TLS) | Redis TLS ops/s | Redis plain ops/s | Redis ÷ plain | Redis per CPU | Redis CPU (TLS) | fc ÷ Redis (TLS) | fc ÷ Redis per CPU (TLS) |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    text.push_str(head);
     for line in lines {
-        text.push_str(&line);
+        text.push_str(line);
         text.push('\n');
     }
 }
@@ -1926,14 +1936,11 @@ fn memcached_table(text: &mut String, table: &SummaryTable<'_>) {
             mc.p99,
         ));
     }
-    if lines.is_empty() {
-        return;
-    }
-    text.push_str("\n## The memcached protocol: fc-server against memcached\n\nThe same closed-loop load speaking memcached's text protocol to fc-server's memcached port and to Debian's `memcached -t <server cores>` on the same pinned cores, each preloaded with the same keys: `xtask-memcached` sends `pipeline` `get`/`set` commands per batch, `xtask-memcached-multiget` one `get` of `pipeline` keys. **per-CPU** = fc-server ÷ memcached in operations per server CPU-second.\n\n| load | value | mix | pipeline / keys | fc-server ops/s | memcached ops/s | ratio | fc CPU | memcached CPU | per-CPU | fc p50 / p99 | memcached p50 / p99 |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-    for line in lines {
-        text.push_str(&line);
-        text.push('\n');
-    }
+    push_table(
+        text,
+        "\n## The memcached protocol: fc-server against memcached\n\nThe same closed-loop load speaking memcached's text protocol to fc-server's memcached port and to Debian's `memcached -t <server cores>` on the same pinned cores, each preloaded with the same keys: `xtask-memcached` sends `pipeline` `get`/`set` commands per batch, `xtask-memcached-multiget` one `get` of `pipeline` keys. **per-CPU** = fc-server ÷ memcached in operations per server CPU-second.\n\n| load | value | mix | pipeline / keys | fc-server ops/s | memcached ops/s | ratio | fc CPU | memcached CPU | per-CPU | fc p50 / p99 | memcached p50 / p99 |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        &lines,
+    );
 }
 
 /// FCNP against RESP through fc-server, shape by shape (`--fcnp`): the same closed-loop load
@@ -1967,14 +1974,11 @@ fn fcnp_table(text: &mut String, table: &SummaryTable<'_>) {
             shared.map_or("-".into(), |c| format!("{:.0} ({:.2}x)", c.ops, c.ops / resp.ops.max(1.0))),
         ));
     }
-    if lines.is_empty() {
-        return;
-    }
-    text.push_str("\n## FCNP against RESP, both through fc-server\n\nThe same closed-loop load (connections, pipeline, keys) speaking RESP (`xtask`) and FCNP (`xtask-fcnp`), and FCNP's Rust client with its pipelines, a client per connection (`fc-client`) or one client shared by all the load's tasks, multiplexing their requests on one connection (`fc-client-shared`: the same number of callers, each with `pipeline` requests in flight, but their requests leave together). **per-CPU** = FCNP ÷ RESP in operations per server CPU-second.\n\n| persistence | value | mix | pipeline | RESP ops/s | FCNP ops/s | FCNP ÷ RESP | per-CPU | fc-client ops/s | fc-client ÷ RESP | fc-client-shared ops/s (÷ RESP) |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-    for line in lines {
-        text.push_str(&line);
-        text.push('\n');
-    }
+    push_table(
+        text,
+        "\n## FCNP against RESP, both through fc-server\n\nThe same closed-loop load (connections, pipeline, keys) speaking RESP (`xtask`) and FCNP (`xtask-fcnp`), and FCNP's Rust client with its pipelines, a client per connection (`fc-client`) or one client shared by all the load's tasks, multiplexing their requests on one connection (`fc-client-shared`: the same number of callers, each with `pipeline` requests in flight, but their requests leave together). **per-CPU** = FCNP ÷ RESP in operations per server CPU-second.\n\n| persistence | value | mix | pipeline | RESP ops/s | FCNP ops/s | FCNP ÷ RESP | per-CPU | fc-client ops/s | fc-client ÷ RESP | fc-client-shared ops/s (÷ RESP) |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        &lines,
+    );
 }
 
 #[cfg(test)]
