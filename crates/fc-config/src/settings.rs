@@ -39,11 +39,11 @@ pub struct ServerConfig {
     /// the default) or are refused with Redis Cluster's `CROSSSLOT` (`false`).
     pub scripts_across_workers: bool,
     /// Turn transparent huge pages off for the whole process at start (`true`, the default, as
-    /// Redis's `disable-thp yes`): memory the allocator has marked for huge pages is then
-    /// faulted in 4 KiB pages. With them on, the first touch of each 2 MiB zeroes it all in
-    /// one fault, ~1.5 ms of a worker or the replication pump on a small machine (the
-    /// replication lag's tail), and a store held ~11% more memory; a store still growing
-    /// fills ~10% faster with them (fewer faults).
+    /// Redis's `disable-thp yes`; inherited by child processes). `false` leaves the system's
+    /// setting: shards past 8 MiB then advise huge pages for their entries. With the
+    /// allocator's heap in huge pages, the first touch of each 2 MiB zeroed it in one fault
+    /// (~1.5 ms of a worker or the replication pump on a small machine) and a store held ~11%
+    /// more memory; a store still growing filled ~10% faster (fewer faults).
     pub disable_thp: bool,
     /// Memory budget in bytes (`None`: unlimited).
     pub maxmemory: Option<u64>,
