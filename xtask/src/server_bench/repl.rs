@@ -13,8 +13,9 @@
 //!   whichever connection is free), together half of what the primary took alone at
 //!   pipeline 1 in the same run, or `--lag-rate` (its `ratio`: the rate reached ÷ the rate
 //!   asked; batches the load fell too far behind for are skipped and counted). Also the lag
-//!   counted from the primary's reply to the probe's `SET` (`ack_p50_us`, `ack_p99_us`: the
-//!   first counts the `SET`'s wait behind the load on the primary, `probe_set_p99_us`).
+//!   counted from the primary's reply to the probe's `SET` (`ack_p50_us`, `ack_p99_us`),
+//!   which leaves out the `SET`'s own wait behind the load on the primary
+//!   (`probe_set_p99_us`).
 //! - `lag-closed`: the same under a closed loop of half the connections (each sends its
 //!   next `SET` once the last is answered: the load core is saturated).
 //! - `catchup-snapshot`: a replica started empty against a primary holding `--catchup-keys`
