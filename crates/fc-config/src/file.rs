@@ -103,6 +103,10 @@ pub struct ReplicationSection {
     pub batch_max_bytes: Size,
     /// Longest a mutation waits in a batch, microseconds (250).
     pub batch_max_delay_us: u64,
+    /// A batch also leaves when the worker that wrote it runs out of work (true): batches
+    /// grow only while the workers are busy. False: every batch waits for its records, its
+    /// bytes or its delay (fewer, larger frames; lag up to `batch_max_delay_us`).
+    pub flush_on_idle: bool,
     /// Recent frames kept for reconnecting replicas (64 MiB).
     pub backlog_bytes: Size,
     /// Bytes per snapshot chunk (1 MiB).
@@ -125,6 +129,7 @@ impl Default for ReplicationSection {
             batch_max_records: 64,
             batch_max_bytes: Size::Bytes(256 << 10),
             batch_max_delay_us: 250,
+            flush_on_idle: true,
             backlog_bytes: Size::Bytes(64 << 20),
             snapshot_chunk_bytes: Size::Bytes(1 << 20),
             serve_stale_data: true,
@@ -881,6 +886,7 @@ impl FastCacheConfig {
             auth_token: r.auth_token.clone().filter(|t| !t.is_empty()),
             zstd_level,
             batch,
+            flush_on_idle: r.flush_on_idle,
             backlog_bytes,
             snapshot_chunk_bytes,
             serve_stale_data: r.serve_stale_data,

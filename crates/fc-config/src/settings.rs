@@ -159,6 +159,9 @@ pub struct ReplicationConfig {
     /// Batches: (most records, most bytes, longest wait in microseconds); `None`: every
     /// mutation leaves at once (`send_policy = "immediate"`).
     pub batch: Option<(u32, usize, u64)>,
+    /// A batch also leaves when the worker that wrote it runs out of work (`flush_on_idle`;
+    /// with `batch` only).
+    pub flush_on_idle: bool,
     /// Bytes of recent frames kept for replicas that reconnect (split evenly over shards).
     pub backlog_bytes: usize,
     /// Bytes per snapshot chunk sent to a replica catching up.
@@ -177,6 +180,7 @@ impl Default for ReplicationConfig {
             auth_token: None,
             zstd_level: None,
             batch: Some((64, 256 << 10, 250)),
+            flush_on_idle: true,
             backlog_bytes: 64 << 20,
             snapshot_chunk_bytes: 1 << 20,
             serve_stale_data: true,

@@ -116,21 +116,29 @@ pub(crate) fn check(runtime: Runtime) -> std::io::Result<()> {
 }
 
 /// Runs a worker thread's `body` to its end on `runtime` (see the module's documentation);
-/// `body` may spawn with [`spawn_local`].
+/// `body` may spawn with [`spawn_local`]. `idle` runs on the thread each time it runs out of
+/// work, before it waits for more (tokio's `on_thread_park`; monoio has no such hook, and
+/// its workers do not call it).
 ///
 /// # Panics
 /// When the runtime cannot be built (as tokio's `Builder::build`).
-pub(crate) fn block_on(runtime: Runtime, body: impl Future<Output = ()>) {
+pub(crate) fn block_on(
+    runtime: Runtime,
+    idle: impl Fn() + Send + Sync + 'static,
+    body: impl Future<Output = ()>,
+) {
     match runtime {
         Runtime::Tokio => {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
+                .on_thread_park(idle)
                 .build()
                 .expect("a worker's runtime");
             tokio::task::LocalSet::new().block_on(&runtime, body);
         }
         #[cfg(feature = "monoio")]
         Runtime::Monoio(writer) => {
+            drop(idle);
             let _tokio = shared_tokio().enter();
             MONOIO.set(Some(writer));
             let runtime = monoio::RuntimeBuilder::<monoio::FusionDriver>::new()

@@ -480,8 +480,11 @@ pub(crate) fn run<F, Fut>(
     Fut: Future<Output = ()> + 'static,
 {
     // This thread writes its shards' replication export without a lock.
-    shared.repl.source.attach(index);
     let runtime = shared.config.runtime;
+    shared
+        .repl
+        .source
+        .attach(index, matches!(runtime, fc_config::Runtime::Tokio));
     let own_logs = match &shared.persist {
         Some(persist) if persist.fsync == fc_wal::FsyncPolicy::Always => {
             let mut logs: Vec<usize> = store
@@ -515,7 +518,10 @@ pub(crate) fn run<F, Fut>(
         ticks,
     });
     CURRENT.with_borrow_mut(|w| *w = Some(Rc::clone(&worker)));
-    crate::rt::block_on(runtime, async move {
+    // Out of work: what this worker wrote for replication leaves now, not at the pump's next
+    // tick (see `Repl::worker_idle`).
+    let idle = Arc::clone(&worker.shared);
+    crate::rt::block_on(runtime, move || idle.repl.worker_idle(index), async move {
         for committer in committers {
             crate::rt::spawn_local(committer);
         }

@@ -3,7 +3,7 @@
 //! replication`, `READONLY`, a cut link that resumes from the backlog, one the backlog left
 //! behind that catches up from snapshots, promotion with `REPLICAOF NO ONE`, and what bad
 //! tokens, bad frames and watermarks from the future get (the link closed, counted, the
-//! primary serving on).
+//! primary serving on), and when batches leave (`flush_on_idle`).
 
 mod common;
 
@@ -674,6 +674,16 @@ fn the_specifications_replication_section_loads() {
     assert_eq!(r.batch, Some((64, 262_144, 250)));
     assert_eq!(r.backlog_bytes, 64 << 20);
     assert_eq!(r.snapshot_chunk_bytes, 1 << 20);
+    assert!(
+        r.flush_on_idle,
+        "batches leave when their worker runs out of work by default"
+    );
+    let off =
+        fc_server::config::FastCacheConfig::from_toml_str("[replication]\nflush_on_idle = false\n")
+            .unwrap()
+            .server_config()
+            .unwrap();
+    assert!(!off.replication.flush_on_idle);
     let bad = fc_server::config::FastCacheConfig::from_toml_str(
         "[replication]\nrole = \"replica\"\nsend_policy = \"sometimes\"\ncompression = \"lz4\"\n",
     )
@@ -709,6 +719,70 @@ fn zstd_and_immediate_batches_replicate_the_same() {
     assert!(
         (info_field(&mut p, "replication", "repl_sent_bytes") as usize) < big.len(),
         "zstd shrank the big value's frame"
+    );
+}
+
+#[test]
+fn a_write_leaves_when_its_worker_goes_idle_not_at_the_next_tick() {
+    // A 5 s batch delay: the pump, busy once it has sent a batch, naps up to 5 s between
+    // sweeps; only a worker going idle with a write waiting wakes it sooner.
+    let primary = start(config(ReplicationConfig {
+        batch: Some((64, 256 << 10, 5_000_000)),
+        ..ReplicationConfig::default()
+    }));
+    let replica = replica_of(&primary, |_| {});
+    let (mut p, mut r) = (client(&primary), client(&replica));
+    let mut woken = 0;
+    for round in 0..5 {
+        // The first write wakes an idle pump; once the replica serves it, the pump has sealed
+        // a batch and naps.
+        let first = format!("first:{round}");
+        let _: () = p.set(&first, 1).unwrap();
+        eventually("the first write on the replica", || {
+            r.exists::<_, bool>(&first).unwrap()
+        });
+        // The pump has swept the first write and naps (it naps after a sweep that sent
+        // something, and goes idle only after one that found nothing).
+        std::thread::sleep(Duration::from_millis(20));
+        let flushes = info_field(&mut p, "replication", "repl_idle_flushes");
+        let second = format!("second:{round}");
+        let t0 = Instant::now();
+        let _: () = p.set(&second, 2).unwrap();
+        while !r.exists::<_, bool>(&second).unwrap() {
+            assert!(
+                t0.elapsed() < Duration::from_millis(2_500),
+                "round {round}: the second write waited for the pump's 5 s tick"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        woken += u64::from(info_field(&mut p, "replication", "repl_idle_flushes") > flushes);
+    }
+    // A round may find the pump idle instead (a nudge from the first write's worker can
+    // land during the sweep that took it: the pump sweeps again, finds nothing and idles),
+    // and then the second write wakes it itself. Not every round.
+    assert!(woken >= 1, "no idle worker woke the napping pump");
+}
+
+#[test]
+fn with_flush_on_idle_off_batches_wait_for_the_pumps_clock() {
+    let primary = start(config(ReplicationConfig {
+        batch: Some((64, 256 << 10, 200_000)),
+        flush_on_idle: false,
+        ..ReplicationConfig::default()
+    }));
+    let replica = replica_of(&primary, |_| {});
+    let (mut p, mut r) = (client(&primary), client(&replica));
+    for round in 0..20 {
+        let key = format!("k:{round}");
+        let _: () = p.set(&key, round).unwrap();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    converged(&mut p, &mut r);
+    assert_eq!(r.get::<_, i64>("k:19").unwrap(), 19);
+    assert_eq!(
+        info_field(&mut p, "replication", "repl_idle_flushes"),
+        0,
+        "no worker swept"
     );
 }
 

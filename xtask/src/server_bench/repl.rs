@@ -18,6 +18,8 @@
 //!   (`probe_set_p99_us`).
 //! - `lag-closed`: the same under a closed loop of half the connections (each sends its
 //!   next `SET` once the last is answered: the load core is saturated).
+//! - Both lag rows again for `redis-server --replicaof` (a primary and a replica on the
+//!   same cores, the same load and probe: `server` = `redis`), unless `--redis false`.
 //! - `catchup-snapshot`: a replica started empty against a primary holding `--catchup-keys`
 //!   64 B keys, until its link is up with every key; the same for `redis-server --replicaof`
 //!   (diskless sync, `repl-diskless-sync-delay 0`) in the same run.
@@ -71,6 +73,10 @@ pub(crate) struct ReplBenchArgs {
     /// pipeline 1, measured in the same run).
     #[arg(long)]
     lag_rate: Option<f64>,
+    /// Run the lag rows against `redis-server --replicaof` too (the same cores, load and
+    /// probe); `--redis false` leaves them out.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    redis: bool,
     /// A short run (1 s samples, 1 round, 100k catch-up keys).
     #[arg(long)]
     quick: bool,
@@ -405,7 +411,28 @@ fn throughput(
 /// connections in a closed loop, each sending its next `SET` once the last is answered).
 fn lag(bin: &Path, args: &ReplBenchArgs, rate: Option<f64>) -> anyhow::Result<Row> {
     let (primary, replicas) = cluster(bin, args, 1, &[])?;
-    let replica = &replicas[0];
+    lag_of("fc-server", &primary, &replicas[0], args, rate)
+}
+
+/// The `lag` row for `redis-server --replicaof` on the same cores, the same load and the
+/// same probe (Redis's replication stream is fed from its one thread: each write is queued
+/// to the replica's output buffer as it is applied and written before the thread waits
+/// again).
+fn redis_lag(args: &ReplBenchArgs, rate: Option<f64>) -> anyhow::Result<Row> {
+    let primary = redis_server(&args.server_cores, &[])?;
+    let (host, port) = primary.addr.split_once(':').context("address")?;
+    let replica = redis_server(&args.replica_cores, &["--replicaof", host, port])?;
+    wait_link(&replica.addr)?;
+    lag_of("redis", &primary, &replica, args, rate)
+}
+
+fn lag_of(
+    server: &'static str,
+    primary: &Proc,
+    replica: &Proc,
+    args: &ReplBenchArgs,
+    rate: Option<f64>,
+) -> anyhow::Result<Row> {
     let pid = primary.child.id();
     let half = match rate {
         Some(rate) => {
@@ -456,7 +483,7 @@ fn lag(bin: &Path, args: &ReplBenchArgs, rate: Option<f64>) -> anyhow::Result<Ro
         row: if rate.is_some() { "lag" } else { "lag-closed" },
         // For the paced row: the load reached ÷ the rate asked.
         ratio: rate.map_or(0.0, |rate| load.ops / rate),
-        server: "fc-server",
+        server,
         replicas: 1,
         pipeline: 1,
         compression: "none",
@@ -714,8 +741,16 @@ pub(crate) fn bench_repl(mut args: ReplBenchArgs) -> anyhow::Result<()> {
         };
         eprintln!("bench-repl: lag at {rate:.0} SET/s, paced");
         rows.push(lag(&bin, &args, Some(rate))?);
+        if args.redis {
+            eprintln!("bench-repl: redis-server's lag at {rate:.0} SET/s, paced");
+            rows.push(redis_lag(&args, Some(rate))?);
+        }
         eprintln!("bench-repl: lag under a closed-loop load");
         rows.push(lag(&bin, &args, None)?);
+        if args.redis {
+            eprintln!("bench-repl: redis-server's lag under a closed-loop load");
+            rows.push(redis_lag(&args, None)?);
+        }
     }
     if wanted("catchup") {
         eprintln!(
@@ -794,31 +829,48 @@ fn write(out: &Path, run_id: &str, args: &ReplBenchArgs, rows: &[Row]) -> anyhow
             r.ratio
         );
     }
-    for r in rows.iter().filter(|r| r.row.starts_with("lag")) {
-        let load = if r.row == "lag" {
-            format!(
-                "at {} ({:.0} SET/s paced over {} connections, pipeline 1: {:.0}% of the rate asked)",
-                if args.lag_rate.is_some() {
-                    "the load asked (`--lag-rate`)"
-                } else {
-                    "50% load"
-                },
-                r.ops,
-                args.connections.max(1),
-                100.0 * r.ratio
-            )
-        } else {
-            format!(
-                "under a closed loop of {} connections at pipeline 1 ({:.0} SET/s)",
-                (args.connections / 2).max(1),
-                r.ops
-            )
-        };
+    let lags: Vec<&Row> = rows.iter().filter(|r| r.row.starts_with("lag")).collect();
+    if !lags.is_empty() {
         let _ = writeln!(
             md,
-            "\nLag (SET on the primary until the replica serves it) {load}: p50 {:.0} µs, p99 {:.0} µs. From the primary's reply to the SET: p50 {:.0} µs, p99 {:.0} µs (the SET itself: p99 {:.0} µs).",
-            r.p50_us, r.p99_us, r.ack_p50_us, r.ack_p99_us, r.set_p99_us
+            "\nLag: a probe `SET`s a key on the primary and times until the replica serves it. \
+             `lag`: {} SET/s asked ({}), paced over {} connections at pipeline 1. \
+             `lag-closed`: a closed loop of {} connections at pipeline 1. \
+             \"From the reply\": counted from the primary's answer to the probe's `SET`.\n",
+            lags.iter()
+                .find(|r| r.row == "lag")
+                .map_or(0.0, |r| if r.ratio > 0.0 { r.ops / r.ratio } else { 0.0 })
+                .round(),
+            if args.lag_rate.is_some() {
+                "`--lag-rate`"
+            } else {
+                "50% load"
+            },
+            args.connections.max(1),
+            (args.connections / 2).max(1),
         );
+        md.push_str(
+            "| row | server | SET/s reached | p50 µs | p99 µs | from the reply p50 | from the reply p99 | probe SET p99 | p99: redis ÷ fast-cache |\n|---|---|---|---|---|---|---|---|---|\n",
+        );
+        for r in &lags {
+            let versus = lags
+                .iter()
+                .find(|f| f.row == r.row && f.server == "fc-server")
+                .filter(|f| r.server == "redis" && f.p99_us > 0.0)
+                .map_or(String::new(), |f| format!("{:.2}x", r.p99_us / f.p99_us));
+            let _ = writeln!(
+                md,
+                "| {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {versus} |",
+                r.row,
+                r.server,
+                r.ops,
+                r.p50_us,
+                r.p99_us,
+                r.ack_p50_us,
+                r.ack_p99_us,
+                r.set_p99_us
+            );
+        }
     }
     md.push_str(
         "\n| catch-up | server | keys | seconds | redis ÷ fast-cache |\n|---|---|---|---|---|\n",

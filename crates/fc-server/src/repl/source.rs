@@ -25,11 +25,25 @@
 //! follows the markers, so a shard's mutations reach it in order whatever the path; a
 //! stopped pump never stops writes.
 //!
-//! **Waking the pump.** A busy pump sweeps on its own clock. An idle one sets `pump_idle`,
-//! looks at every ring once more (after a full fence, then again after a short spin, so a
-//! writer's entry still in its core's store buffer is seen), and parks; a writer that reads
-//! `pump_idle` set clears it and unparks the pump. The park has a timeout ([`IDLE_PARK`]):
-//! the writer's side has no fence, so the timeout bounds what a missed wake-up could cost.
+//! **Who sweeps.** A worker that runs out of work with entries in its ring sweeps itself,
+//! on its thread, with the pump's state (`Repl::worker_idle`, from the worker runtime's park
+//! hook): a worker that is not saturated has nothing more to batch its writes with, so they
+//! leave at once, as Redis's event loop writes its replicas what each turn wrote before it
+//! waits again. Such a worker's writes do not wake an idle pump (a wake-up and the pump's
+//! own sweep cost the primary's core two context switches: ~20 µs at 60k `SET`/s), until its
+//! ring holds [`WAKE_FILL`]: a saturated worker never parks, so the pump takes its writes on
+//! its clock, and the batches grow with the load.
+//!
+//! **Waking the pump.** A busy pump sweeps on its own clock (and stays on it while workers
+//! sweep). A nudge ([`Source::nudge`]: a worker that found the pump sweeping, a full ring)
+//! is two flags: the nudger sets `nudged`, then wakes the pump if it finds `napping` set; the
+//! pump sets `napping`, then naps only if `nudged` is clear (full fences on both sides), and
+//! clears `nudged` as a sweep begins, so a nudge is never lost between a sweep and a nap. An
+//! idle pump sets `pump_idle`, looks at every ring once more (after a full fence, then again
+//! after a short spin, so a writer's entry still in its core's store buffer is seen), and
+//! parks; a writer that reads `pump_idle` set clears it and unparks the pump. The park has a
+//! timeout ([`IDLE_PARK`]): the writer's side has no fence, so the timeout bounds what a
+//! missed wake-up could cost.
 
 use std::cell::RefCell;
 use std::sync::Mutex;
@@ -64,6 +78,14 @@ const SPILL_LIMIT: usize = 8 << 20;
 const KEEP_BYTES: usize = 64 << 10;
 /// Longest a writer waits for the pump to make room in a full ring (then it diverts).
 pub(crate) const RING_WAIT: Duration = Duration::from_millis(100);
+/// Bytes a worker that sweeps when it runs out of work lets its ring hold before its writes
+/// wake an idle pump (a saturated worker, which never runs out of work).
+const WAKE_FILL: usize = 16 << 10;
+/// A worker that runs out of work sweeps only when the last sweep began this long ago or
+/// more: at most ~20k sweeps a second, each a frame the replicas read. Without it, a primary
+/// at 60k `SET`/s from 50 connections at pipeline 1 swept every other write (the replica's
+/// CPU per write tripled).
+pub(crate) const IDLE_SWEEP_GAP: Duration = Duration::from_micros(50);
 /// Longest an idle pump sleeps without looking (see the module's documentation).
 pub(crate) const IDLE_PARK: Duration = Duration::from_millis(10);
 
@@ -93,6 +115,17 @@ pub(crate) struct Source {
     /// The pump sleeps until told (nothing was pending at its last look): the next write
     /// wakes it.
     pub(crate) pump_idle: AtomicBool,
+    /// The pump naps between sweeps (busy): a nudge wakes it.
+    pub(crate) napping: AtomicBool,
+    /// A sweep was asked for since the last one began (see [`Source::nudge`]).
+    pub(crate) nudged: AtomicBool,
+    /// Sweeps run by workers going idle (`repl_idle_flushes`; see `Repl::worker_idle`).
+    pub(crate) idle_flushes: AtomicU64,
+    /// When the last sweep began, in nanoseconds from `epoch`.
+    last_sweep: AtomicU64,
+    epoch: Instant,
+    /// Workers sweep when they run out of work (`flush_on_idle`).
+    idle_sweeps: bool,
     pub(crate) pump: Mutex<Option<std::thread::Thread>>,
     /// Times a writer waited for a full ring (`repl_lane_waits`).
     pub(crate) lane_waits: AtomicU64,
@@ -133,6 +166,8 @@ struct Stage {
     source: u64,
     worker: usize,
     writer: Option<Writer>,
+    /// The thread sweeps when it runs out of work (see [`Source::attach`]).
+    sweeps_on_park: bool,
 }
 
 thread_local! {
@@ -141,6 +176,7 @@ thread_local! {
             source: 0,
             worker: 0,
             writer: None,
+            sweeps_on_park: false,
         })
     };
 }
@@ -203,6 +239,12 @@ impl Source {
             policy,
             immediate: config.batch.is_none(),
             pump_idle: AtomicBool::new(true),
+            napping: AtomicBool::new(false),
+            nudged: AtomicBool::new(false),
+            idle_flushes: AtomicU64::new(0),
+            last_sweep: AtomicU64::new(0),
+            epoch: Instant::now(),
+            idle_sweeps: config.flush_on_idle && config.batch.is_some(),
             pump: Mutex::new(None),
             lane_waits: AtomicU64::new(0),
             spilled: AtomicU64::new(0),
@@ -215,16 +257,20 @@ impl Source {
     }
 
     /// Called on worker `worker`'s thread before it runs anything: from its first export on,
-    /// the thread holds its ring's producer (and writes without a lock).
-    pub(crate) fn attach(&self, worker: usize) {
+    /// the thread holds its ring's producer (and writes without a lock). `sweeps_on_park`:
+    /// the thread calls `Repl::worker_idle` whenever it runs out of work, so its writes need
+    /// not wake an idle pump (see the module's documentation).
+    pub(crate) fn attach(&self, worker: usize, sweeps_on_park: bool) {
         STAGE.with_borrow_mut(|stage| {
             if stage.source == self.id && stage.worker == worker {
+                stage.sweeps_on_park = sweeps_on_park;
                 return;
             }
             *stage = Stage {
                 source: self.id,
                 worker,
                 writer: None,
+                sweeps_on_park,
             };
         });
     }
@@ -309,20 +355,27 @@ impl Source {
     fn push(&self, shard: usize, seq: u64, mutation: &Mutation<'_>) {
         let worker = shard % self.workers;
         let ring = &self.rings[worker];
-        STAGE.with_borrow_mut(|stage| {
+        let wake = STAGE.with_borrow_mut(|stage| {
+            let sweeps = stage.sweeps_on_park && self.idle_sweeps;
             if let Some(writer) = self.own_writer(stage, worker) {
                 if ring.has_deferred.load(Ordering::Acquire) {
                     self.write_deferred(writer, ring);
                 }
                 writer.scratch.clear();
                 encode_entry(&mut writer.scratch, shard, seq, mutation);
-                return self.write(writer, ring);
+                self.write(writer, ring);
+                // A worker that sweeps when it runs out of work wakes an idle pump only
+                // once its ring holds [`WAKE_FILL`] (it has not run out of work for a while).
+                return !sweeps
+                    || writer.spilling
+                    || writer.producer.slots() + WAKE_FILL < self.ring_bytes;
             }
             // Not the worker's thread: through the ring's lock while no thread holds it.
             if let Some(writer) = lock(&ring.writer).as_mut() {
                 writer.scratch.clear();
                 encode_entry(&mut writer.scratch, shard, seq, mutation);
-                return self.write(writer, ring);
+                self.write(writer, ring);
+                return true;
             }
             // The worker's thread holds its ring, and this thread holds the worker (a
             // transaction's end markers, written by the thread that held several workers):
@@ -330,8 +383,11 @@ impl Source {
             let mut deferred = lock(&ring.deferred);
             encode_entry(&mut deferred, shard, seq, mutation);
             ring.has_deferred.store(true, Ordering::Release);
+            true
         });
-        self.nudge_pump();
+        if wake || self.immediate {
+            self.nudge_pump();
+        }
     }
 
     /// On worker `worker`'s thread when a hold of it ends (`Job::Hold`): writes what the
@@ -360,6 +416,60 @@ impl Source {
             stage.writer = lock(&self.rings[worker].writer).take();
         }
         stage.writer.as_mut()
+    }
+
+    /// Whether worker `worker`'s ring holds entries the pump has not taken (on that worker's
+    /// thread; `false` when replication is off or every write leaves at once). One load when
+    /// replication is off.
+    pub(crate) fn waiting_on(&self, worker: usize) -> bool {
+        if !self.idle_sweeps || !self.enabled.load(Ordering::Relaxed) {
+            return false;
+        }
+        STAGE.with_borrow(|stage| {
+            stage.source == self.id
+                && stage.worker == worker
+                && stage
+                    .writer
+                    .as_ref()
+                    .is_some_and(|w| w.spilling || w.producer.slots() < self.ring_bytes)
+        })
+    }
+
+    /// Asks for a sweep soon: a napping pump wakes, a sweeping one sweeps again rather than
+    /// nap, an idle one wakes.
+    pub(crate) fn nudge(&self) {
+        self.nudged.store(true, Ordering::SeqCst);
+        if self.napping.load(Ordering::SeqCst) && self.napping.swap(false, Ordering::SeqCst) {
+            self.wake_pump();
+        } else {
+            self.nudge_pump();
+        }
+    }
+
+    /// The busy pump's wait for its next sweep: `tick` at most, less when nudged
+    /// ([`Source::nudge`]).
+    pub(crate) fn nap(&self, tick: Duration) {
+        self.napping.store(true, Ordering::SeqCst);
+        if !self.nudged.load(Ordering::SeqCst) {
+            std::thread::park_timeout(tick);
+        }
+        self.napping.store(false, Ordering::SeqCst);
+    }
+
+    /// The pump, before it reads the rings: the nudges so far are answered by this sweep (a
+    /// worker's entries come before its nudge); one that comes during it asks for another.
+    pub(crate) fn sweeping(&self) {
+        self.nudged.store(false, Ordering::SeqCst);
+        self.last_sweep
+            .store(self.epoch.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// Whether the last sweep began [`IDLE_SWEEP_GAP`] ago or more (a worker going idle
+    /// sweeps only then: see `Repl::worker_idle`).
+    pub(crate) fn idle_sweep_due(&self) -> bool {
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        now.saturating_sub(self.last_sweep.load(Ordering::Relaxed))
+            >= IDLE_SWEEP_GAP.as_nanos() as u64
     }
 
     /// Wakes the pump when it sleeps (a load when it is busy), or when every mutation is to
@@ -900,7 +1010,7 @@ mod tests {
         let worker = {
             let source = Arc::clone(&source);
             std::thread::spawn(move || {
-                source.attach(1);
+                source.attach(1, false);
                 source.on_mutation(1, 1, &Mutation::Flush);
                 // Held: another thread writes for shard 1 meanwhile.
                 held.send(()).unwrap();
@@ -947,7 +1057,7 @@ mod tests {
             .map(|worker| {
                 let source = Arc::clone(&source);
                 std::thread::spawn(move || {
-                    source.attach(worker);
+                    source.attach(worker, false);
                     let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ worker as u64;
                     for seq in 1..=per_shard {
                         for shard in [worker, worker + 2] {
@@ -1040,7 +1150,7 @@ mod tests {
             source.enable();
             // This thread holds worker 0's ring (the worker's own path, no lock); worker 1's
             // is written through its lock.
-            source.attach(0);
+            source.attach(0, false);
             let mut drain = Drain::new(&source);
             let mut sealed = Vec::new();
             let mut seqs = [0u64; 4];

@@ -13,17 +13,18 @@ use tokio::net::TcpStream;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::oneshot;
 
-use crate::repl::{Drain, Flushed, IDLE_PARK, LinkInfo, Outlet, lock};
+use crate::repl::{Drain, Flushed, IDLE_PARK, LinkInfo, Outlet, Repl, lock};
 use crate::shared::{Job, Shared};
 
 /// The pump (thread `fc-repl-pump`): batches what the workers' rings hold into encoded
 /// frames in the backlog, and tells the links (see [`crate::repl::Drain`]). A busy pump
 /// sweeps every `batch_max_delay_us` on its own clock (writers wake nobody); an idle one
-/// sleeps until a write wakes it. Stops when `stop` is set.
+/// sleeps until a write wakes it. A worker that runs out of work with writes waiting sweeps
+/// itself, on its own thread, with the pump's state (see `Repl::worker_idle`), and its
+/// writes wake an idle pump only once they pile up. Stops when `stop` is set.
 pub(crate) fn pump(shared: &Shared, stop: &AtomicBool) {
     let repl = &shared.repl;
     let source = &repl.source;
-    let compression = repl.compression();
     let tick = repl
         .config
         .batch
@@ -31,20 +32,13 @@ pub(crate) fn pump(shared: &Shared, stop: &AtomicBool) {
             Duration::from_micros(us.max(20))
         });
     *lock(&source.pump) = Some(std::thread::current());
-    let mut drain = Drain::new(source);
-    let mut sealed = Vec::new();
-    // Buffers of frames the backlog evicted, to encode the next frames into.
-    let mut spare: Vec<Vec<u8>> = Vec::new();
-    // The links' outputs (those their tasks handed over are written here).
-    let mut outlets: Vec<Arc<Outlet>> = Vec::new();
-    let mut outlets_seen = u64::MAX;
-    // The `WAIT` requests the pump's links have been asked for (see `Repl::request_acks`).
-    let mut acks_asked = repl.ack_requests.load(Ordering::Acquire);
+    *lock(&repl.pump) = Some(Pump::new(repl));
     let mut busy = false;
     while !stop.load(Ordering::Acquire) {
         if busy {
-            // A writer waiting for room in its ring wakes the pump early.
-            std::thread::park_timeout(tick);
+            // A writer waiting for room in its ring, or a worker that went idle while the
+            // pump was sweeping, wakes the pump early.
+            source.nap(tick);
         } else {
             source.pump_idle.store(true, Ordering::SeqCst);
             std::sync::atomic::fence(Ordering::SeqCst);
@@ -55,31 +49,76 @@ pub(crate) fn pump(shared: &Shared, stop: &AtomicBool) {
             }
             source.pump_idle.store(false, Ordering::Release);
         }
+        busy = lock(&repl.pump)
+            .as_mut()
+            .is_some_and(|p| p.sweep(repl).busy());
+    }
+    *lock(&repl.pump) = None;
+}
+
+/// What the pump keeps from one sweep to the next: the shards' batchers, spare buffers,
+/// the links it writes. Held under `Repl::pump` by whichever thread sweeps.
+pub(crate) struct Pump {
+    drain: Drain,
+    sealed: Vec<fc_repl::Sealed>,
+    /// Buffers of frames the backlog evicted, to encode the next frames into.
+    spare: Vec<Vec<u8>>,
+    /// The links' outputs (those their tasks handed over are written here).
+    outlets: Vec<Arc<Outlet>>,
+    outlets_seen: u64,
+    /// The `WAIT` requests the pump's links have been asked for (see `Repl::request_acks`).
+    acks_asked: u64,
+    compression: fc_repl::Compression,
+}
+
+impl Pump {
+    pub(crate) fn new(repl: &Repl) -> Self {
+        Self {
+            drain: Drain::new(&repl.source),
+            sealed: Vec::new(),
+            spare: Vec::new(),
+            outlets: Vec::new(),
+            outlets_seen: u64::MAX,
+            acks_asked: repl.ack_requests.load(Ordering::Acquire),
+            compression: repl.compression(),
+        }
+    }
+
+    /// One sweep: the rings' entries into batches, the sealed ones encoded into the
+    /// backlog, the links the pump writes given what they lack.
+    pub(crate) fn sweep(&mut self, repl: &Repl) -> Swept {
+        let source = &repl.source;
         // Read before the sweep: what a `WAIT` wrote before asking is in the rings by then,
         // so the request goes after it.
         let asked = repl.ack_requests.load(Ordering::Acquire);
-        drain.sweep(source, &mut sealed);
-        busy = !sealed.is_empty() || drain.holds_open();
+        source.sweeping();
+        self.drain.sweep(source, &mut self.sealed);
+        let mut swept = Swept {
+            sent: !self.sealed.is_empty(),
+            unfinished: self.drain.holds_open(),
+        };
         let changed = repl.outlets_changed.load(Ordering::Acquire);
-        if changed != outlets_seen {
-            outlets_seen = changed;
-            outlets.clone_from(&lock(&repl.outlets));
+        if changed != self.outlets_seen {
+            self.outlets_seen = changed;
+            self.outlets.clone_from(&lock(&repl.outlets));
         }
-        if sealed.is_empty() && outlets.is_empty() {
-            continue;
+        if self.sealed.is_empty() && self.outlets.is_empty() {
+            return swept;
         }
-        let mut frames = Vec::with_capacity(sealed.len());
-        for batch in sealed.drain(..) {
-            let mut wire =
-                frame_buffer(&mut spare, batch.frame.payload.len() + fc_repl::HEADER_LEN);
-            batch.frame.encode(compression, &mut wire);
+        let mut frames = Vec::with_capacity(self.sealed.len());
+        for batch in self.sealed.drain(..) {
+            let mut wire = frame_buffer(
+                &mut self.spare,
+                batch.frame.payload.len() + fc_repl::HEADER_LEN,
+            );
+            batch.frame.encode(self.compression, &mut wire);
             frames.push((
                 batch.frame.shard as usize,
                 batch.first_seq,
                 batch.last_seq,
                 wire,
             ));
-            drain.recycle(batch.frame.payload);
+            self.drain.recycle(batch.frame.payload);
         }
         let pushed = !frames.is_empty();
         let now = Instant::now();
@@ -88,23 +127,41 @@ pub(crate) fn pump(shared: &Shared, stop: &AtomicBool) {
             for (shard, first, last, wire) in frames {
                 log.push(shard, first, last, wire);
             }
-            log.recycle_into(&mut spare);
+            log.recycle_into(&mut self.spare);
             repl.backlog_bytes
                 .store(log.bytes() as u64, Ordering::Relaxed);
             // What the links the pump writes have not had yet, copied past their cursors
             // under the same lock (see `crate::repl::Outlet`).
-            for outlet in &outlets {
-                outlet.take(&log, || source.latest(), now, asked != acks_asked);
+            for outlet in &self.outlets {
+                outlet.take(&log, || source.latest(), now, asked != self.acks_asked);
             }
-            acks_asked = asked;
+            self.acks_asked = asked;
         }
         if pushed {
             repl.fresh.send_modify(|g| *g = g.wrapping_add(1));
         }
-        for outlet in &outlets {
+        for outlet in &self.outlets {
             // A full socket: the rest goes at the next sweep.
-            busy |= outlet.flush(&repl.sent_bytes, now) == Flushed::Pending;
+            swept.unfinished |= outlet.flush(&repl.sent_bytes, now) == Flushed::Pending;
         }
+        swept
+    }
+}
+
+/// What a sweep did.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Swept {
+    /// It sent batches (more are likely soon).
+    pub(crate) sent: bool,
+    /// It left work for the next sweep: a batch held open (it ends on a transaction's begin
+    /// marker), or a link's socket full.
+    pub(crate) unfinished: bool,
+}
+
+impl Swept {
+    /// The pump comes back within a tick.
+    pub(crate) fn busy(self) -> bool {
+        self.sent || self.unfinished
     }
 }
 
