@@ -16,9 +16,11 @@ use tokio::sync::{Notify, mpsc, watch};
 
 pub(crate) use fc_repl::Backlog;
 pub(crate) use outlet::{Flushed, Outlet};
+pub(crate) use pump::Pump;
 pub(crate) use source::{Drain, IDLE_PARK, Source};
 
 mod outlet;
+mod pump;
 mod source;
 
 use crate::ReplicationConfig;
@@ -102,7 +104,7 @@ pub(crate) struct Repl {
     pub(crate) backlog: Mutex<Backlog>,
     /// The pump's state while its thread runs: whoever sweeps holds it (the pump, or a
     /// worker going idle: see [`Repl::worker_idle`]).
-    pub(crate) pump: Mutex<Option<crate::repl_links::primary::Pump>>,
+    pub(crate) pump: Mutex<Option<Pump>>,
     /// Every replica link's output (the pump writes those its tasks handed over).
     pub(crate) outlets: Mutex<Vec<Arc<Outlet>>>,
     /// Bumped when `outlets` changes (the pump keeps a copy of it).

@@ -3,7 +3,7 @@
 //! ([`replica`]). Shared state and what commands see: [`crate::repl`]. Protocol and
 //! guarantees: `docs/REPLICATION.md`.
 
-pub(crate) mod primary;
+mod primary;
 mod replica;
 
 use std::sync::Arc;
