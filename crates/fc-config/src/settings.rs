@@ -162,7 +162,8 @@ pub struct ReplicationConfig {
     /// A batch also leaves when the worker that wrote it runs out of work (`flush_on_idle`;
     /// with `batch` only).
     pub flush_on_idle: bool,
-    /// Bytes of recent frames kept for replicas that reconnect (split evenly over shards).
+    /// Bytes of recent frames kept for replicas that reconnect (all shards together: the
+    /// oldest frame goes first, whatever its shard).
     pub backlog_bytes: usize,
     /// Bytes per snapshot chunk sent to a replica catching up.
     pub snapshot_chunk_bytes: usize,

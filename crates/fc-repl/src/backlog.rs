@@ -2,6 +2,14 @@
 //! replica link), bounded in bytes. A replica whose watermark is inside it catches up from it;
 //! an older one needs a snapshot; a newer one is refused.
 //!
+//! **One budget for all shards.** Frames are evicted oldest first across every shard, as
+//! Redis's single backlog drops its oldest bytes: the backlog reaches back to the same moment
+//! for every shard, whichever shards the writes went to. (It was split evenly over the
+//! shards: under a load that wrote one shard of 16, that shard had a sixteenth of
+//! `backlog_bytes`, and a replica cut off for a moment needed a snapshot of it.) A shard
+//! that wrote nothing since its last frame was evicted holds none: a replica at its latest
+//! sequence needs nothing from it, an older one needs a snapshot.
+//!
 //! Frames are plain buffers: a link copies the frames it sends into its own output under the
 //! backlog's lock ([`Backlog::copy_from`]), so no frame is shared past it, and an evicted
 //! frame's buffer is kept for the next frame to be encoded into ([`Backlog::recycle_into`]).
@@ -13,11 +21,15 @@ use std::collections::VecDeque;
 /// Evicted buffers kept for reuse, at most.
 const MAX_SPARES: usize = 256;
 
-/// Each shard's recent frames, `limit` bytes per shard at most.
+/// Each shard's recent frames, `limit` bytes in all at most.
 #[derive(Debug, Clone)]
 pub struct Backlog {
     limit: usize,
+    /// Bytes held (the frames' capacities).
+    bytes: usize,
     shards: Vec<ShardLog>,
+    /// The shard of every frame held, oldest first (the order frames are evicted in).
+    order: VecDeque<u32>,
     /// Buffers of evicted frames, for [`Backlog::recycle_into`].
     spares: Vec<Vec<u8>>,
 }
@@ -25,7 +37,6 @@ pub struct Backlog {
 #[derive(Debug, Clone, Default)]
 struct ShardLog {
     frames: VecDeque<Held>,
-    bytes: usize,
     /// The last sequence any frame covered (kept when frames are evicted).
     latest: u64,
     /// The index the next frame pushed gets (frames are numbered from 0 per shard, so a
@@ -50,21 +61,23 @@ struct Held {
 pub struct NeedSnapshot;
 
 impl Backlog {
-    /// A backlog of `shards` shards holding `total_bytes` in all (split evenly: each shard's
-    /// lane is its own).
+    /// A backlog of `shards` shards holding `total_bytes` in all (one budget: the oldest
+    /// frame goes first, whichever its shard).
     #[must_use]
     pub fn new(shards: usize, total_bytes: usize) -> Self {
         Self {
-            limit: total_bytes / shards.max(1),
+            limit: total_bytes,
+            bytes: 0,
             shards: vec![ShardLog::default(); shards],
+            order: VecDeque::new(),
             spares: Vec::new(),
         }
     }
 
     /// Adds a shard's encoded frame covering `first..=last` (a marker-only frame: both 0),
-    /// evicting the oldest past the limit (the newest always stays; evicted buffers are kept
-    /// for [`Backlog::recycle_into`]). A frame counts its buffer's capacity. Returns its
-    /// index.
+    /// evicting the oldest frames of any shard past the limit (the one pushed always stays;
+    /// evicted buffers are kept for [`Backlog::recycle_into`]). A frame counts its buffer's
+    /// capacity. Returns its index.
     pub fn push(&mut self, shard: usize, first: u64, last: u64, frame: impl Into<Vec<u8>>) -> u64 {
         let frame = frame.into();
         let log = &mut self.shards[shard];
@@ -74,7 +87,7 @@ impl Backlog {
             (first, last)
         };
         log.latest = log.latest.max(last);
-        log.bytes += frame.capacity();
+        self.bytes += frame.capacity();
         let index = log.next;
         log.next += 1;
         log.frames.push_back(Held {
@@ -83,9 +96,15 @@ impl Backlog {
             pos,
             frame,
         });
-        while log.bytes > self.limit && log.frames.len() > 1 {
-            if let Some(old) = log.frames.pop_front() {
-                log.bytes -= old.frame.capacity();
+        self.order.push_back(shard as u32);
+        while self.bytes > self.limit && self.order.len() > 1 {
+            // The oldest frame held is the front of its shard's frames (both are in the order
+            // frames were pushed).
+            let Some(oldest) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(old) = self.shards[oldest as usize].frames.pop_front() {
+                self.bytes -= old.frame.capacity();
                 if self.spares.len() < MAX_SPARES {
                     self.spares.push(old.frame);
                 }
@@ -125,7 +144,7 @@ impl Backlog {
     /// Bytes held.
     #[must_use]
     pub fn bytes(&self) -> usize {
-        self.shards.iter().map(|s| s.bytes).sum()
+        self.bytes
     }
 
     /// The frames a replica at `watermark` on `shard` needs, in order.

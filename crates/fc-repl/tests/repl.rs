@@ -684,25 +684,64 @@ fn a_sweep_takes_the_open_batch_unless_it_ends_on_a_transactions_begin() {
 
 #[test]
 fn the_backlog_serves_recent_watermarks_and_asks_older_ones_for_a_snapshot() {
-    let mut backlog = Backlog::new(2, 2 * 300);
+    let mut backlog = Backlog::new(2, 300);
     let frame = |n: usize| -> bytes::Bytes { vec![0u8; n].into() };
     for seq in 1..=10u64 {
         backlog.push(0, seq, seq, frame(100));
     }
-    // 300 bytes per shard: the three newest stay.
+    // 300 bytes: the three newest stay.
     assert_eq!(backlog.oldest(0), Some(8));
     assert_eq!(backlog.latest(0), 10);
     assert_eq!(backlog.since(0, 7).unwrap().len(), 3);
     assert_eq!(backlog.since(0, 9).unwrap().len(), 1);
     assert!(backlog.since(0, 10).unwrap().is_empty(), "caught up");
     assert_eq!(backlog.since(0, 6), Err(NeedSnapshot));
-    // The other shard's lane is untouched.
+    // A shard that wrote nothing needs nothing.
     assert_eq!(backlog.oldest(1), None);
     assert!(backlog.since(1, 0).unwrap().is_empty());
-    // A frame larger than the whole lane still stays (the newest always does).
+    // A frame larger than the whole budget still stays (the one pushed always does), and
+    // every older frame of every shard goes.
     backlog.push(1, 1, 1, frame(1000));
     assert_eq!(backlog.oldest(1), Some(1));
-    assert_eq!(backlog.bytes(), 300 + 1000);
+    assert_eq!(backlog.bytes(), 1000);
+    assert_eq!(backlog.oldest(0), None);
+    assert!(
+        backlog.since(0, 10).unwrap().is_empty(),
+        "shard 0 at its latest"
+    );
+    assert_eq!(backlog.since(0, 9), Err(NeedSnapshot));
+}
+
+#[test]
+fn one_budget_keeps_every_shard_back_to_the_same_moment() {
+    // Four shards, 1000 bytes in all; the writes go to shard 0 nine times in ten.
+    let mut backlog = Backlog::new(4, 1000);
+    let frame = |n: usize| -> bytes::Bytes { vec![0u8; n].into() };
+    let mut seqs = [0u64; 4];
+    for i in 0..100usize {
+        let shard = if i % 10 == 9 { 1 + (i / 10) % 3 } else { 0 };
+        seqs[shard] += 1;
+        backlog.push(shard, seqs[shard], seqs[shard], frame(100));
+    }
+    assert_eq!(backlog.bytes(), 1000);
+    // The ten newest frames stay, whatever their shards: the hot shard keeps nine of them
+    // (the budget is not split into four lanes of 250 bytes, which would have kept two).
+    assert_eq!(backlog.since(0, seqs[0] - 9).unwrap().len(), 9);
+    assert_eq!(backlog.since(0, seqs[0] - 10), Err(NeedSnapshot));
+    // The cold shards: the one written in the last ten pushes keeps its frame, the others
+    // hold none (at their latest they need nothing; before it, a snapshot).
+    let kept: Vec<usize> = (1..4).filter(|&s| backlog.oldest(s).is_some()).collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    for (shard, &latest) in seqs.iter().enumerate().skip(1) {
+        assert!(backlog.since(shard, latest).unwrap().is_empty());
+        if !kept.contains(&shard) {
+            assert_eq!(backlog.since(shard, latest - 1), Err(NeedSnapshot));
+        }
+    }
+    // Eviction is by age: a push to a cold shard evicts the hot shard's oldest frame.
+    let oldest_hot = backlog.oldest(0).unwrap();
+    backlog.push(2, seqs[2] + 1, seqs[2] + 1, frame(100));
+    assert_eq!(backlog.oldest(0), Some(oldest_hot + 1));
 }
 
 #[test]

@@ -348,14 +348,14 @@ mod tests {
         let (primary, mut replica) = pair();
         let outlet = Outlet::new(1, primary, 2);
         let sent = AtomicU64::new(0);
-        // 8 KiB per shard.
-        let mut log = Backlog::new(2, 16 << 10);
+        // 8 KiB for both shards.
+        let mut log = Backlog::new(2, 8 << 10);
         outlet.hand_over(&log, &[0, 0]);
-        log.push(1, 1, 1, batch(1, 1, 10));
         // Shard 0 overflows before the pump takes anything: its first frames are gone.
         for seq in 1..=4 {
             log.push(0, seq, seq, batch(0, seq, 3 << 10));
         }
+        log.push(1, 1, 1, batch(1, 1, 10));
         let now = Instant::now();
         outlet.take(&log, Vec::new, now, false);
         let waiter = outlet.given_back.notified();
