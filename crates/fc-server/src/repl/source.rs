@@ -116,9 +116,9 @@ pub(crate) struct Source {
     /// wakes it.
     pub(crate) pump_idle: AtomicBool,
     /// The pump naps between sweeps (busy): a nudge wakes it.
-    pub(crate) napping: AtomicBool,
+    napping: AtomicBool,
     /// A sweep was asked for since the last one began (see [`Source::nudge`]).
-    pub(crate) nudged: AtomicBool,
+    nudged: AtomicBool,
     /// Sweeps run by workers going idle (`repl_idle_flushes`; see `Repl::worker_idle`).
     pub(crate) idle_flushes: AtomicU64,
     /// When the last sweep began, in nanoseconds from `epoch`.
