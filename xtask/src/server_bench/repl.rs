@@ -209,6 +209,12 @@ fn redis_server(cores: &[usize], args: &[&str]) -> anyhow::Result<Proc> {
     proc
 }
 
+/// A `redis-server --replicaof` of `primary` on the replica cores (it starts empty and syncs).
+fn redis_replica_of(args: &ReplBenchArgs, primary: &Proc) -> anyhow::Result<Proc> {
+    let (host, port) = primary.addr.split_once(':').context("address")?;
+    redis_server(&args.replica_cores, &["--replicaof", host, port])
+}
+
 /// One command on a new connection; its whole reply (simple, error, integer or bulk).
 fn query(addr: &str, parts: &[&str]) -> anyhow::Result<Vec<u8>> {
     let mut s = TcpStream::connect(addr)?;
@@ -420,8 +426,7 @@ fn lag(bin: &Path, args: &ReplBenchArgs, rate: Option<f64>) -> anyhow::Result<Ro
 /// again).
 fn redis_lag(args: &ReplBenchArgs, rate: Option<f64>) -> anyhow::Result<Row> {
     let primary = redis_server(&args.server_cores, &[])?;
-    let (host, port) = primary.addr.split_once(':').context("address")?;
-    let replica = redis_server(&args.replica_cores, &["--replicaof", host, port])?;
+    let replica = redis_replica_of(args, &primary)?;
     wait_link(&replica.addr)?;
     lag_of("redis", &primary, &replica, args, rate)
 }
@@ -597,9 +602,8 @@ fn catchup_snapshot(bin: &Path, args: &ReplBenchArgs, keys: u64) -> anyhow::Resu
         ],
     )?;
     preload(&primary.addr, keys, 64, None)?;
-    let (host, port) = primary.addr.split_once(':').context("address")?;
     let t0 = Instant::now();
-    let replica = redis_server(&args.replica_cores, &["--replicaof", host, port])?;
+    let replica = redis_replica_of(args, &primary)?;
     until("redis full sync", Duration::from_secs(120), || {
         info(&replica.addr, "replication", "master_link_status").is_ok_and(|s| s == "up")
             && dbsize(&replica.addr).is_ok_and(|n| n == keys)

@@ -34,8 +34,8 @@
 //! ring holds [`WAKE_FILL`]: a saturated worker never parks, so the pump takes its writes on
 //! its clock, and the batches grow with the load.
 //!
-//! **Waking the pump.** A busy pump sweeps on its own clock (and stays on it while workers
-//! sweep). A nudge ([`Source::nudge`]: a worker that found the pump sweeping, a full ring)
+//! **Waking the pump.** A busy pump (its last sweep sent something) sweeps on its own
+//! clock; one whose sweep found nothing goes idle, also while workers sweep. A nudge ([`Source::nudge`]: a worker that found the pump sweeping, a full ring)
 //! is two flags: the nudger sets `nudged`, then wakes the pump if it finds `napping` set; the
 //! pump sets `napping`, then naps only if `nudged` is clear (full fences on both sides), and
 //! clears `nudged` as a sweep begins, so a nudge is never lost between a sweep and a nap. An
@@ -365,10 +365,12 @@ impl Source {
                 encode_entry(&mut writer.scratch, shard, seq, mutation);
                 self.write(writer, ring);
                 // A worker that sweeps when it runs out of work wakes an idle pump only
-                // once its ring holds [`WAKE_FILL`] (it has not run out of work for a while).
+                // once its ring holds [`WAKE_FILL`] (it has not run out of work for a while);
+                // the ring's fill is read only when the pump is idle.
                 return !sweeps
                     || writer.spilling
-                    || writer.producer.slots() + WAKE_FILL < self.ring_bytes;
+                    || (self.pump_idle.load(Ordering::Relaxed)
+                        && writer.producer.slots() + WAKE_FILL < self.ring_bytes);
             }
             // Not the worker's thread: through the ring's lock while no thread holds it.
             if let Some(writer) = lock(&ring.writer).as_mut() {
