@@ -47,6 +47,9 @@ pub(crate) enum Job {
     /// Run `work` on this worker's store once no transaction holds it (replication: a
     /// primary's snapshot export of a shard, a replica applying what its primary sent).
     Local(Box<dyn FnOnce(&mut fc_shard::LocalEmbeddedStore) + Send>),
+    /// Run `start` on this worker's thread, at once (it spawns a task there: the link a
+    /// replica follows its primary with, see `repl_links::replica`).
+    Spawn(Box<dyn FnOnce() + Send>),
     /// Serve the clients blocked on keys that became ready ([`crate::blocking`]).
     Serve,
     /// Stop (connections are dropped).

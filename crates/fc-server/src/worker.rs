@@ -460,6 +460,11 @@ thread_local! {
     static CURRENT: RefCell<Option<Rc<Worker>>> = const { RefCell::new(None) };
 }
 
+/// The worker of this thread, if it is a worker's.
+pub(crate) fn try_current() -> Option<Rc<Worker>> {
+    CURRENT.with_borrow(Option::clone)
+}
+
 /// The worker of this thread (scripts reach it from the interpreter's callbacks).
 ///
 /// # Panics
@@ -547,6 +552,7 @@ pub(crate) fn run<F, Fut>(
                     worker.serve_ready();
                 }
                 Job::Serve => worker.serve_ready(),
+                Job::Spawn(start) => start(),
                 Job::Local(work) => {
                     worker.wait_unlocked().await;
                     work(&mut worker.store.borrow_mut());

@@ -208,6 +208,60 @@ fn a_replica_starts_from_snapshots_and_follows_every_type() {
 }
 
 #[test]
+fn readers_blocked_on_a_replica_are_served_when_their_primary_writes() {
+    // Keys over every shard, so over both of the replica's workers: the one its link runs
+    // on (which applies what it reads in place) and the other (handed its batches).
+    let primary = start(config(ReplicationConfig::default()));
+    let mut p = client(&primary);
+    let replica = replica_of(&primary, |_| {});
+    let mut r = client(&replica);
+    eventually("the link", || {
+        info_text(&mut r, "master_link_status") == "up"
+    });
+    let keys: Vec<String> = (0..16).map(|i| format!("stream{i}")).collect();
+    let readers: Vec<_> = keys
+        .iter()
+        .map(|key| {
+            let (key, mut con) = (key.clone(), client(&replica));
+            std::thread::spawn(move || {
+                let got: Value = redis::cmd("XREAD")
+                    .arg("BLOCK")
+                    .arg(10_000)
+                    .arg("STREAMS")
+                    .arg(&key)
+                    .arg("$")
+                    .query(&mut con)
+                    .unwrap();
+                got
+            })
+        })
+        .collect();
+    // Every reader is blocked before the writes.
+    eventually("16 blocked readers", || {
+        info_field(&mut r, "clients", "blocked_clients") == 16
+    });
+    let started = Instant::now();
+    for key in &keys {
+        let _: String = redis::cmd("XADD")
+            .arg(key)
+            .arg("*")
+            .arg("f")
+            .arg("v")
+            .query(&mut p)
+            .unwrap();
+    }
+    for (reader, key) in readers.into_iter().zip(&keys) {
+        let got = reader.join().unwrap();
+        assert!(
+            format!("{got:?}").contains(key.as_str()),
+            "{key}: the reader got {got:?}"
+        );
+    }
+    // Served by the writes, not by the 10 s timeout.
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
 fn a_server_configured_as_a_replica_is_one_from_its_first_command() {
     // A primary address that never answers: the link never comes up. The listener is held
     // (never accepting) so no other test's server can take its port, which once brought

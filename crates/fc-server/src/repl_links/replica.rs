@@ -1,6 +1,8 @@
-//! The replica's side, on the replication thread: the link to its primary (connect with
-//! backoff, hello, snapshots, batches handed to the workers that own their shards,
-//! acknowledgements), for as long as `REPLICAOF` says.
+//! The replica's side: the link to its primary (connect with backoff, hello, snapshots,
+//! batches applied by the workers that own their shards, acknowledgements), for as long as
+//! `REPLICAOF` says. It runs on worker 0's thread with tokio workers, which applies its own
+//! shards' records as they are read, and hands the other workers theirs; with monoio
+//! workers, on the replication thread (see `repl_links::start_following`).
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -21,6 +23,8 @@ use tokio::sync::oneshot;
 
 use crate::repl::{ACK_EVERY, ACK_IDLE, Following, lock};
 use crate::shared::{Job, Shared};
+use crate::worker::Worker;
+use std::rc::Rc;
 
 /// How a session's error begins when the primary refused the handshake.
 const REFUSED: &str = "refused";
@@ -102,21 +106,48 @@ pub(crate) async fn follow(shared: Arc<Shared>, host: String, port: u16) {
     }
 }
 
-/// Runs `work` on the worker owning `shard`, and waits for it.
-async fn on_owner(
-    shared: &Shared,
-    shard: usize,
+/// The worker `worker` when this task runs on its thread (the link runs on worker 0's with
+/// tokio workers, see `repl_links::start_following`).
+fn here(shared: &Arc<Shared>, worker: usize) -> Option<Rc<Worker>> {
+    crate::worker::try_current().filter(|w| w.index == worker && Arc::ptr_eq(&w.shared, shared))
+}
+
+/// Runs `work` on worker `worker`'s store: here, once no transaction holds it, when this
+/// link runs on that worker; else through the worker's inbox (after what the link handed it
+/// before). `Some` waits for a handed-over `work` to finish.
+async fn run_on(
+    shared: &Arc<Shared>,
+    worker: usize,
     work: impl FnOnce(&mut fc_shard::LocalEmbeddedStore) + Send + 'static,
-) -> Result<(), String> {
+) -> Result<Option<oneshot::Receiver<()>>, String> {
+    if let Some(host) = here(shared, worker) {
+        host.wait_unlocked().await;
+        work(&mut host.store.borrow_mut());
+        // A client blocked on a key this filled (`BLPOP` on a replica) is served now.
+        host.serve_ready();
+        return Ok(None);
+    }
     let (done, finished) = oneshot::channel();
     let job = Job::Local(Box::new(move |store| {
         work(store);
         let _ = done.send(());
     }));
-    shared.inboxes[shard % shared.workers]
+    shared.inboxes[worker]
         .send(job)
         .map_err(|_| "server is shutting down".to_string())?;
-    finished.await.map_err(|_| "a worker stopped".to_string())
+    Ok(Some(finished))
+}
+
+/// Runs `work` on the worker owning `shard`, and waits for it.
+async fn on_owner(
+    shared: &Arc<Shared>,
+    shard: usize,
+    work: impl FnOnce(&mut fc_shard::LocalEmbeddedStore) + Send + 'static,
+) -> Result<(), String> {
+    match run_on(shared, shard % shared.workers, work).await? {
+        Some(finished) => finished.await.map_err(|_| "a worker stopped".to_string()),
+        None => Ok(()),
+    }
 }
 
 /// Batches a worker may have queued and not yet applied before the link stops reading: a
@@ -303,8 +334,8 @@ async fn dispatch(
         }
         let primary =
             Arc::clone(primary_bytes.get_or_insert_with(|| Arc::from(primary.as_bytes())));
-        let (owner, (done, applied)) = (Arc::clone(shared), oneshot::channel());
-        let job = Job::Local(Box::new(move |store| {
+        let owner = Arc::clone(shared);
+        let work = move |store: &mut fc_shard::LocalEmbeddedStore| {
             // A shard a change could not be applied to gets no watermark: a restart syncs it
             // again rather than resume past what it lacks.
             let failed = apply_on_worker(store, &records);
@@ -319,11 +350,10 @@ async fn dispatch(
                         .mark_applied(persist, generation, shard, &primary, seq);
                 }
             }
-            let _ = done.send(());
-        }));
-        if shared.inboxes[worker].send(job).is_err() {
+        };
+        let Ok(Some(applied)) = run_on(shared, worker, work).await else {
             continue;
-        }
+        };
         let queue = &mut in_flight[worker];
         queue.push_back(applied);
         while queue.len() > MAX_IN_FLIGHT {
@@ -517,24 +547,23 @@ async fn session(
                     let seq = progress.applier.watermarks()[shard];
                     let (owner, generation) = (Arc::clone(shared), repl.marks_generation());
                     let primary = progress.primary_id.clone();
-                    let _ = shared.inboxes[shard % shared.workers].send(Job::Local(Box::new(
-                        move |store| {
-                            store.clear_shard(shard);
-                            if let Err(err) = image.apply_local(store) {
-                                tracing::error!("replica: {err}");
-                                owner.repl.unmark(shard);
-                                return;
-                            }
-                            let persist = owner.persist.as_deref();
-                            owner.repl.mark_applied(
-                                persist,
-                                generation,
-                                shard,
-                                primary.as_bytes(),
-                                seq,
-                            );
-                        },
-                    )));
+                    let install = move |store: &mut fc_shard::LocalEmbeddedStore| {
+                        store.clear_shard(shard);
+                        if let Err(err) = image.apply_local(store) {
+                            tracing::error!("replica: {err}");
+                            owner.repl.unmark(shard);
+                            return;
+                        }
+                        let persist = owner.persist.as_deref();
+                        owner.repl.mark_applied(
+                            persist,
+                            generation,
+                            shard,
+                            primary.as_bytes(),
+                            seq,
+                        );
+                    };
+                    run_on(shared, shard % shared.workers, install).await?;
                     syncing = syncing.saturating_sub(1);
                     update(shared, |f| {
                         f.syncing = syncing;
