@@ -17,8 +17,7 @@ use crate::shared::{Job, Shared};
 /// Starts the link to the primary at `host:port`. With tokio workers it runs on worker 0's
 /// thread: that worker applies its shards' batches as the link reads them, with no hop
 /// between threads (a one-worker replica's every batch; before, each read woke the worker
-/// from this thread: two threads woken per frame, ~9 µs of the replica's CPU per frame on a
-/// 2-core VM). monoio workers serve no tokio socket of their own: there it runs on this
+/// from this thread: two threads woken per frame). monoio workers serve no tokio socket of their own: there it runs on this
 /// thread, and hands every batch over.
 async fn start_following(
     shared: &Arc<Shared>,
