@@ -17,7 +17,7 @@ use tokio::sync::{Notify, mpsc, watch};
 pub(crate) use fc_repl::Backlog;
 pub(crate) use outlet::{Flushed, Outlet};
 pub(crate) use pump::Pump;
-pub(crate) use source::{Drain, IDLE_PARK, Source};
+pub(crate) use source::{Drain, IDLE_PARK, Source, WARM_NAP};
 
 mod outlet;
 mod pump;
@@ -206,7 +206,13 @@ impl Repl {
     /// is sweeping, it is nudged to sweep again rather than nap. A saturated worker never
     /// parks: its writes wait for the pump's clock, and the batches grow with the load.
     pub(crate) fn worker_idle(&self, worker: usize) {
-        if !self.source.waiting_on(worker) || !self.source.idle_sweep_due() {
+        if !self.source.waiting_on(worker) {
+            return;
+        }
+        if !self.source.idle_sweep_due() {
+            // Too soon after the last sweep (a frame each time would cost the replicas
+            // more than the wait): the pump takes these shortly.
+            self.source.defer_sweep();
             return;
         }
         let swept = match self.pump.try_lock() {
@@ -571,7 +577,7 @@ impl Repl {
         let offset = self.offset();
         let _ = write!(
             out,
-            "master_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:{}\r\nrepl_backlog_size:{}\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:{}\r\nrepl_shard_seqs:{}\r\nrepl_links_refused:{}\r\nrepl_sent_bytes:{}\r\nrepl_shard_snapshots_sent:{}\r\nrepl_lane_waits:{}\r\nrepl_export_spilled:{}\r\nrepl_idle_flushes:{}\r\n",
+            "master_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:{}\r\nrepl_backlog_size:{}\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:{}\r\nrepl_shard_seqs:{}\r\nrepl_links_refused:{}\r\nrepl_sent_bytes:{}\r\nrepl_shard_snapshots_sent:{}\r\nrepl_lane_waits:{}\r\nrepl_export_spilled:{}\r\nrepl_idle_flushes:{}\r\nrepl_idle_deferred:{}\r\n",
             u8::from(self.source.enabled()),
             self.config.backlog_bytes,
             self.backlog_bytes.load(Ordering::Relaxed),
@@ -582,6 +588,7 @@ impl Repl {
             self.source.lane_waits.load(Ordering::Relaxed),
             self.source.spilled.load(Ordering::Relaxed),
             self.source.idle_flushes.load(Ordering::Relaxed),
+            self.source.idle_deferred.load(Ordering::Relaxed),
         );
     }
 }

@@ -82,12 +82,17 @@ pub(crate) const RING_WAIT: Duration = Duration::from_millis(100);
 /// wake an idle pump (a saturated worker, which never runs out of work).
 const WAKE_FILL: usize = 16 << 10;
 /// A worker that runs out of work sweeps only when the last sweep began this long ago or
-/// more: at most ~20k sweeps a second, each a frame the replicas read. Without it, a primary
-/// at 60k `SET`/s from 50 connections at pipeline 1 swept every other write (the replica's
-/// CPU per write tripled).
-pub(crate) const IDLE_SWEEP_GAP: Duration = Duration::from_micros(50);
+/// more (else it defers to the pump: [`Source::defer_sweep`]): at most 50k such sweeps a
+/// second over all workers, each a frame the replicas read, and no contention for the
+/// pump's state between workers going idle at once. At 55k `SET`/s from one worker, 50
+/// µs added ~30 µs to the median lag against 20 µs or none, with no CPU difference to
+/// measure between them (bench-matrix `20261203T-w2-4-link-on-worker`).
+pub(crate) const IDLE_SWEEP_GAP: Duration = Duration::from_micros(20);
 /// Longest an idle pump sleeps without looking (see the module's documentation).
 pub(crate) const IDLE_PARK: Duration = Duration::from_millis(10);
+/// The pump's clock while workers defer sweeps to it ([`Source::defer_sweep`]; its
+/// `batch_max_delay_us` when shorter).
+pub(crate) const WARM_NAP: Duration = Duration::from_micros(250);
 
 /// The primary's export, shared by the workers (writers) and the pump. Off (one load per
 /// mutation, after the sequence is noted) until replication starts: `enabled = true`, or
@@ -121,6 +126,11 @@ pub(crate) struct Source {
     nudged: AtomicBool,
     /// Sweeps run by workers going idle (`repl_idle_flushes`; see `Repl::worker_idle`).
     pub(crate) idle_flushes: AtomicU64,
+    /// Workers that went idle with entries waiting too soon after the last sweep to sweep
+    /// themselves (`repl_idle_deferred`): the pump sweeps for them ([`Source::defer_sweep`]).
+    pub(crate) idle_deferred: AtomicU64,
+    /// A worker deferred its sweep to the pump since the pump last looked.
+    deferred: AtomicBool,
     /// When the last sweep began, in nanoseconds from `epoch`.
     last_sweep: AtomicU64,
     epoch: Instant,
@@ -242,6 +252,8 @@ impl Source {
             napping: AtomicBool::new(false),
             nudged: AtomicBool::new(false),
             idle_flushes: AtomicU64::new(0),
+            idle_deferred: AtomicU64::new(0),
+            deferred: AtomicBool::new(false),
             last_sweep: AtomicU64::new(0),
             epoch: Instant::now(),
             idle_sweeps: config.flush_on_idle && config.batch.is_some(),
@@ -472,6 +484,23 @@ impl Source {
         let now = self.epoch.elapsed().as_nanos() as u64;
         now.saturating_sub(self.last_sweep.load(Ordering::Relaxed))
             >= IDLE_SWEEP_GAP.as_nanos() as u64
+    }
+
+    /// On a worker going idle with entries waiting, within [`IDLE_SWEEP_GAP`] of the last
+    /// sweep: the pump sweeps them within [`WARM_NAP`] (an idle pump is woken now), and
+    /// stays on that clock while workers keep deferring. Without it, a worker's last write
+    /// of a burst waited for its next write, or for the idle pump's [`IDLE_PARK`].
+    pub(crate) fn defer_sweep(&self) {
+        self.idle_deferred.fetch_add(1, Ordering::Relaxed);
+        if !self.deferred.load(Ordering::Relaxed) {
+            self.deferred.store(true, Ordering::SeqCst);
+        }
+        self.nudge_pump();
+    }
+
+    /// The pump, after a sweep: whether a worker deferred a sweep to it since it last asked.
+    pub(crate) fn take_deferred(&self) -> bool {
+        self.deferred.load(Ordering::Relaxed) && self.deferred.swap(false, Ordering::SeqCst)
     }
 
     /// Wakes the pump when it sleeps (a load when it is busy), or when every mutation is to
@@ -915,6 +944,47 @@ mod tests {
         assert_eq!(entries(&sealed).len(), 1);
         // Nothing left anywhere.
         assert!(!source.pending());
+    }
+
+    #[test]
+    fn a_deferred_sweep_wakes_an_idle_pump_and_keeps_it_warm_once() {
+        let source = Arc::new(source(1, 1));
+        let (asleep, slept) = std::sync::mpsc::channel();
+        let pump = {
+            let source = Arc::clone(&source);
+            std::thread::spawn(move || {
+                *lock(&source.pump) = Some(std::thread::current());
+                // An idle pump (as `repl_links::primary::pump`), with a far longer sleep
+                // than its own bound: only a wake-up ends it soon.
+                source.pump_idle.store(true, Ordering::SeqCst);
+                asleep.send(()).unwrap();
+                let started = Instant::now();
+                while source.pump_idle.load(Ordering::SeqCst)
+                    && started.elapsed() < Duration::from_secs(20)
+                {
+                    std::thread::park_timeout(Duration::from_secs(20));
+                }
+                (
+                    started.elapsed(),
+                    source.take_deferred(),
+                    source.take_deferred(),
+                )
+            })
+        };
+        slept.recv().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        source.defer_sweep();
+        let (waited, first, second) = pump.join().unwrap();
+        assert!(
+            waited < Duration::from_secs(10),
+            "the pump slept {waited:?}"
+        );
+        assert!(first, "the pump sees the deferral");
+        assert!(
+            !second,
+            "once: it goes idle again unless workers keep deferring"
+        );
+        assert_eq!(source.idle_deferred.load(Ordering::Relaxed), 1);
     }
 
     #[test]

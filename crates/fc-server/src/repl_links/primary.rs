@@ -13,7 +13,7 @@ use tokio::net::TcpStream;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::oneshot;
 
-use crate::repl::{IDLE_PARK, LinkInfo, Outlet, Pump, lock};
+use crate::repl::{IDLE_PARK, LinkInfo, Outlet, Pump, WARM_NAP, lock};
 use crate::shared::{Job, Shared};
 
 /// The pump (thread `fc-repl-pump`): batches what the workers' rings hold into encoded
@@ -33,12 +33,13 @@ pub(crate) fn pump(shared: &Shared, stop: &AtomicBool) {
         });
     *lock(&source.pump) = Some(std::thread::current());
     *lock(&repl.pump) = Some(Pump::new(repl));
-    let mut busy = false;
+    let (mut busy, mut warm) = (false, false);
     while !stop.load(Ordering::Acquire) {
-        if busy {
+        if busy || warm {
             // A writer waiting for room in its ring, or a worker that went idle while the
-            // pump was sweeping, wakes the pump early.
-            source.nap(tick);
+            // pump was sweeping, wakes the pump early. Workers that defer their sweeps to
+            // the pump keep it on a clock of at most `WARM_NAP`.
+            source.nap(if busy { tick } else { tick.min(WARM_NAP) });
         } else {
             source.pump_idle.store(true, Ordering::SeqCst);
             std::sync::atomic::fence(Ordering::SeqCst);
@@ -52,6 +53,7 @@ pub(crate) fn pump(shared: &Shared, stop: &AtomicBool) {
         busy = lock(&repl.pump)
             .as_mut()
             .is_some_and(|p| p.sweep(repl).busy());
+        warm = source.take_deferred();
     }
     *lock(&repl.pump) = None;
 }
