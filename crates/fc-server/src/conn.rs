@@ -546,6 +546,9 @@ async fn run<S: Socket, E: Edge>(
         {
             return;
         }
+        // A worker that never runs out of work still sends what it wrote for replication
+        // within a millisecond (see `Repl::worker_busy`).
+        shared.repl.worker_busy(worker.index);
     }
 }
 

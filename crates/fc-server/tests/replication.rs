@@ -776,10 +776,19 @@ fn zstd_and_immediate_batches_replicate_the_same() {
     );
 }
 
+/// Sweeps run by the primary's workers: going idle (`repl_idle_flushes`), or once a read
+/// they served left a write waiting a millisecond after the last sweep
+/// (`repl_busy_flushes`).
+fn worker_sweeps(con: &mut redis::Connection) -> i64 {
+    info_field(con, "replication", "repl_idle_flushes")
+        + info_field(con, "replication", "repl_busy_flushes")
+}
+
 #[test]
 fn a_write_leaves_when_its_worker_goes_idle_not_at_the_next_tick() {
     // A 5 s batch delay: the pump, busy once it has sent a batch, naps up to 5 s between
-    // sweeps; only a worker going idle with a write waiting wakes it sooner. On monoio the
+    // sweeps; only its worker sweeping (as it goes idle, or once the read that wrote is
+    // served, the last sweep being a millisecond old) sends the write sooner. On monoio the
     // workers have no park hook: their writes wait for the pump's clock (half a second
     // here), and no worker sweeps (docs/REPLICATION.md).
     let monoio = matches!(
@@ -804,7 +813,7 @@ fn a_write_leaves_when_its_worker_goes_idle_not_at_the_next_tick() {
         // The pump has swept the first write and naps (it naps after a sweep that sent
         // something, and goes idle only after one that found nothing).
         std::thread::sleep(Duration::from_millis(20));
-        let flushes = info_field(&mut p, "replication", "repl_idle_flushes");
+        let flushes = worker_sweeps(&mut p);
         let second = format!("second:{round}");
         let t0 = Instant::now();
         let _: () = p.set(&second, 2).unwrap();
@@ -815,14 +824,10 @@ fn a_write_leaves_when_its_worker_goes_idle_not_at_the_next_tick() {
             );
             std::thread::sleep(Duration::from_millis(1));
         }
-        woken += u64::from(info_field(&mut p, "replication", "repl_idle_flushes") > flushes);
+        woken += u64::from(worker_sweeps(&mut p) > flushes);
     }
     if monoio {
-        assert_eq!(
-            info_field(&mut p, "replication", "repl_idle_flushes"),
-            0,
-            "monoio workers do not sweep"
-        );
+        assert_eq!(worker_sweeps(&mut p), 0, "monoio workers do not sweep");
         return;
     }
     // A round may find the pump idle instead (a nudge from the first write's worker can

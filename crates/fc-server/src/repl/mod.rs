@@ -215,13 +215,30 @@ impl Repl {
             self.source.defer_sweep();
             return;
         }
+        self.sweep_here(&self.source.idle_flushes);
+    }
+
+    /// On worker `worker`'s thread after it served a connection's read: when its ring holds
+    /// entries and no sweep began for `BUSY_SWEEP_AFTER` (1 ms), it sweeps now. A
+    /// worker kept busy (by reads, say) never parks, and its sparse writes woke no idle pump
+    /// (only a ring holding 16 KiB does): they waited for the idle pump's 10 ms timeout.
+    /// Under a steady write load the pump sweeps on its clock, well inside the 1 ms.
+    pub(crate) fn worker_busy(&self, worker: usize) {
+        if self.source.waiting_on(worker) && self.source.busy_sweep_due() {
+            self.sweep_here(&self.source.busy_flushes);
+        }
+    }
+
+    /// A sweep with the pump's state on this (worker's) thread, counted in `count`; when the
+    /// pump is sweeping, it is nudged to sweep again instead.
+    fn sweep_here(&self, count: &AtomicU64) {
         let swept = match self.pump.try_lock() {
             Ok(mut pump) => pump.as_mut().map(|pump| pump.sweep(self)),
             Err(_) => None,
         };
         match swept {
             Some(swept) => {
-                self.source.idle_flushes.fetch_add(1, Ordering::Relaxed);
+                count.fetch_add(1, Ordering::Relaxed);
                 if swept.unfinished {
                     // A link's socket is full or a batch stayed open: the pump comes back.
                     self.source.nudge();
@@ -577,7 +594,7 @@ impl Repl {
         let offset = self.offset();
         let _ = write!(
             out,
-            "master_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:{}\r\nrepl_backlog_size:{}\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:{}\r\nrepl_shard_seqs:{}\r\nrepl_links_refused:{}\r\nrepl_sent_bytes:{}\r\nrepl_shard_snapshots_sent:{}\r\nrepl_lane_waits:{}\r\nrepl_export_spilled:{}\r\nrepl_idle_flushes:{}\r\nrepl_idle_deferred:{}\r\n",
+            "master_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:{}\r\nrepl_backlog_size:{}\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:{}\r\nrepl_shard_seqs:{}\r\nrepl_links_refused:{}\r\nrepl_sent_bytes:{}\r\nrepl_shard_snapshots_sent:{}\r\nrepl_lane_waits:{}\r\nrepl_export_spilled:{}\r\nrepl_idle_flushes:{}\r\nrepl_idle_deferred:{}\r\nrepl_busy_flushes:{}\r\n",
             u8::from(self.source.enabled()),
             self.config.backlog_bytes,
             self.backlog_bytes.load(Ordering::Relaxed),
@@ -589,6 +606,7 @@ impl Repl {
             self.source.spilled.load(Ordering::Relaxed),
             self.source.idle_flushes.load(Ordering::Relaxed),
             self.source.idle_deferred.load(Ordering::Relaxed),
+            self.source.busy_flushes.load(Ordering::Relaxed),
         );
     }
 }
@@ -599,4 +617,56 @@ pub(crate) fn split_addr(text: &str) -> Option<(String, u16)> {
     let port = port.parse().ok()?;
     let host = host.trim_start_matches('[').trim_end_matches(']');
     (!host.is_empty()).then(|| (host.to_string(), port))
+}
+
+#[cfg(test)]
+mod tests {
+    use fc_shard::Mutation;
+
+    use super::source::BUSY_SWEEP_AFTER;
+    use super::*;
+
+    #[test]
+    fn a_worker_that_does_not_run_out_of_work_sweeps_once_the_last_sweep_is_a_millisecond_old() {
+        let config = ReplicationConfig::default();
+        let source = Arc::new(Source::new(4, 1, &config));
+        source.enable();
+        let repl = Repl::new(Arc::clone(&source), config, None);
+        *lock(&repl.pump) = Some(Pump::new(&repl));
+        // This thread is worker 0's (a tokio worker's: it sweeps).
+        source.attach(0, true);
+        let set = |key: &[u8], seq| {
+            source.on_mutation(
+                0,
+                seq,
+                &Mutation::Set {
+                    key,
+                    value: b"v",
+                    expire_at_ms: None,
+                },
+            );
+        };
+        let busy = || source.busy_flushes.load(Ordering::Relaxed);
+        std::thread::sleep(BUSY_SWEEP_AFTER);
+        set(b"a", 1);
+        assert!(source.waiting_on(0));
+        repl.worker_busy(0);
+        assert!(!source.waiting_on(0), "the write left");
+        assert_eq!(busy(), 1);
+        assert!(lock(&repl.backlog).bytes() > 0, "as a frame in the backlog");
+        // Right after a sweep, a write waits (for the worker's park, or the pump's clock).
+        set(b"b", 2);
+        repl.worker_busy(0);
+        assert!(source.waiting_on(0));
+        assert_eq!(busy(), 1);
+        // A millisecond later it leaves.
+        std::thread::sleep(BUSY_SWEEP_AFTER);
+        repl.worker_busy(0);
+        assert!(!source.waiting_on(0));
+        assert_eq!(busy(), 2);
+        // With nothing waiting, nothing is swept.
+        std::thread::sleep(BUSY_SWEEP_AFTER);
+        repl.worker_busy(0);
+        assert_eq!(busy(), 2);
+    }
 }

@@ -88,6 +88,12 @@ const WAKE_FILL: usize = 16 << 10;
 /// µs added ~30 µs to the median lag against 20 µs or none, with no CPU difference to
 /// measure between them (bench-matrix `20261203T-w2-4-link-on-worker`).
 pub(crate) const IDLE_SWEEP_GAP: Duration = Duration::from_micros(20);
+/// A worker that served a connection's read with entries waiting sweeps itself when the
+/// last sweep is this old (see `Repl::worker_busy`): a worker that never runs out of work
+/// otherwise left a sparse write for the idle pump's [`IDLE_PARK`]. Longer than the pump's
+/// clock (`batch_max_delay_us`, 250 µs by default), so a pump taking a steady load on its
+/// clock is never raced.
+pub(crate) const BUSY_SWEEP_AFTER: Duration = Duration::from_millis(1);
 /// Longest an idle pump sleeps without looking (see the module's documentation).
 pub(crate) const IDLE_PARK: Duration = Duration::from_millis(10);
 /// The pump's clock while workers defer sweeps to it ([`Source::defer_sweep`]; its
@@ -126,6 +132,9 @@ pub(crate) struct Source {
     nudged: AtomicBool,
     /// Sweeps run by workers going idle (`repl_idle_flushes`; see `Repl::worker_idle`).
     pub(crate) idle_flushes: AtomicU64,
+    /// Sweeps run by workers that had not run out of work for [`BUSY_SWEEP_AFTER`]
+    /// (`repl_busy_flushes`; see `Repl::worker_busy`).
+    pub(crate) busy_flushes: AtomicU64,
     /// Workers that went idle with entries waiting too soon after the last sweep to sweep
     /// themselves (`repl_idle_deferred`): the pump sweeps for them ([`Source::defer_sweep`]).
     pub(crate) idle_deferred: AtomicU64,
@@ -252,6 +261,7 @@ impl Source {
             napping: AtomicBool::new(false),
             nudged: AtomicBool::new(false),
             idle_flushes: AtomicU64::new(0),
+            busy_flushes: AtomicU64::new(0),
             idle_deferred: AtomicU64::new(0),
             deferred: AtomicBool::new(false),
             last_sweep: AtomicU64::new(0),
@@ -442,6 +452,7 @@ impl Source {
         STAGE.with_borrow(|stage| {
             stage.source == self.id
                 && stage.worker == worker
+                && stage.sweeps_on_park
                 && stage
                     .writer
                     .as_ref()
@@ -484,6 +495,14 @@ impl Source {
         let now = self.epoch.elapsed().as_nanos() as u64;
         now.saturating_sub(self.last_sweep.load(Ordering::Relaxed))
             >= IDLE_SWEEP_GAP.as_nanos() as u64
+    }
+
+    /// Whether the last sweep began [`BUSY_SWEEP_AFTER`] ago or more (see
+    /// `Repl::worker_busy`).
+    pub(crate) fn busy_sweep_due(&self) -> bool {
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        now.saturating_sub(self.last_sweep.load(Ordering::Relaxed))
+            >= BUSY_SWEEP_AFTER.as_nanos() as u64
     }
 
     /// On a worker going idle with entries waiting, within [`IDLE_SWEEP_GAP`] of the last
