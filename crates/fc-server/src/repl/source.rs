@@ -32,7 +32,10 @@
 //! waits again. Such a worker's writes do not wake an idle pump (a wake-up and the pump's
 //! own sweep cost the primary's core two context switches: ~20 µs at 60k `SET`/s), until its
 //! ring holds [`WAKE_FILL`]: a saturated worker never parks, so the pump takes its writes on
-//! its clock, and the batches grow with the load.
+//! its clock, and the batches grow with the load. A worker going idle within
+//! [`IDLE_SWEEP_GAP`] of the last sweep defers to the pump ([`Source::defer_sweep`]); one
+//! that has not gone idle for [`BUSY_SWEEP_AFTER`] sweeps after serving a read
+//! (`Repl::worker_busy`).
 //!
 //! **Waking the pump.** A busy pump (its last sweep sent something) sweeps on its own
 //! clock; one whose sweep found nothing goes idle, also while workers sweep. A nudge ([`Source::nudge`]: a worker that found the pump sweeping, a full ring)

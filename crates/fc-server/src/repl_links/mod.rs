@@ -1,7 +1,7 @@
 //! The replication thread (`fc-repl`): the pump that batches the primary's export rings into
 //! the backlog, a task per replica link ([`primary`]), and the start of the link a replica
-//! follows ([`replica`], which runs on worker 0 with tokio workers). Shared state and what commands see: [`crate::repl`]. Protocol and
-//! guarantees: `docs/REPLICATION.md`.
+//! follows ([`replica`], which runs on worker 0 with tokio workers). Shared state and what
+//! commands see: [`crate::repl`]. Protocol and guarantees: `docs/REPLICATION.md`.
 
 mod primary;
 mod replica;
@@ -17,8 +17,8 @@ use crate::shared::{Job, Shared};
 /// Starts the link to the primary at `host:port`. With tokio workers it runs on worker 0's
 /// thread: that worker applies its shards' batches as the link reads them, with no hop
 /// between threads (a one-worker replica's every batch; before, each read woke the worker
-/// from this thread: two threads woken per frame). monoio workers serve no tokio socket of their own: there it runs on this
-/// thread, and hands every batch over.
+/// from this thread: two threads woken per frame). monoio workers serve no tokio socket of
+/// their own: there it runs on this thread, and hands every batch over.
 async fn start_following(
     shared: &Arc<Shared>,
     host: String,

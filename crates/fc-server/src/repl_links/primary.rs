@@ -39,7 +39,7 @@ pub(crate) fn pump(shared: &Shared, stop: &AtomicBool) {
             // A writer waiting for room in its ring, or a worker that went idle while the
             // pump was sweeping, wakes the pump early. Workers that defer their sweeps to
             // the pump keep it on a clock of at most `WARM_NAP`.
-            source.nap(if busy { tick } else { tick.min(WARM_NAP) });
+            source.nap(if warm { tick.min(WARM_NAP) } else { tick });
         } else {
             source.pump_idle.store(true, Ordering::SeqCst);
             std::sync::atomic::fence(Ordering::SeqCst);
