@@ -185,6 +185,9 @@ async fn run_loop<S: Socket>(mut stream: S, worker: &Rc<Worker>, registered: &Re
             }
             out.clear();
         }
+        // What this read wrote for replication leaves within a millisecond, also while the
+        // worker never runs out of work (see `Repl::worker_busy`).
+        shared.repl.worker_busy(worker.index);
         if close {
             return;
         }
