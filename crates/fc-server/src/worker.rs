@@ -602,6 +602,9 @@ async fn active_expiry(worker: Rc<Worker>) {
         let shared = &worker.shared;
         if !worker.is_locked() && shared.live.active_expire() && !shared.pause.active() {
             worker.expiry_cycle(period / 4);
+            // The expired keys' deletions leave for replicas within a millisecond, also
+            // while the worker never runs out of work (see `Repl::worker_busy`).
+            shared.repl.worker_busy(worker.index);
         }
     }
 }
