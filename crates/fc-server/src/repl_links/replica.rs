@@ -7,6 +7,7 @@
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::path::Path;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,7 +25,6 @@ use tokio::sync::oneshot;
 use crate::repl::{ACK_EVERY, ACK_IDLE, Following, lock};
 use crate::shared::{Job, Shared};
 use crate::worker::Worker;
-use std::rc::Rc;
 
 /// How a session's error begins when the primary refused the handshake.
 const REFUSED: &str = "refused";
@@ -123,7 +123,7 @@ async fn run_on(
     if let Some(host) = here(shared, worker) {
         host.wait_unlocked().await;
         work(&mut host.store.borrow_mut());
-        // A client blocked on a key this filled (`BLPOP` on a replica) is served now.
+        // A client blocked on a key this filled (`XREAD BLOCK` on a replica) is served now.
         host.serve_ready();
         return Ok(None);
     }
