@@ -73,8 +73,8 @@ pub(crate) struct ReplBenchArgs {
     /// pipeline 1, measured in the same run).
     #[arg(long)]
     lag_rate: Option<f64>,
-    /// Run the lag rows against `redis-server --replicaof` too (the same cores, load and
-    /// probe); `--redis false` leaves them out.
+    /// Run the throughput and lag rows against `redis-server` and `redis-server --replicaof`
+    /// too (the same cores, load and probe); `--redis false` leaves them out.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     redis: bool,
     /// A short run (1 s samples, 1 round, 100k catch-up keys).
@@ -265,8 +265,9 @@ fn wait_link(replica: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Waits until `replica`'s link has taken `writes` writes (`slave_repl_offset`), then a moment
-/// for its workers to apply what they were handed.
+/// Waits until `replica`'s link has reached the primary's offset `writes` (`slave_repl_offset`:
+/// writes for fast-cache, bytes for Redis), then a moment for its workers to apply what they
+/// were handed.
 fn wait_applied(replica: &str, writes: f64) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -358,13 +359,73 @@ fn throughput(
         compression.to_string(),
     ];
     let (primary, followers) = cluster(bin, args, replicas, &extra)?;
+    let mut row = throughput_of("fc-server", &primary, &followers, args, pipeline)?;
+    if compression != "none" && replicas > 0 {
+        row.row = "compression";
+    }
+    row.compression = compression;
+    Ok(row)
+}
+
+/// The `throughput` row for `redis-server` with `replicas` `redis-server --replicaof` on the
+/// same cores as fast-cache's, under the same load.
+fn redis_throughput(args: &ReplBenchArgs, replicas: usize, pipeline: usize) -> anyhow::Result<Row> {
+    let primary = redis_server(&args.server_cores, &[])?;
+    let mut followers = Vec::new();
+    for _ in 0..replicas {
+        let replica = redis_replica_of(args, &primary)?;
+        wait_link(&replica.addr)?;
+        followers.push(replica);
+    }
+    throughput_of("redis", &primary, &followers, args, pipeline)
+}
+
+/// Replicated writes so far: fast-cache's replication offset counts writes; Redis's counts
+/// the bytes of its replication stream, so its `SET` calls are counted instead.
+fn writes_so_far(server: &str, primary: &str) -> anyhow::Result<f64> {
+    if server == "redis" {
+        let text = String::from_utf8(query(primary, &["INFO", "commandstats"])?)?;
+        Ok(text
+            .lines()
+            .find_map(|l| l.strip_prefix("cmdstat_set:calls="))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0.0))
+    } else {
+        Ok(info(primary, "replication", "master_repl_offset")?
+            .parse()
+            .unwrap_or(0.0))
+    }
+}
+
+/// Bytes sent to replicas so far: fast-cache counts them (`repl_sent_bytes`); for Redis, its
+/// replication stream's offset times its replicas.
+fn repl_bytes_so_far(server: &str, primary: &str, replicas: usize) -> anyhow::Result<f64> {
+    let (field, times) = if server == "redis" {
+        ("master_repl_offset", replicas as f64)
+    } else {
+        ("repl_sent_bytes", 1.0)
+    };
+    Ok(info(primary, "replication", field)?
+        .parse::<f64>()
+        .unwrap_or(0.0)
+        * times)
+}
+
+fn throughput_of(
+    server: &'static str,
+    primary: &Proc,
+    followers: &[Proc],
+    args: &ReplBenchArgs,
+    pipeline: usize,
+) -> anyhow::Result<Row> {
+    let replicas = followers.len();
     let pid = primary.child.id();
     let replica_cpu0 = followers.first().map(|r| super::cpu_seconds(r.child.id()));
     let load = load_args(args, args.connections);
     let mut samples = Vec::new();
-    let sent0: f64 = info(&primary.addr, "replication", "repl_sent_bytes")?
-        .parse()
-        .unwrap_or(0.0);
+    let sent0 = repl_bytes_so_far(server, &primary.addr, replicas)?;
+    let writes0 = writes_so_far(server, &primary.addr)?;
     for _ in 0..args.rounds.max(1) {
         samples.push(run_load(
             (&primary.addr, pid),
@@ -375,32 +436,28 @@ fn throughput(
             Load::Resp,
         )?);
     }
-    let sent1: f64 = info(&primary.addr, "replication", "repl_sent_bytes")?
-        .parse()
-        .unwrap_or(0.0);
-    // Writes over the whole run (warm-ups included): the offset counts every mutation.
-    let writes: f64 = info(&primary.addr, "replication", "master_repl_offset")?
-        .parse()
-        .unwrap_or(0.0);
-    // The first replica's CPU over those writes, once it has applied them.
+    let sent1 = repl_bytes_so_far(server, &primary.addr, replicas)?;
+    // Writes over the whole run (warm-ups included).
+    let writes = writes_so_far(server, &primary.addr)? - writes0;
+    // The first replica's CPU over those writes, once it has applied them (both servers'
+    // replicas report the primary's offset they reached in the primary's own unit).
     let replica_ns_per_op = match (followers.first(), replica_cpu0) {
         (Some(replica), Some(cpu0)) if writes > 0.0 => {
-            wait_applied(&replica.addr, writes)?;
+            let offset: f64 = info(&primary.addr, "replication", "master_repl_offset")?
+                .parse()
+                .unwrap_or(0.0);
+            wait_applied(&replica.addr, offset)?;
             (super::cpu_seconds(replica.child.id()) - cpu0) * 1e9 / writes
         }
         _ => 0.0,
     };
     let s = Sample::median(&samples);
     Ok(Row {
-        row: if compression == "none" || replicas == 0 {
-            "throughput"
-        } else {
-            "compression"
-        },
-        server: "fc-server",
+        row: "throughput",
+        server,
         replicas,
         pipeline,
-        compression,
+        compression: "none",
         ops: s.ops,
         cpu: s.cpu,
         bytes_per_op: if writes > 0.0 && replicas > 0 {
@@ -708,13 +765,26 @@ pub(crate) fn bench_repl(mut args: ReplBenchArgs) -> anyhow::Result<()> {
             row.ratio = row.ops / base;
             rows.push(row);
         }
+        // Redis with its replicas on the same cores: its own cost of replication, beside
+        // fast-cache's.
+        for replicas in (0..=2).filter(|_| args.redis) {
+            eprintln!(
+                "bench-repl: redis-server, SET 64 B, pipeline {pipeline}, {replicas} replicas"
+            );
+            let mut row = redis_throughput(&args, replicas, pipeline)?;
+            if replicas == 0 {
+                base = row.ops;
+            }
+            row.ratio = row.ops / base;
+            rows.push(row);
+        }
     }
     if wanted("compression") {
         eprintln!("bench-repl: zstd, pipeline 16, 1 replica");
         let mut zstd = throughput(&bin, &args, 1, 16, "zstd")?;
         let base = rows
             .iter()
-            .find(|r| r.replicas == 1 && r.pipeline == 16)
+            .find(|r| r.server == "fc-server" && r.replicas == 1 && r.pipeline == 16)
             .map_or(0.0, |r| r.ops);
         zstd.ratio = if base > 0.0 { zstd.ops / base } else { 0.0 };
         rows.push(zstd);
@@ -726,7 +796,10 @@ pub(crate) fn bench_repl(mut args: ReplBenchArgs) -> anyhow::Result<()> {
             Some(rate) if rate.is_finite() && rate > 0.0 => rate,
             Some(rate) => bail!("--lag-rate {rate}: a positive number of SET/s"),
             None => {
-                let alone = match rows.iter().find(|r| r.replicas == 0 && r.pipeline == 1) {
+                let alone = match rows
+                    .iter()
+                    .find(|r| r.server == "fc-server" && r.replicas == 0 && r.pipeline == 1)
+                {
                     Some(row) => row.ops,
                     None => {
                         eprintln!(
@@ -812,7 +885,7 @@ fn write(out: &Path, run_id: &str, args: &ReplBenchArgs, rows: &[Row]) -> anyhow
         args.duration,
         args.rounds.max(1)
     );
-    md.push_str("| row | replicas | pipeline | compression | SET/s | primary CPU | SET per primary core-s | repl bytes/write | replica CPU ns/write | vs 0 replicas |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    md.push_str("| row | server | replicas | pipeline | compression | SET/s | primary CPU | SET per primary core-s | repl bytes/write | replica CPU ns/write | vs 0 replicas |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
     for r in rows
         .iter()
         .filter(|r| r.row == "throughput" || r.row == "compression")
@@ -820,8 +893,9 @@ fn write(out: &Path, run_id: &str, args: &ReplBenchArgs, rows: &[Row]) -> anyhow
         let per_core = if r.cpu > 0.0 { r.ops / r.cpu } else { 0.0 };
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {:.0} | {:.2} | {:.0} | {:.1} | {:.0} | {:.2}x |",
+            "| {} | {} | {} | {} | {} | {:.0} | {:.2} | {:.0} | {:.1} | {:.0} | {:.2}x |",
             r.row,
+            r.server,
             r.replicas,
             r.pipeline,
             r.compression,
@@ -876,10 +950,16 @@ fn write(out: &Path, run_id: &str, args: &ReplBenchArgs, rows: &[Row]) -> anyhow
             );
         }
     }
-    md.push_str(
-        "\n| catch-up | server | keys | seconds | redis ÷ fast-cache |\n|---|---|---|---|---|\n",
-    );
-    for r in rows.iter().filter(|r| r.row.starts_with("catchup")) {
+    let catchups: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.row.starts_with("catchup"))
+        .collect();
+    if !catchups.is_empty() {
+        md.push_str(
+            "\n| catch-up | server | keys | seconds | redis ÷ fast-cache |\n|---|---|---|---|---|\n",
+        );
+    }
+    for r in catchups {
         let _ = writeln!(
             md,
             "| {} | {} | {} | {:.3} | {} |",
