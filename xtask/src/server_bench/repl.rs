@@ -779,6 +779,9 @@ pub(crate) fn bench_repl(mut args: ReplBenchArgs) -> anyhow::Result<()> {
             rows.push(row);
         }
     }
+    // Each section's rows are written as soon as they are measured: a run stopped by a
+    // time limit (the device kit's) keeps what it had.
+    write(&out, &run_id, &args, &rows)?;
     if wanted("compression") {
         eprintln!("bench-repl: zstd, pipeline 16, 1 replica");
         let mut zstd = throughput(&bin, &args, 1, 16, "zstd")?;
@@ -788,6 +791,7 @@ pub(crate) fn bench_repl(mut args: ReplBenchArgs) -> anyhow::Result<()> {
             .map_or(0.0, |r| r.ops);
         zstd.ratio = if base > 0.0 { zstd.ops / base } else { 0.0 };
         rows.push(zstd);
+        write(&out, &run_id, &args, &rows)?;
     }
     if wanted("lag") {
         // 50% load: half of what the primary takes alone at pipeline 1, measured in this run
@@ -828,6 +832,7 @@ pub(crate) fn bench_repl(mut args: ReplBenchArgs) -> anyhow::Result<()> {
             eprintln!("bench-repl: redis-server's lag under a closed-loop load");
             rows.push(redis_lag(&args, None)?);
         }
+        write(&out, &run_id, &args, &rows)?;
     }
     if wanted("catchup") {
         eprintln!(
