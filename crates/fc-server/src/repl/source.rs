@@ -495,17 +495,19 @@ impl Source {
     /// Whether the last sweep began [`IDLE_SWEEP_GAP`] ago or more (a worker going idle
     /// sweeps only then: see `Repl::worker_idle`).
     pub(crate) fn idle_sweep_due(&self) -> bool {
-        let now = self.epoch.elapsed().as_nanos() as u64;
-        now.saturating_sub(self.last_sweep.load(Ordering::Relaxed))
-            >= IDLE_SWEEP_GAP.as_nanos() as u64
+        self.last_sweep_before(IDLE_SWEEP_GAP)
     }
 
     /// Whether the last sweep began [`BUSY_SWEEP_AFTER`] ago or more (see
     /// `Repl::worker_busy`).
     pub(crate) fn busy_sweep_due(&self) -> bool {
+        self.last_sweep_before(BUSY_SWEEP_AFTER)
+    }
+
+    /// Whether the last sweep began `ago` or more before now.
+    fn last_sweep_before(&self, ago: Duration) -> bool {
         let now = self.epoch.elapsed().as_nanos() as u64;
-        now.saturating_sub(self.last_sweep.load(Ordering::Relaxed))
-            >= BUSY_SWEEP_AFTER.as_nanos() as u64
+        now.saturating_sub(self.last_sweep.load(Ordering::Relaxed)) >= ago.as_nanos() as u64
     }
 
     /// On a worker going idle with entries waiting, within [`IDLE_SWEEP_GAP`] of the last
