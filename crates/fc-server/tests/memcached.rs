@@ -302,6 +302,78 @@ fn command(rng: &mut Rng) -> (String, String) {
     (line, key)
 }
 
+/// `incr`, `decr` or meta arithmetic (`ma`).
+fn arithmetic(template: &str) -> bool {
+    ["incr ", "decr ", "ma "]
+        .iter()
+        .any(|verb| template.starts_with(verb))
+}
+
+/// Whether `key` holds a number of 2^63 or more (read with the same `mg` on both servers).
+/// memcached's arithmetic is not deterministic there: its `safe_strtoull` looks for a `-`
+/// with `strchr`, which reads past the value's `\r\n` into whatever the slab holds next, so
+/// it answers `CLIENT_ERROR cannot increment or decrement non-numeric value` when a key
+/// with a `-` (`long-key-name-0123456789`) lies after it, and wraps at 2^64 when not. Those
+/// commands are left out of the comparison; `arithmetic_at_the_top_of_u64_wraps_as_memcached_does`
+/// checks fc-server's answers there.
+fn at_or_over_2_63(theirs: &mut Conn, ours: &mut Conn, key: &str) -> bool {
+    let request = format!("mg {key} v\r\n");
+    let _ = ours.exchange(request.as_bytes());
+    let reply = theirs.exchange(request.as_bytes());
+    let text = String::from_utf8_lossy(&reply);
+    let mut lines = text.split("\r\n");
+    lines.next().is_some_and(|head| head.starts_with("VA "))
+        && lines
+            .next()
+            .and_then(|value| value.trim_end_matches(' ').parse::<u64>().ok())
+            .is_some_and(|n| n >= 1 << 63)
+}
+
+#[test]
+fn arithmetic_at_the_top_of_u64_wraps_as_memcached_does() {
+    // memcached 1.6.18's own answers to this sequence, from a fresh memcached (nothing with
+    // a `-` after the value in its slab: see `at_or_over_2_63`).
+    let server = start(ServerConfig {
+        memcached_bind: Some("127.0.0.1:0".parse().unwrap()),
+        ..ServerConfig::default()
+    });
+    let mut conn = Conn::open(server.memcached_addr().unwrap());
+    let max = "18446744073709551615";
+    for (request, reply) in [
+        (
+            format!("set a 0 0 20\r\n{max}\r\n"),
+            "STORED\r\n".to_string(),
+        ),
+        ("incr a 3\r\n".into(), "2\r\n".into()),
+        (
+            "get a\r\n".into(),
+            "VALUE a 0 20\r\n2                   \r\nEND\r\n".into(),
+        ),
+        ("incr a 1\r\n".into(), "3\r\n".into()),
+        (format!("set a 0 0 20\r\n{max}\r\n"), "STORED\r\n".into()),
+        ("decr a 100\r\n".into(), "18446744073709551515\r\n".into()),
+        ("set a 0 0 1\r\n0\r\n".into(), "STORED\r\n".into()),
+        (format!("incr a {max}\r\n"), format!("{max}\r\n")),
+        (
+            "get a\r\n".into(),
+            format!("VALUE a 0 20\r\n{max}\r\nEND\r\n"),
+        ),
+        ("ma a D2 v\r\n".into(), "VA 1\r\n1\r\n".into()),
+        (format!("ma a MD D{max} v\r\n"), "VA 1\r\n0\r\n".into()),
+        (
+            "get a\r\n".into(),
+            "VALUE a 0 20\r\n0                   \r\nEND\r\n".into(),
+        ),
+    ] {
+        assert_eq!(
+            String::from_utf8_lossy(&conn.exchange(request.as_bytes())),
+            reply,
+            "after {request:?}"
+        );
+    }
+    server.shutdown();
+}
+
 #[test]
 fn replies_match_memcached_byte_for_byte() {
     let reference = start_memcached();
@@ -313,7 +385,7 @@ fn replies_match_memcached_byte_for_byte() {
     });
     let ours = server.memcached_addr().unwrap();
     let mut mismatches = Vec::new();
-    let mut total = 0;
+    let (mut total, mut skipped) = (0, 0);
     for seed in [1u64, 2, 3, 4] {
         let (mut theirs_conn, mut ours_conn) = (Conn::open(reference.1), Conn::open(ours));
         // A clean keyspace for each sequence.
@@ -325,6 +397,10 @@ fn replies_match_memcached_byte_for_byte() {
         let mut first = true;
         for _ in 0..600 {
             let (template, key) = command(&mut rng);
+            if arithmetic(&template) && at_or_over_2_63(&mut theirs_conn, &mut ours_conn, &key) {
+                skipped += 1;
+                continue;
+            }
             let meta = template.starts_with('m').then_some(key.as_str());
             let theirs_cmd = template.replace("{cas}", &seen_theirs.cas(&key));
             let ours_cmd = template.replace("{cas}", &seen_ours.cas(&key));
@@ -353,6 +429,10 @@ fn replies_match_memcached_byte_for_byte() {
         }
     }
     server.shutdown();
+    assert!(
+        skipped < total / 10,
+        "{skipped} of {total} commands skipped"
+    );
     assert!(
         mismatches.is_empty(),
         "{} of {total} replies differ:\n{}",
